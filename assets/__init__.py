@@ -1,0 +1,1 @@
+"""Data files shipped with kbcurate (relation schemas, sample configuration)."""

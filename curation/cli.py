@@ -1,0 +1,131 @@
+"""The ``kbcurate`` command line.
+
+Every command takes ``--workspace DIR`` (default: ``$KBCURATE_WORKSPACE``). Errors the user can fix
+(:class:`~kb_sources.errors.CurationError`) are printed as one message with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from curation.config import DATA_ENV, WORKSPACE_ENV
+from kb_sources.errors import CurationError
+from kb_sources.registry import readers
+
+logger = logging.getLogger("kbcurate")
+
+
+def _reader_help(kind: str) -> str:
+    return "\n".join(f"  {s.name:<12} {s.description}" for s in readers(kind))  # type: ignore[arg-type]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (reader names and descriptions come from the registry)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--workspace", "-w", default=None,
+                        help=f"workspace folder (default: ${WORKSPACE_ENV})")
+    common.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    common.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="kbcurate", formatter_class=fmt,
+        description="Knowledge-base curation assistant: find PubMed abstracts that complete "
+                    "partial KB relations.",
+        epilog=f"KB readers:\n{_reader_help('kb')}\n\ndocument readers:\n{_reader_help('docs')}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("init", parents=[common], help="create a workspace")
+    p.add_argument("dir", nargs="?", help="folder to create (default: --workspace)")
+
+    p = sub.add_parser("import", parents=[common], help="import KB records or documents",
+                       formatter_class=fmt)
+    isub = p.add_subparsers(dest="what", required=True, metavar="WHAT")
+    pk = isub.add_parser("kb", parents=[common], formatter_class=fmt,
+                         help="KB records (relations)", epilog=f"readers:\n{_reader_help('kb')}")
+    pk.add_argument("reader", help="one of: " + ", ".join(s.name for s in readers("kb")))
+    pk.add_argument("file")
+    pk.add_argument("--mapping", help="column-mapping TOML (reader 'tsv')")
+    pk.add_argument("--source", help="source name to record (readers 'pubtator', 'tsv')")
+    pd = isub.add_parser("docs", parents=[common], formatter_class=fmt, help="documents",
+                         epilog=f"readers:\n{_reader_help('docs')}")
+    pd.add_argument("reader", help="one of: " + ", ".join(s.name for s in readers("docs")))
+    pd.add_argument("file")
+    pd.add_argument("--source", help="source name to record")
+    for name, text in (("mesh", "MeSH tree file (mtrees Term;TreeNumber)"),
+                       ("citations", "citation edges TSV (citing_pmid, cited_pmid)")):
+        isub.add_parser(name, parents=[common], help=text).add_argument("file")
+
+    p = sub.add_parser("stats", parents=[common], help="counts of what the workspace holds")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+    p = sub.add_parser("relations", parents=[common], help="list partial relations")
+    p.add_argument("--schema", default="PO", help="schema name (default PO)")
+    p.add_argument("--where", action="append", default=[], metavar="NAME=TEXT",
+                   help="filter on a slot or attribute, e.g. gene=BRAF or evidence_level=A")
+    p.add_argument("--source", help="only records from this KB")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--format", choices=("table", "json", "tsv"), default="table")
+
+    p = sub.add_parser("query", parents=[common], help="render a templated query")
+    p.add_argument("--schema", default="PO")
+    p.add_argument("--template", help="template index or text")
+    p.add_argument("values", nargs="+", metavar="SLOT=TEXT")
+
+    p = sub.add_parser("schema", parents=[common], help="list or add relation schemas")
+    p.add_argument("action", choices=("list", "add"))
+    p.add_argument("file", nargs="?", help="schema TOML (for add)")
+
+    p = sub.add_parser("demo", parents=[common],
+                       help="build the sample workspace from real data, then serve the app")
+    p.add_argument("--data-dir",
+                   help=f"sample data folder (default: ${DATA_ENV} or ../shared/data)")
+    p.add_argument("--no-serve", action="store_true", help="build only")
+    _serve_args(p)
+
+    p = sub.add_parser("serve", parents=[common], help="start the curation app (Streamlit)")
+    _serve_args(p)
+    return parser
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8501)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kbcurate`` console script."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
+    from curation import commands
+
+    try:
+        return commands.dispatch(args)
+    except CurationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; nothing was written by the unfinished step", file=sys.stderr)
+        return 130
+
+
+def workspace_path(args: argparse.Namespace) -> Path:
+    """The workspace folder from ``--workspace`` or ``$KBCURATE_WORKSPACE``."""
+    value = getattr(args, "workspace", None) or os.environ.get(WORKSPACE_ENV)
+    if not value:
+        raise CurationError(f"No workspace given: pass --workspace DIR or set {WORKSPACE_ENV}")
+    return Path(value)
+
+
+def print_json(data: object) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

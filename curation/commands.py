@@ -1,0 +1,179 @@
+"""Implementations of the ``kbcurate`` sub-commands (argument parsing lives in cli.py)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+
+import pandas as pd
+
+from curation.cli import print_json, workspace_path
+from curation.importer import import_file
+from curation.relations import PartialRelation, list_partial_relations
+from curation.templates import render_query
+from curation.workspace import Workspace
+from kb_sources.errors import CurationError
+from kb_sources.schema import get_schema
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Run the command named by ``args.command``."""
+    handler = {
+        "init": cmd_init, "import": cmd_import, "stats": cmd_stats,
+        "relations": cmd_relations, "query": cmd_query, "schema": cmd_schema,
+        "demo": cmd_demo, "serve": cmd_serve,
+    }[args.command]
+    return handler(args)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    root = args.dir or workspace_path(args)
+    with Workspace.init(root) as ws:
+        print(f"workspace ready at {ws.root} (schema version {ws.schema_version})")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from curation.importer import import_citations, import_mesh_tree
+
+    with Workspace.open(workspace_path(args)) as ws:
+        progress = not args.quiet
+        if args.what == "mesh":
+            n = import_mesh_tree(ws, args.file, progress=progress)
+            print(f"{args.file}: {n} MeSH tree numbers added")
+            return 0
+        if args.what == "citations":
+            n = import_citations(ws, args.file, progress=progress)
+            print(f"{args.file}: {n} citation edges added")
+            return 0
+        options = {k: v for k in ("mapping", "source") if (v := getattr(args, k, None))}
+        report = import_file(ws, args.what, args.reader, args.file, progress=progress, **options)
+        print(report.summary())
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with Workspace.open(workspace_path(args)) as ws:
+        stats = ws.stats()
+    if args.json:
+        print_json(stats.to_json())
+        return 0
+    rows = [("documents", stats.documents), ("annotations", stats.annotations),
+            ("relations", stats.relations), ("relations with PMIDs", stats.relations_with_pmids),
+            ("entities", stats.entities), ("synonyms", stats.synonyms),
+            ("citation edges", stats.citations), ("MeSH terms", stats.mesh_terms),
+            ("labels", stats.labels), ("model versions", len(stats.model_versions))]
+    for name, value in rows:
+        print(f"{name:<22}{value:>10,}")
+    for title, data in (("documents by source", stats.documents_by_source),
+                        ("relations by source", stats.relations_by_source),
+                        ("relations by schema", stats.relations_by_schema),
+                        ("partial relations by schema", stats.partial_relations_by_schema)):
+        if data:
+            print(f"\n{title}:")
+            for key, value in sorted(data.items()):
+                print(f"  {key:<20}{value:>10,}")
+    return 0
+
+
+def _parse_pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise CurationError(f"{what} {item!r} is not NAME=TEXT (e.g. gene=BRAF)")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def relations_frame(rows: list[PartialRelation], schema_answer: str) -> pd.DataFrame:
+    """Partial relations as a table (one row each): query slots, known answers, PMIDs."""
+    records = []
+    for p in rows:
+        rec = {slot: " / ".join(e.text for e in ents) for slot, ents in p.query.items()}
+        answers = p.answer_texts()
+        rec[f"known {schema_answer}"] = "; ".join(answers[:5]) + (" ..." if len(answers) > 5
+                                                                   else "")
+        rec["n_answers"] = len(answers)
+        rec["n_pmids"] = len(p.pmids)
+        rec["sources"] = ",".join(p.sources)
+        records.append(rec)
+    return pd.DataFrame.from_records(records)
+
+
+def cmd_relations(args: argparse.Namespace) -> int:
+    filters = _parse_pairs(args.where, "filter")
+    with Workspace.open(workspace_path(args)) as ws:
+        schema = get_schema(args.schema, ws.schemas())
+        rows = list_partial_relations(ws, schema.name, filters, source=args.source,
+                                      limit=args.limit)
+    if args.format == "json":
+        print_json([{"schema": p.schema, "query_key": p.query_key,
+                     "query": {s: [e.text for e in ents] for s, ents in p.query.items()},
+                     "query_text": p.render(schema).text, "answers": p.answer_texts(),
+                     "pmids": list(p.pmids), "sources": list(p.sources),
+                     "n_records": p.n_records} for p in rows])
+        return 0
+    frame = relations_frame(rows, schema.answer)
+    if frame.empty:
+        print(f"no partial relations of schema {schema.name} match")
+        return 0
+    if args.format == "tsv":
+        frame.to_csv(sys.stdout, sep="\t", index=False, quoting=csv.QUOTE_MINIMAL)
+    else:
+        with pd.option_context("display.max_colwidth", 60, "display.width", 200):
+            print(frame.to_string(index=False))
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    values = _parse_pairs(args.values, "slot value")
+    template: str | int | None = args.template
+    if template is not None and template.isdigit():
+        template = int(template)
+    with Workspace.open(workspace_path(args)) as ws:
+        schema = get_schema(args.schema, ws.schemas())
+    print(render_query(schema, values, template).text)
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    with Workspace.open(workspace_path(args)) as ws:
+        if args.action == "add":
+            if not args.file:
+                raise CurationError("schema add needs a TOML file: kbcurate schema add FILE.toml")
+            schema = ws.add_schema(args.file)
+            print(f"schema {schema.name} added to {ws.root / 'schemas'}")
+            return 0
+        for schema in ws.schemas().values():
+            slots = ", ".join(f"{s.name}:{s.type}{'?' if s.query else ''}" for s in schema.slots)
+            print(f"{schema.name:<16} {slots}  -> {schema.answer}   {schema.templates[0]}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from curation.config import resolve_data_dir
+    from curation.demo import build_demo_workspace, default_demo_path
+
+    root = workspace_path(args) if (args.workspace or _env_ws()) else default_demo_path()
+    summary = build_demo_workspace(root, resolve_data_dir(args.data_dir),
+                                   progress=not args.quiet)
+    print(summary)
+    if args.no_serve:
+        return 0
+    args.workspace = str(root)
+    return cmd_serve(args)
+
+
+def _env_ws() -> str | None:
+    import os
+
+    from curation.config import WORKSPACE_ENV
+    return os.environ.get(WORKSPACE_ENV)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from curation.serve import serve
+
+    return serve(workspace_path(args), host=args.host, port=args.port)

@@ -1,0 +1,169 @@
+"""Forward-only migrations of the workspace database.
+
+``MIGRATIONS[i]`` takes a database from schema version ``i`` to ``i + 1`` (SQLite
+``PRAGMA user_version``). Never edit a released migration: append a new one.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[str] = [
+    # 0 -> 1: initial schema
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+    CREATE TABLE documents (
+        doc_id TEXT PRIMARY KEY,
+        title TEXT NOT NULL,
+        abstract TEXT NOT NULL,
+        source TEXT NOT NULL,
+        journal TEXT NOT NULL DEFAULT '',
+        year INTEGER,
+        mesh TEXT NOT NULL DEFAULT '[]',
+        refs TEXT NOT NULL DEFAULT '[]',
+        content_hash TEXT NOT NULL,
+        added_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX documents_source ON documents(source);
+
+    CREATE TABLE annotations (
+        doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+        start INTEGER NOT NULL,
+        end INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        type TEXT NOT NULL,
+        ids TEXT NOT NULL DEFAULT '[]'
+    );
+    CREATE INDEX annotations_doc ON annotations(doc_id);
+
+    CREATE TABLE relations (
+        id INTEGER PRIMARY KEY,
+        source TEXT NOT NULL,
+        record_id TEXT NOT NULL,
+        schema TEXT NOT NULL,
+        query_key TEXT NOT NULL,
+        data TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        added_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        UNIQUE (source, record_id)
+    );
+    CREATE INDEX relations_schema_query ON relations(schema, query_key);
+
+    CREATE TABLE relation_slots (
+        relation_id INTEGER NOT NULL REFERENCES relations(id) ON DELETE CASCADE,
+        slot TEXT NOT NULL,
+        entity_key TEXT NOT NULL,
+        text TEXT NOT NULL
+    );
+    CREATE INDEX relation_slots_rel ON relation_slots(relation_id);
+    CREATE INDEX relation_slots_key ON relation_slots(slot, entity_key);
+
+    CREATE TABLE relation_pmids (
+        relation_id INTEGER NOT NULL REFERENCES relations(id) ON DELETE CASCADE,
+        pmid TEXT NOT NULL,
+        PRIMARY KEY (relation_id, pmid)
+    );
+    CREATE INDEX relation_pmids_pmid ON relation_pmids(pmid);
+
+    CREATE TABLE entities (
+        key TEXT PRIMARY KEY,
+        type TEXT NOT NULL,
+        id TEXT NOT NULL,
+        text TEXT NOT NULL
+    );
+
+    CREATE TABLE synonyms (
+        entity_key TEXT NOT NULL REFERENCES entities(key),
+        synonym TEXT NOT NULL,
+        source TEXT NOT NULL,
+        PRIMARY KEY (entity_key, synonym)
+    );
+
+    CREATE TABLE citations (
+        citing TEXT NOT NULL,
+        cited TEXT NOT NULL,
+        PRIMARY KEY (citing, cited)
+    ) WITHOUT ROWID;
+    CREATE INDEX citations_cited ON citations(cited);
+
+    CREATE TABLE mesh_tree (
+        tree_number TEXT PRIMARY KEY,
+        term TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX mesh_tree_term ON mesh_tree(term);
+
+    CREATE TABLE labels (
+        id INTEGER PRIMARY KEY,
+        created_at TEXT NOT NULL,
+        user TEXT NOT NULL,
+        schema TEXT NOT NULL,
+        query_key TEXT NOT NULL,
+        query_text TEXT NOT NULL,
+        doc_id TEXT NOT NULL,
+        grade TEXT NOT NULL CHECK (grade IN ('complete', 'partial', 'irrelevant', 'skip')),
+        note TEXT NOT NULL DEFAULT '',
+        model_version TEXT NOT NULL DEFAULT '',
+        train_size INTEGER,
+        superseded_by INTEGER REFERENCES labels(id)
+    );
+    CREATE INDEX labels_query ON labels(schema, query_key, doc_id);
+    CREATE INDEX labels_user ON labels(user);
+
+    CREATE TABLE models (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        version TEXT NOT NULL,
+        recipe TEXT NOT NULL DEFAULT '',
+        base_model TEXT NOT NULL DEFAULT '',
+        path TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL DEFAULT 'registered',
+        metrics TEXT NOT NULL DEFAULT '{}',
+        created_at TEXT NOT NULL,
+        UNIQUE (name, version)
+    );
+
+    CREATE TABLE jobs (
+        id INTEGER PRIMARY KEY,
+        kind TEXT NOT NULL,
+        status TEXT NOT NULL
+            CHECK (status IN ('queued', 'running', 'done', 'failed', 'cancelled')),
+        progress REAL NOT NULL DEFAULT 0,
+        message TEXT NOT NULL DEFAULT '',
+        params TEXT NOT NULL DEFAULT '{}',
+        result TEXT NOT NULL DEFAULT '{}',
+        error TEXT NOT NULL DEFAULT '',
+        created_by TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+
+    CREATE TABLE audit_log (
+        id INTEGER PRIMARY KEY,
+        ts TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        action TEXT NOT NULL,
+        object_type TEXT NOT NULL,
+        object_id TEXT NOT NULL,
+        before TEXT,
+        after TEXT
+    );
+    CREATE INDEX audit_object ON audit_log(object_type, object_id);
+
+    CREATE TABLE imports (
+        id INTEGER PRIMARY KEY,
+        ts TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        reader TEXT NOT NULL,
+        path TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        added INTEGER NOT NULL,
+        updated INTEGER NOT NULL,
+        unchanged INTEGER NOT NULL
+    );
+    """,
+]
+
+#: Schema version this code writes and reads.
+SCHEMA_VERSION = len(MIGRATIONS)

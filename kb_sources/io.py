@@ -1,0 +1,216 @@
+"""Safe reading of local input files: gzip detection, strict UTF-8, TSV headers, size limits.
+
+Every reader goes through these helpers so that bad input (truncated gzip, bad UTF-8, an empty file,
+a wrong delimiter, a duplicate or missing column, an absurdly long field) ends in one
+:class:`~kb_sources.errors.InputFormatError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from kb_sources.errors import InputFormatError
+
+#: Longest field (characters) accepted in any record; abstracts are ~1-10k characters.
+MAX_FIELD_CHARS = 200_000
+#: Longest line (characters) accepted in line-oriented formats.
+MAX_LINE_CHARS = 1_000_000
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_gzip(path: str | Path) -> bool:
+    """True when the file starts with the gzip magic bytes (whatever its extension)."""
+    with open(path, "rb") as fh:
+        return fh.read(2) == _GZIP_MAGIC
+
+
+@contextmanager
+def open_binary(path: str | Path) -> Iterator[io.BufferedIOBase]:
+    """Open a local file for binary reading, transparently decompressing gzip.
+
+    Raises:
+        InputFormatError: The file does not exist or is empty.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InputFormatError(
+            p, "file not found", expected="an existing file", fix="check the path"
+        )
+    if p.stat().st_size == 0:
+        raise InputFormatError(
+            p, "file is empty", expected="at least a header or one record",
+            fix="re-export or re-download the file",
+        )
+    with open(p, "rb") as raw:
+        if raw.read(2) == _GZIP_MAGIC:
+            raw.seek(0)
+            with gzip.GzipFile(fileobj=raw) as gz:
+                yield gz  # type: ignore[misc]
+        else:
+            raw.seek(0)
+            yield raw  # type: ignore[misc]
+
+
+def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line)`` (1-based, newline stripped) from a text or gzip file.
+
+    Decodes strictly as UTF-8 (a BOM is dropped) and reports the first bad byte with its line.
+
+    Raises:
+        InputFormatError: Empty file, truncated/corrupt gzip, invalid UTF-8, over-long line, or
+            a file with no non-blank line.
+    """
+    p = Path(path)
+    line_no = 0
+    seen_content = False
+    try:
+        with open_binary(p) as fh:
+            for line_no, raw in enumerate(fh, start=1):  # noqa: B007
+                if len(raw) > MAX_LINE_CHARS:
+                    raise InputFormatError(
+                        p, f"line is {len(raw):,} bytes long", line=line_no,
+                        expected=f"lines under {MAX_LINE_CHARS:,} bytes",
+                        fix="check that the file is in the expected format (not binary or "
+                        "a single-line dump)",
+                    )
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise InputFormatError(
+                        p, f"invalid UTF-8 byte {raw[exc.start:exc.start + 1]!r} at column "
+                        f"{exc.start + 1}", line=line_no, expected="UTF-8 text",
+                        fix="convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+                    ) from exc
+                if line_no == 1 and text.startswith("\ufeff"):
+                    text = text[1:]
+                text = text.rstrip("\r\n")
+                if text.strip():
+                    seen_content = True
+                yield line_no, text
+    except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
+        if isinstance(exc, InputFormatError):
+            raise
+        raise InputFormatError(
+            p, f"compressed data is truncated or corrupt after line {line_no} ({exc})",
+            expected="a complete gzip file", fix="re-download or re-compress the file",
+        ) from exc
+    if not seen_content:
+        raise InputFormatError(
+            p, "file has no content (only blank lines)", expected="at least one record",
+            fix="re-export or re-download the file",
+        )
+
+
+def read_text(path: str | Path) -> str:
+    """Whole file as text (gzip-aware, strict UTF-8); for small formats that need the full text."""
+    return "\n".join(line for _, line in iter_lines(path))
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """Whole file as bytes (gzip-aware), with truncation reported as InputFormatError."""
+    p = Path(path)
+    try:
+        with open_binary(p) as fh:
+            return fh.read()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise InputFormatError(
+            p, f"compressed data is truncated or corrupt ({exc})",
+            expected="a complete gzip file", fix="re-download or re-compress the file",
+        ) from exc
+
+
+def iter_tsv(
+    path: str | Path,
+    required: Sequence[str],
+    *,
+    delimiter: str = "\t",
+    format_name: str = "TSV",
+) -> Iterator[tuple[int, dict[str, str]]]:
+    """Yield ``(line_number, row)`` from a delimited file with a header row.
+
+    Quotes are not special (``csv.QUOTE_NONE``): CIViC and OncoKB free text contains stray quotes.
+    Blank lines are skipped.
+
+    Args:
+        path: File to read (plain or gzip).
+        required: Columns that must be in the header.
+        delimiter: Field separator.
+        format_name: Name of the format for error messages ("CIViC ClinicalEvidenceSummaries").
+
+    Raises:
+        InputFormatError: Missing/duplicate columns, wrong delimiter, a row with more fields than
+            the header, or a field over :data:`MAX_FIELD_CHARS`.
+    """
+    p = Path(path)
+    lines = iter_lines(p)
+    header: list[str] | None = None
+    for line_no, line in lines:
+        if not line.strip():
+            continue
+        if header is None:
+            header = _check_header(p, line_no, line, required, delimiter, format_name)
+            continue
+        fields = next(csv.reader([line], delimiter=delimiter, quoting=csv.QUOTE_NONE))
+        if len(fields) > len(header):
+            raise InputFormatError(
+                p, f"row has {len(fields)} fields but the header has {len(header)}",
+                line=line_no, expected=f"at most {len(header)} {_delim_name(delimiter)}-separated "
+                "fields per row", fix="check for unescaped delimiters in free-text fields",
+            )
+        for name, value in zip(header, fields, strict=False):
+            if len(value) > MAX_FIELD_CHARS:
+                raise InputFormatError(
+                    p, f"field {name!r} is {len(value):,} characters long", line=line_no,
+                    expected=f"fields under {MAX_FIELD_CHARS:,} characters",
+                    fix="check the file for a missing line break or a corrupted record",
+                )
+        fields += [""] * (len(header) - len(fields))
+        yield line_no, dict(zip(header, fields, strict=True))
+
+
+def _check_header(
+    p: Path, line_no: int, line: str, required: Sequence[str], delimiter: str, format_name: str
+) -> list[str]:
+    header = [h.strip() for h in line.split(delimiter)]
+    seen: set[str] = set()
+    for name in header:
+        if name and name in seen:
+            raise InputFormatError(
+                p, f"duplicate column {name!r} in the header", line=line_no,
+                expected=f"a {format_name} header with unique column names",
+                fix="rename or remove the repeated column",
+            )
+        seen.add(name)
+    missing = [c for c in required if c not in seen]
+    if missing:
+        hint = "check the file is a " + format_name + " export"
+        for other in (",", ";", "\t", "|"):
+            if other != delimiter and len(line.split(other)) > len(header):
+                hint = (f"the header looks {_delim_name(other)}-separated; save the file "
+                        f"{_delim_name(delimiter)}-separated")
+                break
+        raise InputFormatError(
+            p, f"missing column(s) {', '.join(repr(m) for m in missing)}", line=line_no,
+            expected=f"a {format_name} header with columns {', '.join(required)}", fix=hint,
+        )
+    return header
+
+
+def _delim_name(delimiter: str) -> str:
+    names = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe"}
+    return names.get(delimiter, repr(delimiter))
+
+
+def split_list(value: str, separators: str = ",;") -> list[str]:
+    """Split a list-valued field on any of ``separators``, dropping blanks and whitespace."""
+    items = [value]
+    for sep in separators:
+        items = [part for item in items for part in item.split(sep)]
+    return [item.strip() for item in items if item.strip()]

@@ -1,0 +1,90 @@
+"""Registry of readers: KB readers (-> relations, and documents where a corpus doubles as a KB)
+and corpus readers (-> documents).
+
+Entries name their implementing function as ``module:function`` and are imported lazily, so
+listing readers (``kbcurate --help``) does not import parsers.
+
+A reader is ``read(path, **options) -> Iterator[Relation | Document]``. It only reads local files,
+raises :class:`~kb_sources.errors.InputFormatError` on bad input, and never touches a workspace.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from kb_sources.errors import UnknownNameError
+from kb_sources.types import Document, Relation
+
+ReaderKind = Literal["kb", "docs"]
+ReadFunc = Callable[..., Iterator[Relation | Document]]
+
+
+@dataclass(frozen=True)
+class ReaderSpec:
+    """One registered reader.
+
+    Attributes:
+        name: Name used on the command line (``kbcurate import kb civic FILE``).
+        kind: "kb" (relations, possibly with documents) or "docs" (documents only).
+        target: ``module:function`` implementing the reader.
+        description: One line for ``--help``.
+        options: Names of keyword options the reader accepts (``mapping`` for the generic TSV).
+    """
+
+    name: str
+    kind: ReaderKind
+    target: str
+    description: str
+    options: tuple[str, ...] = ()
+
+    def load(self) -> ReadFunc:
+        module, func = self.target.split(":")
+        return getattr(importlib.import_module(module), func)
+
+    def read(self, path: str | Path, **options: object) -> Iterator[Relation | Document]:
+        return self.load()(Path(path), **options)
+
+
+_SPECS: tuple[ReaderSpec, ...] = (
+    ReaderSpec("civic", "kb", "kb_sources.civic:read_civic",
+               "CIViC ClinicalEvidenceSummaries TSV (2021 v1 and current columns) -> PO"),
+    ReaderSpec("oncokb", "kb", "kb_sources.oncokb:read_oncokb",
+               "OncoKB allActionableVariants / allAnnotatedVariants TSV -> PO"),
+    ReaderSpec("uniprot", "kb", "kb_sources.uniprot:read_uniprot",
+               "UniProt Swiss-Prot flat file (MOD_RES 'by X') -> PTM"),
+    ReaderSpec("pubtator", "kb", "kb_sources.pubtator:read_pubtator_kb",
+               "PubTator corpus -> documents, annotations and document-level relations"),
+    ReaderSpec("tsv", "kb", "kb_sources.generic_tsv:read_generic_tsv",
+               "Any TSV + a column-mapping TOML (--mapping FILE) -> relations of any schema",
+               options=("mapping",)),
+    ReaderSpec("pubmed-xml", "docs", "kb_sources.pubmed_xml:read_pubmed_xml",
+               "PubMed XML (efetch output or baseline/update files, gzip ok)"),
+    ReaderSpec("medline", "docs", "kb_sources.medline:read_medline",
+               "MEDLINE text format (PubMed 'MEDLINE' export)"),
+    ReaderSpec("pubtator", "docs", "kb_sources.pubtator:read_pubtator_docs",
+               "PubTator text format (title/abstract lines + annotations)"),
+    ReaderSpec("jsonl", "docs", "kb_sources.jsonl:read_jsonl",
+               "JSON Lines: pmid, title, abstract, optional mesh/journal/year/references"),
+)
+
+
+def readers(kind: ReaderKind) -> list[ReaderSpec]:
+    """All readers of one kind, in registration order."""
+    return [s for s in _SPECS if s.kind == kind]
+
+
+def get_reader(kind: ReaderKind, name: str) -> ReaderSpec:
+    """Look up a reader by kind and name.
+
+    Raises:
+        UnknownNameError: No such reader; the message lists the available ones.
+    """
+    for spec in _SPECS:
+        if spec.kind == kind and spec.name == name:
+            return spec
+    label = "KB reader" if kind == "kb" else "document reader"
+    raise UnknownNameError(label, name, [s.name for s in readers(kind)])

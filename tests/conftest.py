@@ -1,0 +1,71 @@
+"""Shared fixtures: the real data folder, offline guards, hand-made fixture files."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--data-dir",
+        default=None,
+        help="Folder of real sample data (default: $KBCURATE_DATA or ../shared/data).",
+    )
+
+
+@pytest.fixture(scope="session")
+def data_dir(request: pytest.FixtureRequest) -> Path:
+    """The real data folder. Missing data is a failure, never a skip (CI has it)."""
+    from curation.config import resolve_data_dir
+
+    path = resolve_data_dir(request.config.getoption("--data-dir"))
+    if not path.is_dir():
+        pytest.fail(
+            f"real data folder {path} not found: set KBCURATE_DATA or --data-dir to the "
+            "shared/data folder (tests that need it fail rather than skip)"
+        )
+    return path
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    return FIXTURES
+
+
+_real_connect = socket.socket.connect
+
+
+def _guarded_connect(self: socket.socket, address: object) -> object:
+    host = address[0] if isinstance(address, tuple) else address
+    if isinstance(host, str) and host not in ("127.0.0.1", "::1", "localhost") and not \
+            host.startswith("/"):
+        raise RuntimeError(f"tests must not use the network (tried to connect to {host!r})")
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test downloads anything: HF offline and only loopback sockets."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+
+
+@pytest.fixture
+def tmp_workspace(tmp_path: Path):
+    """A fresh, initialised workspace."""
+    from curation.workspace import Workspace
+
+    ws = Workspace.init(tmp_path / "ws")
+    yield ws
+    ws.close()
+
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,0 +1,137 @@
+"""Importing into the workspace: idempotent, audited, one transaction, merge rules."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from curation.importer import import_items
+from curation.relations import list_partial_relations
+from kb_sources.errors import InputFormatError, SchemaError
+from kb_sources.types import Annotation, Document, Entity, Relation
+
+
+def po(record_id: str, gene: str, variant: str, drugs: list[str], pmids=("1",), **attrs):
+    return Relation(
+        schema="PO", source="civic", record_id=record_id,
+        slots={"gene": (Entity(gene, "gene", synonyms=(gene.lower() + "-alias",)),),
+               "variant": (Entity(variant, "variant"),),
+               "treatment": tuple(Entity(d, "drug") for d in drugs)},
+        pmids=tuple(pmids), attributes={k: str(v) for k, v in attrs.items()})
+
+
+def doc(pmid: str, title: str, abstract: str = "An abstract.", source="pool", **kw):
+    return Document(doc_id=pmid, title=title, abstract=abstract, source=source, **kw)
+
+
+def run(ws, items, reader="kb:test"):
+    return import_items(ws, items, reader=reader, path="mem", progress=False)
+
+
+def test_second_import_adds_nothing(tmp_workspace):
+    items = [doc("1", "BRAF V600E"), po("EID1", "BRAF", "V600E", ["Vemurafenib"]),
+             po("EID2", "BRAF", "V600E", ["Dabrafenib", "Trametinib"], pmids=("2", "3"))]
+    first = run(tmp_workspace, items)
+    assert (first.documents_added, first.relations_added) == (1, 2)
+    second = run(tmp_workspace, items)
+    assert (second.added, second.updated, second.unchanged) == (0, 0, 3)
+    stats = tmp_workspace.stats()
+    assert stats.relations == 2 and stats.documents == 1 and stats.relations_with_pmids == 2
+    assert stats.partial_relations_by_schema == {"PO": 1}
+    imports = tmp_workspace.conn.execute("SELECT added FROM imports ORDER BY id").fetchall()
+    assert [r[0] for r in imports] == [3, 0]
+
+
+def test_changed_record_is_updated_and_audited(tmp_workspace):
+    run(tmp_workspace, [po("EID1", "BRAF", "V600E", ["Vemurafenib"], level="B")])
+    report = run(tmp_workspace, [po("EID1", "BRAF", "V600E", ["Vemurafenib"], level="A")])
+    assert report.relations_updated == 1 and report.relations_added == 0
+    (entry,) = tmp_workspace.audit_log("relation")
+    assert entry["object_id"] == "civic:EID1" and entry["action"] == "update"
+    assert json.loads(entry["before"])["attributes"]["level"] == "B"
+    assert json.loads(entry["after"])["attributes"]["level"] == "A"
+    (pr,) = list_partial_relations(tmp_workspace, "PO")
+    assert pr.attributes["level"] == ("A",)
+
+
+def test_reader_error_midway_leaves_workspace_unchanged(tmp_workspace):
+    run(tmp_workspace, [doc("1", "kept")])
+
+    def broken():
+        yield doc("2", "new doc")
+        yield po("EID9", "KRAS", "G12C", ["Sotorasib"])
+        raise InputFormatError("bad.tsv", "row has 50 fields but the header has 41", line=7)
+
+    with pytest.raises(InputFormatError, match="bad.tsv, line 7"):
+        run(tmp_workspace, broken())
+    stats = tmp_workspace.stats()
+    assert (stats.documents, stats.relations, stats.entities) == (1, 0, 0)
+    assert tmp_workspace.conn.execute("SELECT COUNT(*) FROM imports").fetchone()[0] == 1
+
+
+def test_unknown_schema_is_refused(tmp_workspace):
+    rel = Relation("GO", "x", "1", {"a": (Entity("A", "gene"),)})
+    with pytest.raises(SchemaError, match="schema 'GO'.*kbcurate schema add"):
+        run(tmp_workspace, [rel])
+
+
+def test_missing_query_slot_is_refused(tmp_workspace):
+    rel = Relation("PO", "x", "1", {"gene": (Entity("BRAF", "gene"),)})
+    with pytest.raises(SchemaError, match="leaves query slot\\(s\\) variant"):
+        run(tmp_workspace, [rel])
+
+
+def test_document_merge_first_source_owns_text(tmp_workspace):
+    run(tmp_workspace, [doc("7", "Pool title", "Pool abstract", source="pool")])
+    enriched = doc("7", "XML title", "XML abstract", source="pubmed-xml", journal="Blood",
+                   year=2005, mesh=("Humans",), references=("11",))
+    report = run(tmp_workspace, [enriched])
+    assert report.documents_updated == 1
+    row = tmp_workspace.conn.execute("SELECT * FROM documents WHERE doc_id='7'").fetchone()
+    assert (row["title"], row["journal"], row["year"]) == ("Pool title", "Blood", 2005)
+    assert json.loads(row["mesh"]) == ["Humans"] and json.loads(row["refs"]) == ["11"]
+    # re-importing both sources again changes nothing (no flip-flop)
+    again = [run(tmp_workspace, [doc("7", "Pool title", "Pool abstract", source="pool")]),
+             run(tmp_workspace, [enriched])]
+    assert [r.documents_unchanged for r in again] == [1, 1]
+    # the owning source may correct its own text
+    fixed = run(tmp_workspace, [doc("7", "Pool title, corrected", "Pool abstract", source="pool")])
+    assert fixed.documents_updated == 1
+    (entry,) = [e for e in tmp_workspace.audit_log("document")][:1]
+    assert json.loads(entry["after"])["title"] == "Pool title, corrected"
+
+
+def test_annotations_added_once(tmp_workspace):
+    ann = (Annotation(0, 4, "BRAF", "Gene", ("673",)),)
+    run(tmp_workspace, [doc("5", "BRAF in melanoma")])
+    r1 = run(tmp_workspace, [doc("5", "BRAF in melanoma", source="biored", annotations=ann)])
+    r2 = run(tmp_workspace, [doc("5", "BRAF in melanoma", source="biored", annotations=ann)])
+    assert (r1.documents_updated, r2.documents_unchanged) == (1, 1)
+    rows = tmp_workspace.conn.execute("SELECT start, end, text, ids FROM annotations").fetchall()
+    assert [tuple(r) for r in rows] == [(0, 4, "BRAF", '["673"]')]
+
+
+def test_partial_relations_group_filter_and_answers(tmp_workspace):
+    run(tmp_workspace, [
+        po("EID1", "BRAF", "V600E", ["Vemurafenib"], pmids=("1",), evidence_level="A"),
+        po("EID2", "BRAF", "V600E", ["Dabrafenib", "Trametinib"], pmids=("2", "3")),
+        po("EID3", "EGFR", "T790M", ["Osimertinib"], pmids=("4",), evidence_level="B"),
+    ])
+    rows = list_partial_relations(tmp_workspace, "po")
+    assert [p.query["gene"][0].text for p in rows] == ["BRAF", "EGFR"]
+    braf = rows[0]
+    assert braf.answer_texts() == ["Vemurafenib", "Dabrafenib + Trametinib"]
+    assert braf.pmids == ("1", "2", "3") and braf.n_records == 2
+    assert braf.query_key == "gene=gene:braf|variant=variant:v600e"
+    from kb_sources.schema import builtin_schemas
+    assert braf.render(builtin_schemas()["PO"]).text == "Treatment for gene BRAF and variant V600E?"
+    # slot filter matches text and synonyms, case-insensitive; attribute filters work too
+    assert [p.query["gene"][0].text for p in list_partial_relations(
+        tmp_workspace, "PO", {"gene": "egf"})] == ["EGFR"]
+    assert len(list_partial_relations(tmp_workspace, "PO", {"gene": "braf-ALIAS"})) == 1
+    assert [p.query["gene"][0].text for p in list_partial_relations(
+        tmp_workspace, "PO", {"evidence_level": "b"})] == ["EGFR"]
+    assert list_partial_relations(tmp_workspace, "PO", {"gene": "%"}) == []
+    syn = {r[0] for r in tmp_workspace.conn.execute("SELECT synonym FROM synonyms")}
+    assert {"BRAF", "braf-alias", "Osimertinib"} <= syn
