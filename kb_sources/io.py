@@ -7,12 +7,11 @@ a wrong delimiter, a duplicate or missing column, an absurdly long field) ends i
 
 from __future__ import annotations
 
-import csv
 import gzip
 import io
 import zlib
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 from kb_sources.errors import InputFormatError
@@ -157,7 +156,7 @@ def iter_tsv(
         if header is None:
             header = _check_header(p, line_no, line, required, delimiter, format_name)
             continue
-        fields = next(csv.reader([line], delimiter=delimiter, quoting=csv.QUOTE_NONE))
+        fields = line.split(delimiter)  # quotes are not special (csv.QUOTE_NONE semantics)
         if len(fields) > len(header):
             raise InputFormatError(
                 p, f"row has {len(fields)} fields but the header has {len(header)}",
@@ -206,6 +205,19 @@ def _check_header(
 def _delim_name(delimiter: str) -> str:
     names = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe"}
     return names.get(delimiter, repr(delimiter))
+
+
+def read_header(path: str | Path) -> str:
+    """The first non-blank line of a text or gzip file (the header of a TSV), read lazily.
+
+    Raises:
+        InputFormatError: The file is missing, empty, not UTF-8 or not valid gzip.
+    """
+    with closing(iter_lines(path)) as lines:
+        for _, line in lines:
+            if line.strip():
+                return line
+    return ""
 
 
 def split_list(value: str, separators: str = ",;") -> list[str]:

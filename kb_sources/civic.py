@@ -1,0 +1,306 @@
+"""CIViC ClinicalEvidenceSummaries TSV -> PO relations (Gene + Variant -> Treatment).
+
+Two column layouts are read, detected from the header:
+
+- **v1** (CIViC 1, e.g. the ``01-Aug-2021`` monthly export): ``gene``, ``entrez_id``, ``variant``,
+  ``drugs``, ``drug_interaction_type``, ``clinical_significance``, ...
+- **v2** (current CIViC exports): ``molecular_profile`` ("BRAF V600E"), ``therapies``,
+  ``therapy_interaction_type``, ``significance``, ...
+
+Only Predictive evidence that names therapies becomes a relation. A combination (or sequential)
+therapy is one relation whose treatment slot holds every drug; substitutes (or several drugs with no
+interaction type) become one relation per drug. Evidence from ASCO/ASH abstracts is kept but has no
+PMIDs, so it is marked as non-PubMed through its ``source_type`` attribute.
+
+Pipeline: :func:`read_civic` (the only I/O) -> :func:`normalise_row` (pure) ->
+:func:`evidence_relations` (pure).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from kb_sources.errors import InputFormatError
+from kb_sources.io import iter_tsv, read_header
+from kb_sources.types import Entity, Relation
+
+logger = logging.getLogger(__name__)
+
+SOURCE = "civic"
+SCHEMA = "PO"
+FORMAT_NAME = "CIViC ClinicalEvidenceSummaries"
+
+#: Interaction types whose drugs are given together: one relation holds them all.
+JOINT_INTERACTIONS = frozenset({"combination", "sequential"})
+
+#: Drug lists are comma-separated, but a comma between two digits belongs to a chemical name
+#: ("2,4-pyrimidinediamine", "HER2 Inhibitor CP-724,714").
+_DRUG_SEPARATOR = re.compile(r"(?<!\d),|,(?!\d)")
+#: Operators joining the parts of a compound v2 molecular profile.
+_PROFILE_OPERATOR = re.compile(r"\s+(?:AND|OR)\s+")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Column names of one CIViC export layout, keyed by their v2 (canonical) names."""
+
+    name: str
+    required: tuple[str, ...]
+    columns: Mapping[str, str]
+
+    def get(self, row: Mapping[str, str], field: str) -> str:
+        """Stripped value of a canonical field in ``row`` ("" when the column is absent)."""
+        return row.get(self.columns.get(field, field), "").strip()
+
+
+V1 = Layout(
+    name="v1 (2021)",
+    required=("gene", "variant", "disease", "drugs", "drug_interaction_type", "evidence_type",
+              "evidence_level", "clinical_significance", "citation_id", "source_type",
+              "evidence_id"),
+    columns={"therapies": "drugs", "therapy_interaction_type": "drug_interaction_type",
+             "significance": "clinical_significance"},
+)
+V2 = Layout(
+    name="v2 (current)",
+    required=("molecular_profile", "disease", "therapies", "therapy_interaction_type",
+              "evidence_type", "evidence_level", "significance", "citation_id", "source_type",
+              "evidence_id"),
+    columns={},
+)
+LAYOUTS = (V1, V2)
+
+#: Optional columns copied into the attributes when present and non-empty (canonical names).
+_OPTIONAL_ATTRIBUTES = ("evidence_direction", "rating", "evidence_status", "asco_abstract_id")
+
+
+@dataclass(frozen=True)
+class CivicEvidence:
+    """One CIViC evidence item in layout-neutral form.
+
+    Attributes:
+        evidence_id: Numeric evidence id as text ("15").
+        genes: Gene symbols (one, or several for a compound v2 molecular profile).
+        entrez_id: Entrez gene id ("" when the layout has none).
+        variants: Variant names ("D842V"); several for a compound molecular profile.
+        therapies: Drug names in file order.
+        interaction: Lower-cased therapy interaction type ("" when not given).
+        evidence_type: "Predictive", "Diagnostic", ...; only Predictive evidence gives relations.
+        pmids: The PubMed id, or () for ASCO/ASH abstracts.
+        attributes: Display facts (disease, evidence_level, source_type, ...).
+    """
+
+    evidence_id: str
+    genes: tuple[str, ...]
+    entrez_id: str
+    variants: tuple[str, ...]
+    therapies: tuple[str, ...]
+    interaction: str
+    evidence_type: str
+    pmids: tuple[str, ...]
+    attributes: dict[str, str]
+
+
+def read_civic(path: Path, **options: object) -> Iterator[Relation]:
+    """Read a CIViC ClinicalEvidenceSummaries TSV (plain or gzip) into PO relations.
+
+    Args:
+        path: The evidence export (v1 or v2 column layout).
+        **options: None are accepted; present for the common reader signature.
+
+    Returns:
+        An iterator of relations (schema "PO", source "civic") in file order.
+
+    Raises:
+        InputFormatError: Unreadable file, a header of neither layout, or a row without an
+            evidence id, gene or variant.
+        TypeError: An option was passed.
+    """
+    if options:
+        raise TypeError(f"read_civic() takes no options, got {', '.join(sorted(options))}")
+    path = Path(path)
+    layout = detect_layout(path)
+    logger.info("Reading %s as CIViC layout %s", path, layout.name)
+    count = 0
+    for line_no, row in iter_tsv(path, layout.required, format_name=f"{FORMAT_NAME} {layout.name}"):
+        for relation in evidence_relations(normalise_row(row, layout, path=path, line=line_no)):
+            count += 1
+            yield relation
+    logger.info("Read %d PO relations from %s", count, path)
+
+
+def detect_layout(path: Path) -> Layout:
+    """Pick the column layout from the first non-blank line of ``path``.
+
+    Each layout scores the columns only it has (``drugs`` vs ``therapies``, ...), found as words
+    whatever the delimiter, so that a comma-separated file or one missing a column still reaches
+    :func:`~kb_sources.io.iter_tsv`, whose message names the delimiter or the missing column.
+
+    Raises:
+        InputFormatError: The header names none of either layout's own columns.
+    """
+    header = read_header(path)
+    words = set(re.findall(r"\w+", header))
+    v1_score = len(words & (set(V1.required) - set(V2.required)))
+    v2_score = len(words & (set(V2.required) - set(V1.required)))
+    if v1_score or v2_score:
+        return V2 if v2_score > v1_score else V1
+    raise InputFormatError(
+        path, f"header matches neither CIViC layout (it starts {header[:80]!r})", line=1,
+        expected=f"a {FORMAT_NAME} header with either the v1 columns {', '.join(V1.required)} "
+        f"or the v2 columns {', '.join(V2.required)}",
+        fix="export the evidence summaries from civicdb.org "
+        "(Downloads > ClinicalEvidenceSummaries)",
+    )
+
+
+def normalise_row(
+    row: Mapping[str, str], layout: Layout, *, path: Path, line: int
+) -> CivicEvidence:
+    """Turn one TSV row of either layout into a :class:`CivicEvidence` (pure).
+
+    Raises:
+        InputFormatError: No evidence id, gene or variant, or a PubMed citation that is not a PMID.
+    """
+    evidence_id = layout.get(row, "evidence_id")
+    if not evidence_id:
+        raise InputFormatError(path, "row has no evidence_id", line=line,
+                               expected="a numeric evidence_id in every row",
+                               fix="re-export the file or delete the incomplete row")
+    record = f"EID{evidence_id}"
+    if layout is V2:
+        genes, variants, profile = _profile_slots(layout.get(row, "molecular_profile"), path, line,
+                                                  record)
+    else:
+        genes, variants, profile = _v1_slots(row, path, line, record)
+    source_type = layout.get(row, "source_type")
+    citation_id = layout.get(row, "citation_id")
+    pmids = _pmids(source_type, citation_id, path, line, record)
+    attributes = {
+        "disease": layout.get(row, "disease"),
+        "evidence_level": layout.get(row, "evidence_level"),
+        "significance": layout.get(row, "significance"),
+        "evidence_type": layout.get(row, "evidence_type"),
+        "interaction": layout.get(row, "therapy_interaction_type").lower(),
+        "source_type": source_type,
+        "citation_id": citation_id,
+        "molecular_profile": profile,
+    }
+    attributes.update({k: layout.get(row, k) for k in _OPTIONAL_ATTRIBUTES})
+    return CivicEvidence(
+        evidence_id=evidence_id, genes=genes, entrez_id=layout.get(row, "entrez_id"),
+        variants=variants, therapies=split_drugs(layout.get(row, "therapies")),
+        interaction=attributes["interaction"], evidence_type=attributes["evidence_type"],
+        pmids=pmids, attributes={k: v for k, v in attributes.items() if v},
+    )
+
+
+def _v1_slots(
+    row: Mapping[str, str], path: Path, line: int, record: str
+) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    gene, variant = row.get("gene", "").strip(), row.get("variant", "").strip()
+    missing = [name for name, value in (("gene", gene), ("variant", variant)) if not value]
+    if missing:
+        raise InputFormatError(path, f"row has no {' or '.join(missing)}", line=line,
+                               record=record, expected="a gene and a variant in every row",
+                               fix="fill in the gene and variant columns or delete the row")
+    return (gene,), (variant,), ""
+
+
+def _profile_slots(
+    profile: str, path: Path, line: int, record: str
+) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    """Genes and variants of a v2 molecular profile; the profile text is kept when compound."""
+    try:
+        genes, variants = parse_molecular_profile(profile)
+    except ValueError as exc:
+        raise InputFormatError(
+            path, str(exc), line=line, record=record,
+            expected="a molecular_profile of the form 'GENE VARIANT' (e.g. 'BRAF V600E')",
+            fix="fill in the molecular_profile column or delete the row",
+        ) from exc
+    return genes, variants, profile if len(variants) > 1 else ""
+
+
+def parse_molecular_profile(profile: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Split a CIViC molecular profile name into genes and variants.
+
+    A simple profile "BRAF V600E" gives ``(("BRAF",), ("V600E",))``: the first token is the gene and
+    the rest the variant. A compound profile "EGFR L858R AND EGFR T790M" gives every part (genes
+    without repeats); parts negated with NOT are left out and parentheses are ignored.
+
+    Raises:
+        ValueError: The profile is empty or a part has no variant after the gene.
+    """
+    parts = _PROFILE_OPERATOR.split(profile.replace("(", " ").replace(")", " ").strip())
+    genes: list[str] = []
+    variants: list[str] = []
+    for part in (p.strip() for p in parts):
+        if part.startswith("NOT "):
+            continue
+        gene, _, variant = part.partition(" ")
+        if not gene or not variant.strip():
+            raise ValueError(f"molecular_profile {profile!r} has no variant after the gene"
+                             if gene else "row has no molecular_profile")
+        if gene not in genes:
+            genes.append(gene)
+        variants.append(variant.strip())
+    if not variants:
+        raise ValueError(f"molecular_profile {profile!r} names only negated variants")
+    return tuple(genes), tuple(variants)
+
+
+def split_drugs(value: str) -> tuple[str, ...]:
+    """Split a CIViC drug list on commas, except commas inside chemical names ("2,4-...").
+
+    Repeated names are dropped, so each drug of a substitutes list has its own record id.
+    """
+    return tuple(dict.fromkeys(d.strip() for d in _DRUG_SEPARATOR.split(value) if d.strip()))
+
+
+def _pmids(
+    source_type: str, citation_id: str, path: Path, line: int, record: str
+) -> tuple[str, ...]:
+    if source_type.lower() != "pubmed":
+        return ()
+    if not citation_id.isdigit():
+        raise InputFormatError(path, f"PubMed citation_id {citation_id!r} is not a PMID",
+                               line=line, record=record, expected="digits only",
+                               fix="correct the citation_id or the source_type of the row")
+    return (citation_id,)
+
+
+def therapy_groups(therapies: tuple[str, ...], interaction: str) -> list[tuple[str, ...]]:
+    """Drugs given together: one group for a combination/sequential therapy, else one per drug."""
+    if not therapies:
+        return []
+    if interaction.lower() in JOINT_INTERACTIONS:
+        return [therapies]
+    return [(drug,) for drug in therapies]
+
+
+def evidence_relations(evidence: CivicEvidence) -> list[Relation]:
+    """PO relations of one evidence item (pure): none unless it is Predictive with therapies."""
+    if evidence.evidence_type.lower() != "predictive":
+        return []
+    groups = therapy_groups(evidence.therapies, evidence.interaction)
+    gene_id = evidence.entrez_id if len(evidence.genes) == 1 else ""
+    base_slots = {
+        "gene": tuple(Entity(g, "gene", gene_id) for g in evidence.genes),
+        "variant": tuple(Entity(v, "variant") for v in evidence.variants),
+    }
+    relations = []
+    for group in groups:
+        record_id = f"EID{evidence.evidence_id}"
+        if len(groups) > 1:
+            record_id += f":{group[0]}"
+        relations.append(Relation(
+            schema=SCHEMA, source=SOURCE, record_id=record_id,
+            slots={**base_slots, "treatment": tuple(Entity(d, "drug") for d in group)},
+            pmids=evidence.pmids, attributes=dict(evidence.attributes),
+        ))
+    return relations
