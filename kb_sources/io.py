@@ -131,6 +131,7 @@ def iter_tsv(
     *,
     delimiter: str = "\t",
     format_name: str = "TSV",
+    header_fix: str = "",
 ) -> Iterator[tuple[int, dict[str, str]]]:
     """Yield ``(line_number, row)`` from a delimited file with a header row.
 
@@ -142,6 +143,7 @@ def iter_tsv(
         required: Columns that must be in the header.
         delimiter: Field separator.
         format_name: Name of the format for error messages ("CIViC ClinicalEvidenceSummaries").
+        header_fix: Extra advice appended to a missing-column error ("or correct the mapping").
 
     Raises:
         InputFormatError: Missing/duplicate columns, wrong delimiter, a row with more fields than
@@ -154,7 +156,8 @@ def iter_tsv(
         if not line.strip():
             continue
         if header is None:
-            header = _check_header(p, line_no, line, required, delimiter, format_name)
+            header = _check_header(p, line_no, line, required, delimiter, format_name,
+                                   header_fix)
             continue
         fields = line.split(delimiter)  # quotes are not special (csv.QUOTE_NONE semantics)
         if len(fields) > len(header):
@@ -175,7 +178,8 @@ def iter_tsv(
 
 
 def _check_header(
-    p: Path, line_no: int, line: str, required: Sequence[str], delimiter: str, format_name: str
+    p: Path, line_no: int, line: str, required: Sequence[str], delimiter: str, format_name: str,
+    header_fix: str = "",
 ) -> list[str]:
     header = [h.strip() for h in line.split(delimiter)]
     seen: set[str] = set()
@@ -197,7 +201,8 @@ def _check_header(
                 break
         raise InputFormatError(
             p, f"missing column(s) {', '.join(repr(m) for m in missing)}", line=line_no,
-            expected=f"a {format_name} header with columns {', '.join(required)}", fix=hint,
+            expected=f"a {format_name} header with columns {', '.join(required)}",
+            fix=f"{hint}, {header_fix}" if header_fix else hint,
         )
     return header
 

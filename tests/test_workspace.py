@@ -15,7 +15,8 @@ def test_init_creates_layout_and_wal(tmp_path):
     with Workspace.init(tmp_path / "ws") as ws:
         assert ws.schema_version == SCHEMA_VERSION == 1
         assert ws.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        tables = {r[0] for r in ws.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        tables = {r[0] for r in ws.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"documents", "relations", "entities", "synonyms", "labels", "models", "jobs",
             "audit_log", "imports", "annotations", "citations", "mesh_tree"} <= tables
     for area in AREAS:

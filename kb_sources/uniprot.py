@@ -1,0 +1,389 @@
+"""UniProtKB/Swiss-Prot flat files -> PTM relations (Substrate + PTM + Residue -> Catalyst).
+
+Each ``FT MOD_RES`` feature whose description names a catalyst ("Phosphoserine; by CDK1 and
+CDK2") becomes one :class:`~kb_sources.types.Relation` of schema ``PTM`` per catalyst. Both feature
+layouts are understood:
+
+* modern (2019+): ``FT   MOD_RES  3291`` + ``/note="Phosphoserine; by CDK1 and CDK2"`` +
+  ``/evidence="ECO:0000269|PubMed:15800615"``;
+* old 3-column: ``FT   MOD_RES  65  65  Phosphoserine; by PINK1. {ECO:0000269|PubMed:23754282}.``
+
+Design choices:
+
+* Features without a catalyst have no answer, so by default they yield no relation; pass
+  ``include_without_catalyst=True`` to get them with an empty ``catalyst`` slot (for browsing).
+* "by X and Y" / "by X, Y and Z" / "by X or Y" give one relation per catalyst (substitutable
+  enzymes, not a complex).
+* "by PKC/PRKCD" (UniProt's "family/specific enzyme") is ONE catalyst: text = the last, most
+  specific alternative ("PRKCD"), synonyms = the others and the raw form ("PKC", "PKC/PRKCD").
+* "by autocatalysis": the catalyst is the substrate itself, ``attributes["autocatalysis"] = "yes"``.
+* PMIDs come from every ``PubMed:`` evidence tag of the feature (any ECO code); the raw evidence is
+  kept in ``attributes["evidence"]``.
+* The residue letter comes from the canonical sequence; for isoform-specific features (or a
+  position beyond the sequence) from the modification name ("Phosphoserine" -> S).
+
+Layers: :func:`read_uniprot` (I/O, streaming) -> ``parse_*`` / ``normalise_*`` (pure) ->
+:func:`entry_relations` (pure).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from Bio import SwissProt
+
+from kb_sources.errors import InputFormatError
+from kb_sources.io import iter_lines
+from kb_sources.types import Entity, Relation
+
+logger = logging.getLogger(__name__)
+
+SCHEMA = "PTM"
+SOURCE = "uniprot"
+_FORMAT = "a UniProtKB/Swiss-Prot flat file (ID/AC/DE/GN/FT/SQ lines, entries ending with '//')"
+
+#: Modification name fragment (lower case) -> normalised PTM type; first match wins, so more
+#: specific fragments come before the generic ones they contain ("pyridoxal phosphate" < "phospho").
+PTM_TYPES: tuple[tuple[str, str], ...] = (
+    ("adp-ribosyl", "ADP-ribosylation"),
+    ("pyridoxal phosphate", "pyridoxal phosphate attachment"),
+    ("pantetheine", "phosphopantetheinylation"),
+    ("phospho", "phosphorylation"),
+    ("hydroxyisobutyryl", "2-hydroxyisobutyrylation"),
+    ("acetyl", "acetylation"),
+    ("methyl", "methylation"),
+    ("succinyl", "succinylation"),
+    ("malonyl", "malonylation"),
+    ("crotonyl", "crotonylation"),
+    ("glutaryl", "glutarylation"),
+    ("butyryl", "butyrylation"),
+    ("lactoyl", "lactylation"),
+    ("biotinyl", "biotinylation"),
+    ("lipoyl", "lipoylation"),
+    ("hydroxy", "hydroxylation"),
+    ("citrulline", "citrullination"),
+    ("sulfo", "sulfation"),
+    ("nitroso", "S-nitrosylation"),
+    ("nitro", "nitration"),
+    ("carboxy", "carboxylation"),
+    ("deamidated", "deamidation"),
+    ("pyrrolidone carboxylic acid", "pyroglutamate formation"),
+    ("amide", "amidation"),
+    ("sulfoxide", "oxidation"),
+    ("sulfenic", "oxidation"),
+    ("allysine", "oxidation"),
+    ("formyl", "formylation"),
+    ("palmitoyl", "palmitoylation"),
+    ("myristoyl", "myristoylation"),
+)
+
+#: Amino-acid names (longest first so "isoleucine" wins over "leucine") -> one-letter code.
+_AMINO_ACIDS: tuple[tuple[str, str, str], ...] = tuple(sorted((
+    ("alanine", "A", "Ala"), ("arginine", "R", "Arg"), ("asparagine", "N", "Asn"),
+    ("aspartate", "D", "Asp"), ("aspartic acid", "D", "Asp"), ("cysteine", "C", "Cys"),
+    ("glutamine", "Q", "Gln"), ("glutamate", "E", "Glu"), ("glutamic acid", "E", "Glu"),
+    ("glycine", "G", "Gly"), ("histidine", "H", "His"), ("isoleucine", "I", "Ile"),
+    ("leucine", "L", "Leu"), ("lysine", "K", "Lys"), ("methionine", "M", "Met"),
+    ("phenylalanine", "F", "Phe"), ("proline", "P", "Pro"), ("serine", "S", "Ser"),
+    ("threonine", "T", "Thr"), ("tryptophan", "W", "Trp"), ("tyrosine", "Y", "Tyr"),
+    ("valine", "V", "Val"), ("citrulline", "R", "Arg"), ("allysine", "K", "Lys"),
+    ("selenocysteine", "U", "Sec"), ("pyrrolysine", "O", "Pyl"),
+), key=lambda t: -len(t[0])))
+_ONE_TO_NAME = {one: (name, three) for name, one, three in reversed(_AMINO_ACIDS)
+                if name not in ("aspartic acid", "glutamic acid", "citrulline", "allysine")}
+
+_EVIDENCE_BRACES = re.compile(r"\s*\{[^}]*\}")
+_PUBMED = re.compile(r"PubMed:(\d+)")
+_CATALYST_SPLIT = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+and\s+|\s+or\s+")
+_DE_PREFIX = re.compile(r"^(?:(?:RecName|AltName|SubName|Contains|Includes|Flags):\s*)+")
+_DE_NAME_KEYS = frozenset({"Full", "Short", "CD_antigen", "INN", "Allergen", "Biotech"})
+_OLD_QUALIFIERS = re.compile(r"\s*\((By similarity|Probable|Potential)\)")
+
+
+@dataclass(frozen=True)
+class ModRes:
+    """One parsed MOD_RES feature.
+
+    Attributes:
+        position: 1-based residue position.
+        residue: One-letter amino acid ("S"); "" when unknown.
+        modification: Raw modification name ("Phosphoserine").
+        catalysts: Raw catalyst names after "by" ("CDK1", "autocatalysis", "PKC/PRKCD").
+        notes: Other note parts ("alternate", "in vitro").
+        pmids: PubMed ids from the evidence tags, in order of appearance.
+        evidence: Raw evidence string.
+    """
+
+    position: int
+    residue: str
+    modification: str
+    catalysts: tuple[str, ...]
+    notes: tuple[str, ...]
+    pmids: tuple[str, ...]
+    evidence: str
+
+
+# ----------------------------------------------------------------------------------------- read
+
+
+def read_uniprot(path: str | Path, **options: Any) -> Iterator[Relation]:
+    """Read a Swiss-Prot flat file (plain or gzip) and yield PTM relations, streaming.
+
+    Args:
+        path: Flat file with one or more entries.
+        **options: ``source`` (default "uniprot"); ``include_without_catalyst`` (default False):
+            also yield catalyst-less MOD_RES features with an empty ``catalyst`` slot.
+
+    Returns:
+        An iterator of ``PTM`` relations, one per (feature, catalyst).
+
+    Raises:
+        InputFormatError: Empty, truncated or corrupt file, invalid UTF-8, or an entry that
+            Biopython cannot parse (the message names the line).
+    """
+    source = str(options.get("source") or SOURCE)
+    keep_empty = bool(options.get("include_without_catalyst", False))
+    for record in _iter_records(Path(path)):
+        yield from entry_relations(record, source=source, include_without_catalyst=keep_empty)
+
+
+class _NumberedHandle:
+    """A text handle over :func:`iter_lines` that remembers the current line number."""
+
+    def __init__(self, path: Path) -> None:
+        self._lines = iter_lines(path)
+        self.line_no = 0
+
+    def read(self, size: int = -1) -> str:  # Biopython probes the handle with read(0)
+        if size == 0:
+            return ""
+        raise NotImplementedError("read() is not supported; iterate over lines")
+
+    def __iter__(self) -> _NumberedHandle:
+        return self
+
+    def __next__(self) -> str:
+        self.line_no, text = next(self._lines)
+        return text + "\n"
+
+
+def _iter_records(path: Path) -> Iterator[Any]:
+    handle = _NumberedHandle(path)
+    entry = None
+    try:
+        for record in SwissProt.parse(handle):
+            entry = record.entry_name
+            yield record
+    except (ValueError, AssertionError, IndexError, KeyError) as exc:
+        problem = str(exc) or type(exc).__name__
+        if "Unexpected end of stream" in problem:
+            problem = "the last entry is incomplete (no '//' terminator)"
+        after = f" (after entry {entry})" if entry else ""
+        raise InputFormatError(
+            path, f"cannot parse Swiss-Prot entry{after}: {problem}", line=handle.line_no,
+            expected=_FORMAT, fix="download the entry again in UniProt 'Text' format",
+        ) from exc
+
+
+# ------------------------------------------------------------------------------------ normalise
+
+
+def strip_evidence(text: str) -> str:
+    """Drop ``{ECO:...}`` evidence braces and surrounding blanks."""
+    return _EVIDENCE_BRACES.sub("", text).strip()
+
+
+def normalise_ptm(modification: str) -> str:
+    """PTM type of a UniProt modification name ("N6-acetyllysine" -> "acetylation").
+
+    Unknown names are returned lower-cased.
+    """
+    low = modification.lower()
+    for fragment, ptm in PTM_TYPES:
+        if fragment in low:
+            return ptm
+    return low
+
+
+def residue_from_name(modification: str) -> str:
+    """One-letter residue named in a modification ("Omega-N-methylarginine" -> "R"), else ""."""
+    low = modification.lower()
+    for name, one, _ in _AMINO_ACIDS:
+        if name in low:
+            return one
+    return ""
+
+
+def parse_note(note: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """Split a MOD_RES note into (modification, catalysts, other notes).
+
+    "Phosphoserine; by CDK1 and CDK2" -> ("Phosphoserine", ("CDK1", "CDK2"), ()).
+    """
+    parts = [p.strip() for p in note.split(";") if p.strip()]
+    if not parts:
+        return "", (), ()
+    catalysts: list[str] = []
+    notes: list[str] = []
+    for part in parts[1:]:
+        if part.lower().startswith("by "):
+            catalysts.extend(c for c in _CATALYST_SPLIT.split(part[3:].strip()) if c)
+        else:
+            notes.append(part)
+    return parts[0], tuple(catalysts), tuple(notes)
+
+
+def _note_and_evidence(qualifiers: dict[str, str]) -> tuple[str, str]:
+    """(note, evidence) of a feature in either the modern or the old 3-column layout."""
+    if "note" in qualifiers or "evidence" in qualifiers:
+        return qualifiers.get("note", ""), qualifiers.get("evidence", "")
+    description = qualifiers.get("description", "")
+    evidence = " ".join(re.findall(r"\{([^}]*)\}", description))
+    note = _EVIDENCE_BRACES.sub("", description).strip().rstrip(".").strip()
+    qualifier = _OLD_QUALIFIERS.search(note)
+    if qualifier:
+        evidence = " ".join(filter(None, (evidence, qualifier.group(1))))
+        note = _OLD_QUALIFIERS.sub("", note).strip()
+    return note, evidence
+
+
+def parse_mod_res(feature: Any, sequence: str) -> ModRes | None:
+    """Parse a Biopython MOD_RES feature; None (with a warning) when its position is unknown."""
+    try:
+        position = int(feature.location.end)
+    except (TypeError, ValueError):
+        logger.warning("skipping MOD_RES with unknown position %s", feature.location)
+        return None
+    note, evidence = _note_and_evidence(feature.qualifiers)
+    modification, catalysts, notes = parse_note(note)
+    on_canonical = feature.location.ref is None and 1 <= position <= len(sequence)
+    residue = sequence[position - 1] if on_canonical else residue_from_name(modification)
+    pmids = tuple(dict.fromkeys(_PUBMED.findall(evidence)))
+    return ModRes(position, residue, modification, catalysts, notes, pmids, evidence)
+
+
+def residue_entity(residue: str, position: int) -> Entity:
+    """Residue entity "S473" with synonyms "Ser473", "Ser-473", "Ser 473", "serine 473"."""
+    if residue not in _ONE_TO_NAME:
+        return Entity(f"{residue}{position}", "residue")
+    name, three = _ONE_TO_NAME[residue]
+    synonyms = (f"{three}{position}", f"{three}-{position}", f"{three} {position}",
+                f"{name} {position}")
+    return Entity(f"{residue}{position}", "residue", synonyms=synonyms)
+
+
+def _gene_names(record: Any) -> tuple[str, list[str]]:
+    """(primary gene name, other gene names) of an entry; ("", []) when it has none."""
+    primary = ""
+    others: list[str] = []
+    for gene in record.gene_name or []:
+        if not isinstance(gene, dict):
+            continue
+        name = strip_evidence(gene.get("Name", ""))
+        if name and not primary:
+            primary = name
+        elif name:
+            others.append(name)
+        for key in ("Synonyms", "OrderedLocusNames", "ORFNames"):
+            others.extend(strip_evidence(s) for s in gene.get(key, []))
+    return primary, [o for o in others if o]
+
+
+def protein_names(description: str) -> list[str]:
+    """Protein names (Full/Short/CD_antigen/...) from a DE block; EC numbers and flags dropped."""
+    names = []
+    for part in strip_evidence(description).split(";"):
+        part = _DE_PREFIX.sub("", part.strip())
+        key, sep, value = part.partition("=")
+        if sep and key.strip() in _DE_NAME_KEYS and value.strip():
+            names.append(value.strip())
+    return names
+
+
+def substrate_entity(record: Any) -> Entity:
+    """The entry as a gene entity: gene name, accession, and every other name as synonym."""
+    gene, other_genes = _gene_names(record)
+    proteins = protein_names(record.description or "")
+    text = gene or (proteins[0] if proteins else record.entry_name)
+    synonyms = [*other_genes, *proteins, record.entry_name]
+    unique = tuple(dict.fromkeys(s for s in synonyms if s and s != text))
+    return Entity(text, "gene", record.accessions[0] if record.accessions else "", unique)
+
+
+def catalyst_entity(name: str, substrate: Entity) -> tuple[Entity, bool]:
+    """Catalyst entity of one "by" name and whether it is autocatalysis.
+
+    "PKC/PRKCD" -> Entity("PRKCD", synonyms=("PKC", "PKC/PRKCD")).
+    """
+    if name.lower() == "autocatalysis":
+        return substrate, True
+    alternatives = [a.strip() for a in name.split("/") if a.strip()]
+    if len(alternatives) < 2:
+        return Entity(name, "gene"), False
+    synonyms = tuple(dict.fromkeys([*alternatives[:-1], name]))
+    return Entity(alternatives[-1], "gene", synonyms=synonyms), False
+
+
+# ------------------------------------------------------------------------------------ relations
+
+
+def entry_relations(
+    record: Any, *, source: str = SOURCE, include_without_catalyst: bool = False
+) -> Iterator[Relation]:
+    """PTM relations of one parsed Swiss-Prot record (pure).
+
+    Args:
+        record: A ``Bio.SwissProt.Record``.
+        source: Source label of the relations.
+        include_without_catalyst: Also yield MOD_RES features without "by ..." (empty catalyst).
+    """
+    substrate = substrate_entity(record)
+    context = {"entry_name": record.entry_name, "organism": (record.organism or "").rstrip(".")}
+    for feature in record.features:
+        if feature.type != "MOD_RES":
+            continue
+        mod = parse_mod_res(feature, record.sequence or "")
+        if mod is None or not mod.modification:
+            continue
+        if mod.catalysts or include_without_catalyst:
+            yield from mod_res_relations(mod, substrate, source=source, context=context)
+
+
+def mod_res_relations(
+    mod: ModRes, substrate: Entity, *, source: str = SOURCE,
+    context: dict[str, str] | None = None,
+) -> Iterator[Relation]:
+    """One relation per catalyst of a MOD_RES (one with an empty catalyst slot if it has none)."""
+    base = {
+        "substrate": (substrate,),
+        "ptm": (Entity(normalise_ptm(mod.modification), "ptm"),),
+        "residue": (residue_entity(mod.residue, mod.position),),
+    }
+    attributes = {**(context or {}), "modification": mod.modification}
+    if mod.evidence:
+        attributes["evidence"] = mod.evidence
+    if mod.notes:
+        attributes["note"] = "; ".join(mod.notes)
+    for name in _unique(mod.catalysts) or ("",):
+        slots = dict(base)
+        extra: dict[str, str] = {}
+        if name:
+            catalyst, auto = catalyst_entity(name, substrate)
+            slots["catalyst"] = (catalyst,)
+            if auto:
+                extra["autocatalysis"] = "yes"
+        else:
+            slots["catalyst"] = ()
+        yield Relation(
+            schema=SCHEMA, source=source,
+            record_id=f"{substrate.id}:{mod.position}:{mod.modification}:{name}",
+            slots=slots, pmids=mod.pmids, attributes={**attributes, **extra},
+        )
+
+
+def _unique(items: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
