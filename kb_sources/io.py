@@ -231,3 +231,25 @@ def split_list(value: str, separators: str = ",;") -> list[str]:
     for sep in separators:
         items = [part for item in items for part in item.split(sep)]
     return [item.strip() for item in items if item.strip()]
+
+
+def is_pmid(value: str) -> bool:
+    """True for a PubMed id: ASCII digits only, not empty."""
+    return value.isascii() and value.isdigit()
+
+
+def check_field_length(
+    path: str | Path, field_name: str, value: str, *, line: int | None = None,
+    record: str | None = None,
+) -> None:
+    """Refuse a field longer than :data:`~kb_sources.io.MAX_FIELD_CHARS` characters.
+
+    Raises:
+        InputFormatError: The field is too long (names the file, line/record and field).
+    """
+    if len(value) > MAX_FIELD_CHARS:
+        raise InputFormatError(
+            path, f"field {field_name!r} is {len(value):,} characters long", line=line,
+            record=record, expected=f"fields under {MAX_FIELD_CHARS:,} characters",
+            fix="check the file for a missing record separator or a corrupted record",
+        )

@@ -1,0 +1,331 @@
+"""Tests of the online fetchers (kb_sources.fetch) against a local stand-in for E-utilities.
+
+A threaded http.server on 127.0.0.1 serves recorded responses (tests/fixtures/eutils/) and records
+every request; nothing leaves the machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from kb_sources.errors import InputFormatError
+from kb_sources.fetch import (
+    EFETCH_BATCH,
+    EntrezSettings,
+    FetchError,
+    Throttle,
+    download_civic_nightly,
+    elink_citations,
+    fetch_pubmed,
+)
+from kb_sources.pubmed_xml import read_pubmed_xml
+
+Reply = tuple[int, bytes]
+
+
+@dataclass
+class Request:
+    path: str
+    params: dict[str, list[str]]
+
+
+@dataclass
+class StubServer:
+    """What the fake E-utilities answers, and what it was asked."""
+
+    base_url: str = ""
+    requests: list[Request] = field(default_factory=list)
+    queued: list[Reply] = field(default_factory=list)  # answered first, in order
+    routes: dict[str, Callable[[Request], Reply]] = field(default_factory=dict)
+
+    def reply(self, request: Request) -> Reply:
+        self.requests.append(request)
+        if self.queued:
+            return self.queued.pop(0)
+        route = self.routes.get(request.path)
+        return route(request) if route else (404, b"no such endpoint")
+
+    def ids(self, endpoint: str) -> list[list[str]]:
+        """The ids sent in each request to ``endpoint``."""
+        return [_ids(r) for r in self.requests if r.path.endswith(endpoint)]
+
+
+def _ids(request: Request) -> list[str]:
+    return [i for value in request.params.get("id", []) for i in value.split(",")]
+
+
+def _synthetic_efetch(request: Request) -> Reply:
+    articles = "".join(
+        f"<PubmedArticle><MedlineCitation><PMID Version=\"1\">{pmid}</PMID><Article>"
+        f"<ArticleTitle>Title {pmid}.</ArticleTitle></Article></MedlineCitation></PubmedArticle>\n"
+        for pmid in _ids(request) if pmid != "404"  # PMID 404 "does not exist"
+    )
+    body = f'<?xml version="1.0" ?>\n<PubmedArticleSet>\n{articles}</PubmedArticleSet>'
+    return 200, body.encode()
+
+
+@pytest.fixture
+def eutils(monkeypatch: pytest.MonkeyPatch) -> Iterator[StubServer]:
+    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    stub = StubServer(routes={"/eutils/efetch.fcgi": _synthetic_efetch})
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", 0))
+            self._answer(self.rfile.read(length).decode())
+
+        def do_GET(self) -> None:
+            self._answer(urlsplit(self.path).query)
+
+        def _answer(self, query: str) -> None:
+            status, body = stub.reply(Request(urlsplit(self.path).path, parse_qs(query)))
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    stub.base_url = f"http://127.0.0.1:{server.server_address[1]}/eutils/"
+    yield stub
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
+class FakeClock:
+    """A monotonic clock that only moves when someone sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def _settings(stub: StubServer, **kwargs: object) -> EntrezSettings:
+    return EntrezSettings(email="curator@example.org", base_url=stub.base_url, **kwargs)
+
+
+def _throttle(settings: EntrezSettings, clock: FakeClock) -> Throttle:
+    return Throttle.for_settings(settings, clock=clock, sleep=clock.sleep)
+
+
+# --- throttle --------------------------------------------------------------------------------
+
+def test_throttle_spaces_requests_three_per_second(clock: FakeClock) -> None:
+    throttle = Throttle(3, clock=clock, sleep=clock.sleep)
+    times = []
+    for _ in range(4):
+        throttle.wait()
+        times.append(clock.now)
+    assert [round(t - times[0], 6) for t in times] == [0, 0.333333, 0.666667, 1.0]
+
+
+def test_throttle_does_not_sleep_when_requests_are_spread(clock: FakeClock) -> None:
+    throttle = Throttle(3, clock=clock, sleep=clock.sleep)
+    throttle.wait()
+    clock.now += 5
+    throttle.wait()
+    assert clock.sleeps == []
+
+
+def test_rate_follows_the_api_key() -> None:
+    assert Throttle.for_settings(EntrezSettings(email="a@b.org")).interval == pytest.approx(1 / 3)
+    assert Throttle.for_settings(EntrezSettings(email="a@b.org", api_key="K")).interval == \
+        pytest.approx(0.1)
+
+
+def test_settings_need_an_email() -> None:
+    with pytest.raises(FetchError, match="EntrezSettings.email is ''.*NCBI requires one"):
+        EntrezSettings(email="")
+
+
+# --- efetch ----------------------------------------------------------------------------------
+
+def test_recorded_efetch_response(eutils: StubServer, clock: FakeClock,
+                                  fixtures_dir: Path) -> None:
+    recorded = (fixtures_dir / "eutils/efetch_pubmed.xml").read_bytes()
+    eutils.routes["/eutils/efetch.fcgi"] = lambda request: (200, recorded)
+    settings = _settings(eutils)
+    docs = list(fetch_pubmed([90000031, "90000032", "90000031"], settings,
+                             throttle=_throttle(settings, clock)))
+    assert [d.doc_id for d in docs] == ["90000031", "90000032"]
+    assert docs[0].title == "ALK fusions predict crizotinib response."
+    assert docs[0].abstract == "Crizotinib was active in ALK-rearranged lung cancer."
+    assert (docs[0].year, docs[0].references, docs[0].source) == (2020, ("20979469",),
+                                                                  "pubmed-efetch")
+    (request,) = eutils.requests
+    assert request.path == "/eutils/efetch.fcgi"
+    assert request.params == {"db": ["pubmed"], "retmode": ["xml"], "id": ["90000031,90000032"],
+                              "tool": ["kbcurate"], "email": ["curator@example.org"]}
+
+
+def test_batches_of_200(eutils: StubServer, clock: FakeClock) -> None:
+    pmids = [str(100_000 + i) for i in range(450)]
+    settings = _settings(eutils)
+    docs = list(fetch_pubmed(pmids, settings, throttle=_throttle(settings, clock)))
+    assert [d.doc_id for d in docs] == pmids
+    assert [len(batch) for batch in eutils.ids("efetch.fcgi")] == [EFETCH_BATCH, EFETCH_BATCH, 50]
+    assert eutils.ids("efetch.fcgi")[2] == pmids[400:]
+    assert clock.sleeps == pytest.approx([1 / 3, 1 / 3])  # throttled between the 3 requests
+
+
+def test_cache_hit_makes_no_request(eutils: StubServer, tmp_path: Path,
+                                    caplog: pytest.LogCaptureFixture) -> None:
+    settings = _settings(eutils, cache_dir=tmp_path / "cache")
+    with caplog.at_level(logging.WARNING, logger="kb_sources.fetch"):
+        first = list(fetch_pubmed(["11", "12", "404"], settings))
+    assert len(eutils.requests) == 1 and [d.doc_id for d in first] == ["11", "12"]
+    assert "PubMed returned no record for 1 PMID(s): 404" in caplog.text
+    cached = tmp_path / "cache/pubmed/11.xml"
+    assert list(read_pubmed_xml(cached))[0].title == "Title 11."
+    assert sorted(p.name for p in (tmp_path / "cache/pubmed").iterdir()) == ["11.xml", "12.xml"]
+
+    again = list(fetch_pubmed(["11", "12"], settings))
+    assert len(eutils.requests) == 1  # the server saw no second request
+    assert again == first
+
+    list(fetch_pubmed(["12", "13", "404"], settings))
+    assert eutils.ids("efetch.fcgi")[-1] == ["13", "404"]  # only the misses are fetched
+
+
+def test_retry_after_503(eutils: StubServer, clock: FakeClock) -> None:
+    eutils.queued = [(503, b"Service Unavailable"), (502, b"Bad Gateway")]
+    settings = _settings(eutils, backoff=2.0)
+    docs = list(fetch_pubmed(["21"], settings, throttle=_throttle(settings, clock)))
+    assert [d.doc_id for d in docs] == ["21"]
+    assert len(eutils.requests) == 3
+    assert clock.sleeps == [2.0, 4.0]  # exponential backoff; the throttle interval is covered
+
+
+def test_gives_up_after_max_retries(eutils: StubServer, clock: FakeClock) -> None:
+    eutils.queued = [(503, b"busy")] * 5
+    settings = _settings(eutils, max_retries=2)
+    with pytest.raises(FetchError, match=r"E-utilities efetch.fcgi failed after 3 attempts "
+                       r"\(HTTP Error 503.*try again later"):
+        list(fetch_pubmed(["21"], settings, throttle=_throttle(settings, clock)))
+    assert len(eutils.requests) == 3
+
+
+def test_client_error_is_not_retried(eutils: StubServer, clock: FakeClock) -> None:
+    eutils.queued = [(400, b"bad request")]
+    settings = _settings(eutils)
+    with pytest.raises(FetchError, match="efetch.fcgi failed with HTTP 400"):
+        list(fetch_pubmed(["21"], settings, throttle=_throttle(settings, clock)))
+    assert len(eutils.requests) == 1
+
+
+def test_api_key_is_sent_and_raises_the_rate(eutils: StubServer, clock: FakeClock) -> None:
+    settings = _settings(eutils, api_key="SECRET123")
+    pmids = [str(i) for i in range(1, 402)]
+    list(fetch_pubmed(pmids, settings, throttle=_throttle(settings, clock)))
+    assert {r.params["api_key"][0] for r in eutils.requests} == {"SECRET123"}
+    assert clock.sleeps == pytest.approx([0.1, 0.1])
+
+
+def test_unreachable_server(clock: FakeClock) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = EntrezSettings(email="a@b.org", base_url=f"http://127.0.0.1:{port}/",
+                              max_retries=1, timeout=2)
+    with pytest.raises(FetchError, match=r"failed after 2 attempts.*check the network"):
+        list(fetch_pubmed(["1"], settings, throttle=_throttle(settings, clock)))
+    assert clock.sleeps[-1] == 1.0
+
+
+def test_error_answer_and_bad_pmids(eutils: StubServer, fixtures_dir: Path) -> None:
+    error = (fixtures_dir / "eutils/efetch_error.xml").read_bytes()
+    eutils.queued = [(200, error)]
+    with pytest.raises(FetchError, match="answered with an error: 'Empty id list"):
+        list(fetch_pubmed(["1"], _settings(eutils)))
+    with pytest.raises(FetchError, match=r"not PubMed ids: 'PMID:1'.*remove prefixes"):
+        list(fetch_pubmed(["PMID:1"], _settings(eutils)))
+
+
+def test_hostile_response_is_refused(eutils: StubServer) -> None:
+    laughs = (b'<?xml version="1.0"?>\n<!DOCTYPE PubmedArticleSet [<!ENTITY a "aaaa">]>\n'
+              b"<PubmedArticleSet>&a;</PubmedArticleSet>")
+    eutils.queued = [(200, laughs)]
+    with pytest.raises(InputFormatError, match=r"efetch response for PMIDs 1\.\.1 .*entity "
+                       "declarations are refused"):
+        list(fetch_pubmed(["1"], _settings(eutils)))
+
+
+# --- elink -----------------------------------------------------------------------------------
+
+def test_elink_citations_with_cache(eutils: StubServer, fixtures_dir: Path,
+                                    tmp_path: Path) -> None:
+    recorded = (fixtures_dir / "eutils/elink_refs.xml").read_bytes()
+    eutils.routes["/eutils/elink.fcgi"] = lambda request: (200, recorded)
+    settings = _settings(eutils, cache_dir=tmp_path)
+    edges = list(elink_citations(["90000031", "90000032"], settings))
+    assert edges == [("90000031", "20979469"), ("90000031", "17625570")]
+    (request,) = eutils.requests
+    assert request.params["id"] == ["90000031", "90000032"]  # one id= per PMID: 1-to-1 links
+    assert request.params["linkname"] == ["pubmed_pubmed_refs"]
+    assert request.params["dbfrom"] == ["pubmed"]
+
+    assert list(elink_citations(["90000032", "90000031"], settings)) == [
+        ("90000031", "20979469"), ("90000031", "17625570")]
+    assert len(eutils.requests) == 1  # both answered from cache (90000032: no references)
+    assert (tmp_path / "elink-pubmed_pubmed_refs/90000032.json").read_text() == \
+        '{"pmid": "90000032", "linkname": "pubmed_pubmed_refs", "cited": []}'
+
+
+def test_elink_unreadable_answer(eutils: StubServer) -> None:
+    eutils.queued = [(200, b"<html>oops")]
+    with pytest.raises(FetchError, match="elink response is not readable XML"):
+        list(elink_citations(["1"], _settings(eutils)))
+
+
+# --- CIViC nightly ---------------------------------------------------------------------------
+
+TSV = b"gene\tentrez_id\tvariant\tevidence_id\nBRAF\t673\tV600E\t1\n"
+
+
+def test_download_civic_nightly(eutils: StubServer, tmp_path: Path, clock: FakeClock) -> None:
+    eutils.routes["/civic.tsv"] = lambda request: (200, TSV)
+    eutils.queued = [(503, b"busy")]
+    url = eutils.base_url.replace("/eutils/", "/civic.tsv")
+    dest = tmp_path / "downloads" / "civic.tsv"
+    assert download_civic_nightly(dest, url, sleep=clock.sleep) == dest
+    assert dest.read_bytes() == TSV
+    assert clock.sleeps == [1.0]
+    assert [p.name for p in dest.parent.iterdir()] == ["civic.tsv"]  # no temp file left
+
+
+def test_failed_download_keeps_the_old_file(eutils: StubServer, tmp_path: Path) -> None:
+    eutils.routes["/civic.tsv"] = lambda request: (200, b"<html>maintenance</html>\n")
+    dest = tmp_path / "civic.tsv"
+    dest.write_bytes(b"old\tcontent\n")
+    url = eutils.base_url.replace("/eutils/", "/civic.tsv")
+    with pytest.raises(FetchError, match=r"did not return a TSV \(first line b'<html>"):
+        download_civic_nightly(dest, url)
+    assert dest.read_bytes() == b"old\tcontent\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["civic.tsv"]
