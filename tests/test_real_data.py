@@ -1,0 +1,83 @@
+"""The issue's acceptance checks on the real sample data (fails, never skips, without it)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from curation.demo import DEMO_IMPORTS, build_demo_workspace
+from curation.importer import import_file
+from curation.relations import list_partial_relations
+from curation.workspace import Workspace
+from kb_sources.mesh import read_mesh_trees
+
+
+@pytest.fixture(scope="module")
+def demo_ws(data_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo") / "ws"
+    summary = build_demo_workspace(root, data_dir, progress=False)
+    assert len(summary.lines) == len(DEMO_IMPORTS)
+    ws = Workspace.open(root)
+    yield ws
+    ws.close()
+
+
+def test_civic_po_relations_with_pmids(demo_ws):
+    n = demo_ws.conn.execute(
+        "SELECT COUNT(DISTINCT r.id) FROM relations r JOIN relation_pmids p ON p.relation_id = r.id"
+        " WHERE r.source = 'civic' AND r.schema = 'PO'").fetchone()[0]
+    assert n == 2696  # >= 1,000 required; 8 ASCO-sourced relations have no PMID
+    (braf,) = list_partial_relations(demo_ws, "PO", {"gene": "BRAF", "variant": "V600E"})[:1]
+    assert "Vemurafenib" in braf.answer_texts() and "21639808" in braf.pmids
+
+
+def test_second_civic_import_adds_nothing(demo_ws, data_dir):
+    report = import_file(demo_ws, "kb", "civic",
+                         data_dir / "civic/01-Aug-2021-ClinicalEvidenceSummaries.tsv.gz",
+                         progress=False)
+    assert (report.added, report.updated, report.unchanged) == (0, 0, 2704)
+
+
+def test_swissprot_ptm_relations(demo_ws):
+    rows = demo_ws.conn.execute(
+        "SELECT r.data FROM relations r WHERE r.schema = 'PTM' AND EXISTS "
+        "(SELECT 1 FROM relation_pmids p WHERE p.relation_id = r.id)").fetchall()
+    rels = [json.loads(r[0]) for r in rows]
+    with_catalyst = [r for r in rels if r["slots"].get("catalyst")]
+    assert len(with_catalyst) == 18  # >= 15 required
+    brca2 = [r for r in with_catalyst if r["record_id"].startswith("P51587:3291:")]
+    assert sorted(r["slots"]["catalyst"][0]["text"] for r in brca2) == ["CDK1", "CDK2"]
+    assert all(r["pmids"] == ["15800615"] for r in brca2)
+    assert brca2[0]["slots"]["residue"][0]["text"] == "S3291"
+
+
+def test_abstract_pool_and_biored(demo_ws):
+    stats = demo_ws.stats()
+    pool = demo_ws.conn.execute(
+        "SELECT COUNT(*) FROM documents WHERE source != 'pubmed-xml'").fetchone()[0]
+    assert pool == 12393
+    assert stats.documents_by_source["biored"] == 600
+    assert stats.relations_by_source["biored"] == 4178 + 1162 + 1163
+    assert stats.relations_by_schema["disease_gene"] == 1045 + 293 + 295
+    biored_docs_with_ann = demo_ws.conn.execute(
+        "SELECT COUNT(DISTINCT a.doc_id) FROM annotations a JOIN documents d USING (doc_id) "
+        "WHERE d.source = 'biored'").fetchone()[0]
+    assert biored_docs_with_ann == 600
+
+
+def test_mesh_tree_ancestors_and_depth(data_dir, demo_ws):
+    tree = read_mesh_trees(data_dir / "mesh_trees/mtrees2019.bin.gz")
+    assert tree.depth("Breast Neoplasms") == 3
+    assert {"Neoplasms by Site", "Neoplasms", "Breast Diseases"} <= set(
+        tree.ancestors("Breast Neoplasms"))
+    stored = {r[0] for r in demo_ws.conn.execute(
+        "SELECT tree_number FROM mesh_tree WHERE term = 'Breast Neoplasms'")}
+    assert stored == set(tree.tree_numbers("Breast Neoplasms")) == {"C04.588.180",
+                                                                    "C17.800.090.500"}
+
+
+def test_demo_twice_adds_nothing(data_dir, demo_ws):
+    summary = build_demo_workspace(demo_ws.root, data_dir, progress=False)
+    for line in summary.lines:
+        assert "+0 " in line or line.endswith(": 0 added"), line
