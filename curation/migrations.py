@@ -163,6 +163,11 @@ MIGRATIONS: list[str] = [
         unchanged INTEGER NOT NULL
     );
     """,
+    # 1 -> 2: the worker process of a job, so a job whose worker died is reported as failed
+    """
+    ALTER TABLE jobs ADD COLUMN pid INTEGER;
+    CREATE INDEX jobs_status ON jobs(status)
+    """,
 ]
 
 #: Schema version this code writes and reads.

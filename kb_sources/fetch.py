@@ -1,19 +1,28 @@
 """Online fetchers: PubMed records and citation links from NCBI E-utilities, the CIViC nightly TSV.
 
-Parsers never touch the network; these functions do, and only when called. Each E-utilities call
-goes through a :class:`Throttle` (NCBI allows 3 requests/s without an API key, 10 with one),
-retries with exponential backoff on connection errors, HTTP 429 and 5xx, and answers from an
-on-disk cache of plain files (one per PMID) when ``cache_dir`` is set:
+Parsers never touch the network; these functions do, and only when called. E-utilities requests
+go through ``Bio.Entrez`` (:func:`Bio.Entrez.efetch`, :func:`Bio.Entrez.elink`) with the contact
+email, tool name and API key of :class:`EntrezSettings` passed as keywords on every call, so
+Biopython's ``email``/``tool``/``api_key`` globals are neither read nor set and two settings can
+be used side by side. Each call
 
-- ``cache_dir/pubmed/<pmid>.xml``: the article as a one-record ``PubmedArticleSet`` (readable by
-  :func:`kb_sources.pubmed_xml.read_pubmed_xml`);
-- ``cache_dir/elink-pubmed_pubmed_refs/<pmid>.json``: ``{"pmid", "linkname", "cited": [...]}``.
+- waits for a :class:`Throttle` (NCBI allows 3 requests/s without an API key, 10 with one;
+  ``Bio.Entrez`` also spaces its own requests, 0.37 s or 0.1 s apart, which is harmless);
+- is retried with exponential backoff on connection errors, HTTP 429 and 5xx. Our backoff wraps
+  Biopython's: ``Bio.Entrez._open`` itself tries ``Bio.Entrez.max_tries`` times (default 3,
+  sleeping ``Bio.Entrez.sleep_between_tries`` s after connection errors), so one of our attempts
+  may be several HTTP requests. This module leaves those globals as the application set them;
+- answers from an on-disk cache of plain files (one per PMID) when ``cache_dir`` is set:
 
-HTTP is done with :mod:`urllib` rather than ``Bio.Entrez``: Biopython 1.88 hard-codes the
-``eutils.ncbi.nlm.nih.gov`` URL in every function and keeps email, API key, retry count and the
-throttle clock in module globals, so it could not be pointed at a test server nor run two
-configurations side by side. Responses are parsed with defusedxml (no entity expansion, no
-DTD downloads).
+  - ``cache_dir/pubmed/<pmid>.xml``: the article as a one-record ``PubmedArticleSet`` (readable
+    by :func:`kb_sources.pubmed_xml.read_pubmed_xml`);
+  - ``cache_dir/elink-<linkname>/<pmid>.json``: ``{"pmid", "linkname", "cited": [...]}``.
+
+``Bio.Entrez`` hard-codes the ``eutils.ncbi.nlm.nih.gov`` URL (:data:`EUTILS_BASE_URL`) and opens
+it without a timeout (the socket default applies; see :func:`socket.setdefaulttimeout`). Tests
+point it at a local server by replacing ``Bio.Entrez.urlopen``. Responses are parsed with
+defusedxml (no entity expansion), not ``Bio.Entrez.read``, whose validating parser may download
+DTDs from NCBI. The CIViC download uses :mod:`urllib` directly.
 """
 
 from __future__ import annotations
@@ -32,9 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TypeVar
 from urllib.error import HTTPError, URLError
-from urllib.parse import urlencode
-from urllib.request import Request, urlopen
+from urllib.request import urlopen
 
+from Bio import Entrez
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring
 
@@ -49,7 +58,7 @@ from kb_sources.types import Document
 
 logger = logging.getLogger(__name__)
 
-#: Default E-utilities endpoint folder (efetch.fcgi, elink.fcgi live below it).
+#: Where ``Bio.Entrez`` sends E-utilities requests (hard-coded there; efetch.fcgi etc. below it).
 EUTILS_BASE_URL = "https://eutils.ncbi.nlm.nih.gov/entrez/eutils/"
 #: CIViC nightly evidence export.
 CIVIC_NIGHTLY_URL = "https://civicdb.org/downloads/nightly/nightly-ClinicalEvidenceSummaries.tsv"
@@ -78,8 +87,6 @@ class EntrezSettings:
         cache_dir: Folder for cached records (one file per PMID); None disables the cache.
         max_retries: Retries after the first attempt on connection errors, HTTP 429 and 5xx.
         backoff: First retry delay in seconds; doubled for each further retry.
-        base_url: E-utilities base URL (point it at a mirror or a test server).
-        timeout: Socket timeout per request, in seconds.
     """
 
     email: str
@@ -88,8 +95,6 @@ class EntrezSettings:
     cache_dir: Path | None = None
     max_retries: int = 3
     backoff: float = 1.0
-    base_url: str = EUTILS_BASE_URL
-    timeout: float = 30.0
 
     def __post_init__(self) -> None:
         if "@" not in self.email:
@@ -101,12 +106,13 @@ class EntrezSettings:
         """NCBI's rate limit for these settings."""
         return 10 if self.api_key else 3
 
-    def identity(self) -> dict[str, str]:
-        """The tool/email/api_key parameters sent with every request."""
-        params = {"tool": self.tool, "email": self.email}
-        if self.api_key:
-            params["api_key"] = self.api_key
-        return params
+    def identity(self) -> dict[str, str | None]:
+        """The ``tool``/``email``/``api_key`` keywords passed to every ``Bio.Entrez`` call.
+
+        ``api_key`` is passed even when None: Biopython then drops it instead of falling back
+        to ``Bio.Entrez.api_key``.
+        """
+        return {"tool": self.tool, "email": self.email, "api_key": self.api_key or None}
 
 
 class Throttle:
@@ -170,8 +176,9 @@ def fetch_pubmed(
         else:
             yield from read_pubmed_xml(path, source=EFETCH_SOURCE)
     for batch in _batches(missing, EFETCH_BATCH):
-        params = {"db": "pubmed", "retmode": "xml", "id": ",".join(batch)}
-        data = _eutils("efetch.fcgi", params, settings, throttle)
+        # Biopython joins the ids with commas and POSTs from 200 ids on.
+        data = _eutils(Entrez.efetch, "efetch.fcgi", settings, throttle,
+                       db="pubmed", id=batch, retmode="xml")
         yield from _documents_from_efetch(data, batch, cache)
 
 
@@ -223,8 +230,11 @@ def elink_citations(
         else:
             yield from ((pmid, cited) for cited in json.loads(path.read_text())["cited"])
     for batch in _batches(missing, ELINK_BATCH):
-        params = {"dbfrom": "pubmed", "db": "pubmed", "linkname": linkname, "id": batch}
-        links = _parse_elink(_eutils("elink.fcgi", params, settings, throttle), linkname)
+        # A list of ids goes out as one id= parameter per PMID (Biopython's elink does not join
+        # them), so NCBI answers with one LinkSet per PMID instead of one merged set.
+        data = _eutils(Entrez.elink, "elink.fcgi", settings, throttle,
+                       dbfrom="pubmed", db="pubmed", linkname=linkname, id=batch)
+        links = _parse_elink(data, linkname)
         for pmid in batch:
             cited = links.get(pmid, [])
             record = {"pmid": pmid, "linkname": linkname, "cited": cited}
@@ -289,16 +299,16 @@ def download_civic_nightly(
     return target
 
 
-def _eutils(endpoint: str, params: dict[str, str | list[str]], settings: EntrezSettings,
-            throttle: Throttle) -> bytes:
-    url = settings.base_url.rstrip("/") + "/" + endpoint
-    body = urlencode({**params, **settings.identity()}, doseq=True).encode()
-    request = Request(url, data=body, method="POST")
+def _eutils(call: Callable[..., IO], endpoint: str, settings: EntrezSettings,
+            throttle: Throttle, **params: object) -> bytes:
+    """One throttled, retried ``Bio.Entrez`` call; the response body as bytes."""
 
     def attempt() -> bytes:
         throttle.wait()
-        with urlopen(request, timeout=settings.timeout) as response:
-            return response.read()
+        with call(**params, **settings.identity()) as handle:
+            # Bio.Entrez wraps text/plain answers in a TextIOWrapper; read the raw bytes.
+            raw = handle.buffer if isinstance(handle, io.TextIOWrapper) else handle
+            return raw.read()
 
     return _with_retries(attempt, what=f"E-utilities {endpoint}",
                          max_retries=settings.max_retries, backoff=settings.backoff,
@@ -312,6 +322,7 @@ def _with_retries(action: Callable[[], T], *, what: str, max_retries: int, backo
         try:
             return action()
         except HTTPError as exc:
+            exc.close()  # the error holds the response's socket
             if exc.code != 429 and exc.code < 500:
                 raise FetchError(f"{what} failed with HTTP {exc.code} {exc.reason}. Fix: check "
                                  "the request (ids, API key)") from exc

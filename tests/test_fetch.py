@@ -1,7 +1,11 @@
 """Tests of the online fetchers (kb_sources.fetch) against a local stand-in for E-utilities.
 
 A threaded http.server on 127.0.0.1 serves recorded responses (tests/fixtures/eutils/) and records
-every request; nothing leaves the machine.
+every request; nothing leaves the machine. ``Bio.Entrez`` hard-codes the NCBI URL, so the
+``eutils`` fixture replaces ``Bio.Entrez.urlopen`` (what ``Bio.Entrez._open`` calls) by a wrapper
+that sends each request to the local server instead. It also turns off Biopython's own retries
+(``max_tries = 1``) and its real-time request spacing, so retries and waits are ours, on a fake
+clock.
 """
 
 from __future__ import annotations
@@ -9,17 +13,22 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from Bio import Entrez
 
 from kb_sources.errors import InputFormatError
 from kb_sources.fetch import (
     EFETCH_BATCH,
+    EUTILS_BASE_URL,
     EntrezSettings,
     FetchError,
     Throttle,
@@ -36,6 +45,7 @@ Reply = tuple[int, bytes]
 class Request:
     path: str
     params: dict[str, list[str]]
+    method: str = "GET"
 
 
 @dataclass
@@ -43,6 +53,7 @@ class StubServer:
     """What the fake E-utilities answers, and what it was asked."""
 
     base_url: str = ""
+    content_type: str = "text/xml; charset=UTF-8"  # what NCBI sends with retmode=xml
     requests: list[Request] = field(default_factory=list)
     queued: list[Reply] = field(default_factory=list)  # answered first, in order
     routes: dict[str, Callable[[Request], Reply]] = field(default_factory=dict)
@@ -73,23 +84,52 @@ def _synthetic_efetch(request: Request) -> Reply:
     return 200, body.encode()
 
 
+RouteEntrez = Callable[[str], None]
+
+
 @pytest.fixture
-def eutils(monkeypatch: pytest.MonkeyPatch) -> Iterator[StubServer]:
+def route_entrez(monkeypatch: pytest.MonkeyPatch) -> RouteEntrez:
+    """``route(base)`` sends Bio.Entrez requests to ``base`` instead of NCBI.
+
+    Also makes Biopython try once (our retry wrapper does the backoff) and skip its real-time
+    spacing of requests (our throttle is tested on a fake clock).
+    """
     for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(Entrez, "max_tries", 1)
+    monkeypatch.setattr(Entrez, "sleep_between_tries", 0)
+    monkeypatch.setattr(Entrez, "time", SimpleNamespace(time=time.time, sleep=lambda s: None))
+
+    def route(base: str) -> None:
+        def urlopen(request: urllib.request.Request, *args: object,
+                    **kwargs: object) -> object:
+            assert request.full_url.startswith(EUTILS_BASE_URL), request.full_url
+            local = urllib.request.Request(base + request.full_url[len(EUTILS_BASE_URL):],
+                                           data=request.data, method=request.get_method())
+            return urllib.request.urlopen(local, *args, **kwargs)
+
+        monkeypatch.setattr(Entrez, "urlopen", urlopen)
+
+    return route
+
+
+@pytest.fixture
+def eutils(route_entrez: RouteEntrez) -> Iterator[StubServer]:
     stub = StubServer(routes={"/eutils/efetch.fcgi": _synthetic_efetch})
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", 0))
-            self._answer(self.rfile.read(length).decode())
+            self._answer(self.rfile.read(length).decode(), "POST")
 
         def do_GET(self) -> None:
-            self._answer(urlsplit(self.path).query)
+            self._answer(urlsplit(self.path).query, "GET")
 
-        def _answer(self, query: str) -> None:
-            status, body = stub.reply(Request(urlsplit(self.path).path, parse_qs(query)))
+        def _answer(self, query: str, method: str) -> None:
+            request = Request(urlsplit(self.path).path, parse_qs(query), method)
+            status, body = stub.reply(request)
             self.send_response(status)
+            self.send_header("Content-Type", stub.content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -101,6 +141,7 @@ def eutils(monkeypatch: pytest.MonkeyPatch) -> Iterator[StubServer]:
     thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     stub.base_url = f"http://127.0.0.1:{server.server_address[1]}/eutils/"
+    route_entrez(stub.base_url)
     yield stub
     server.shutdown()
     server.server_close()
@@ -128,7 +169,8 @@ def clock() -> FakeClock:
 
 
 def _settings(stub: StubServer, **kwargs: object) -> EntrezSettings:
-    return EntrezSettings(email="curator@example.org", base_url=stub.base_url, **kwargs)
+    """Settings for tests that talk to ``stub`` (Bio.Entrez is routed there by the fixture)."""
+    return EntrezSettings(email="curator@example.org", **kwargs)
 
 
 def _throttle(settings: EntrezSettings, clock: FakeClock) -> Throttle:
@@ -180,7 +222,7 @@ def test_recorded_efetch_response(eutils: StubServer, clock: FakeClock,
     assert (docs[0].year, docs[0].references, docs[0].source) == (2020, ("20979469",),
                                                                   "pubmed-efetch")
     (request,) = eutils.requests
-    assert request.path == "/eutils/efetch.fcgi"
+    assert (request.path, request.method) == ("/eutils/efetch.fcgi", "GET")
     assert request.params == {"db": ["pubmed"], "retmode": ["xml"], "id": ["90000031,90000032"],
                               "tool": ["kbcurate"], "email": ["curator@example.org"]}
 
@@ -192,6 +234,7 @@ def test_batches_of_200(eutils: StubServer, clock: FakeClock) -> None:
     assert [d.doc_id for d in docs] == pmids
     assert [len(batch) for batch in eutils.ids("efetch.fcgi")] == [EFETCH_BATCH, EFETCH_BATCH, 50]
     assert eutils.ids("efetch.fcgi")[2] == pmids[400:]
+    assert [r.method for r in eutils.requests] == ["POST", "POST", "GET"]  # Biopython: >= 200 ids
     assert clock.sleeps == pytest.approx([1 / 3, 1 / 3])  # throttled between the 3 requests
 
 
@@ -248,12 +291,43 @@ def test_api_key_is_sent_and_raises_the_rate(eutils: StubServer, clock: FakeCloc
     assert clock.sleeps == pytest.approx([0.1, 0.1])
 
 
-def test_unreachable_server(clock: FakeClock) -> None:
+def test_identity_keywords_win_over_biopython_globals(
+        eutils: StubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Entrez, "email", "global@example.org")
+    monkeypatch.setattr(Entrez, "api_key", "GLOBALKEY")
+    monkeypatch.setattr(Entrez, "tool", "biopython")
+    list(fetch_pubmed(["5"], _settings(eutils, tool="kbtest")))
+    (request,) = eutils.requests
+    assert request.params["email"] == ["curator@example.org"]
+    assert request.params["tool"] == ["kbtest"]
+    assert "api_key" not in request.params  # settings without a key send none
+
+
+def test_library_leaves_biopython_globals_alone(eutils: StubServer, fixtures_dir: Path) -> None:
+    recorded = (fixtures_dir / "eutils/elink_refs.xml").read_bytes()
+    eutils.routes["/eutils/elink.fcgi"] = lambda request: (200, recorded)
+    before = (Entrez.email, Entrez.api_key, Entrez.tool)
+    list(fetch_pubmed(["5"], _settings(eutils, api_key="K")))
+    list(elink_citations(["5"], _settings(eutils, api_key="K")))
+    assert (Entrez.email, Entrez.api_key, Entrez.tool) == before
+
+
+def test_text_plain_answer_is_read_as_bytes(eutils: StubServer) -> None:
+    eutils.content_type = "text/plain; charset=UTF-8"  # Bio.Entrez wraps these in TextIOWrapper
+    body = ('<?xml version="1.0" ?>\n<PubmedArticleSet><PubmedArticle><MedlineCitation>'
+            '<PMID Version="1">7</PMID><Article><ArticleTitle>β-catenin in tumours.'
+            '</ArticleTitle></Article></MedlineCitation></PubmedArticle></PubmedArticleSet>')
+    eutils.queued = [(200, body.encode())]
+    (doc,) = fetch_pubmed(["7"], _settings(eutils))
+    assert doc.title == "β-catenin in tumours."
+
+
+def test_unreachable_server(route_entrez: RouteEntrez, clock: FakeClock) -> None:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    settings = EntrezSettings(email="a@b.org", base_url=f"http://127.0.0.1:{port}/",
-                              max_retries=1, timeout=2)
+    route_entrez(f"http://127.0.0.1:{port}/")
+    settings = EntrezSettings(email="a@b.org", max_retries=1)
     with pytest.raises(FetchError, match=r"failed after 2 attempts.*check the network"):
         list(fetch_pubmed(["1"], settings, throttle=_throttle(settings, clock)))
     assert clock.sleeps[-1] == 1.0

@@ -13,7 +13,7 @@ from kb_sources.errors import SchemaError
 
 def test_init_creates_layout_and_wal(tmp_path):
     with Workspace.init(tmp_path / "ws") as ws:
-        assert ws.schema_version == SCHEMA_VERSION == 1
+        assert ws.schema_version == SCHEMA_VERSION == 2
         assert ws.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in ws.conn.execute(
             "SELECT name FROM sqlite_master WHERE type='table'")}
@@ -55,7 +55,7 @@ def test_forward_migration_applies_new_steps(tmp_path):
     with Workspace.init(tmp_path / "ws") as ws:
         extra = [*MIGRATIONS, "ALTER TABLE documents ADD COLUMN doi TEXT NOT NULL DEFAULT ''"]
         assert ws.migrate(extra) == 1
-        assert ws.schema_version == 2
+        assert ws.schema_version == 3
         cols = [r[1] for r in ws.conn.execute("PRAGMA table_info(documents)")]
         assert "doi" in cols
         assert ws.migrate(extra) == 0
@@ -75,7 +75,7 @@ def test_failed_migration_rolls_back(tmp_path):
         bad = [*MIGRATIONS, "CREATE TABLE t1 (x INTEGER); CREATE TABLE documents (y INTEGER)"]
         with pytest.raises(sqlite3.OperationalError):
             ws.migrate(bad)
-        assert ws.schema_version == 1
+        assert ws.schema_version == 2
         names = {r[0] for r in ws.conn.execute("SELECT name FROM sqlite_master")}
         assert "t1" not in names
 
@@ -101,3 +101,20 @@ def test_add_schema_copies_and_validates(tmp_workspace, tmp_path):
                    '[[slots]]\nname = "x"\ntype = "gene"\nquery = true\n')
     with pytest.raises(SchemaError, match="cannot also be a query slot"):
         tmp_workspace.add_schema(bad)
+
+
+def test_version_1_workspace_is_migrated_on_open(tmp_path):
+    from curation.migrations import MIGRATIONS
+    from curation.workspace import _connect
+
+    root = tmp_path / "old"
+    root.mkdir()
+    old = Workspace(root, _connect(root / DB_NAME))
+    old.migrate(MIGRATIONS[:1])
+    old.conn.execute("INSERT INTO jobs(kind, status, created_at, updated_at) "
+                     "VALUES ('evaluate', 'done', 'x', 'x')")
+    old.close()
+    with Workspace.open(root) as ws:
+        assert ws.schema_version == 2
+        assert [tuple(r) for r in ws.conn.execute("SELECT kind, pid FROM jobs")] == [
+            ("evaluate", None)]
