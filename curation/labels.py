@@ -13,7 +13,7 @@ import csv
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from curation.workspace import Workspace, utcnow
 from kb_sources.errors import CurationError
 
 
-class Grade(str, Enum):
+class Grade(StrEnum):
     """How well a document completes the partial relation."""
 
     COMPLETE = "complete"  # names the query entities and an answer

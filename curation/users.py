@@ -20,7 +20,7 @@ import os
 import secrets
 import tomllib
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 import tomli_w
@@ -31,7 +31,7 @@ USERS_FILE = "users.toml"
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
 
 
-class Role(str, Enum):
+class Role(StrEnum):
     ANNOTATOR = "annotator"
     CURATOR = "curator"
     ADMIN = "admin"
