@@ -1,0 +1,71 @@
+"""Background jobs: server-side permission checks, worker process, progress, failure."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from curation.jobs import JobStatus, cancel_job, get_job, list_jobs, run_job, submit_job
+from curation.users import PermissionDenied, Role, User
+from kb_sources.errors import UnknownNameError
+
+ADMIN = User("root", Role.ADMIN)
+CURATOR = User("cur", Role.CURATOR)
+
+
+def wait(ws, job_id, timeout=60.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        job = get_job(ws, job_id)
+        if job.finished:
+            return job
+        time.sleep(0.2)
+    raise AssertionError(f"job {job_id} did not finish: {get_job(ws, job_id)}")
+
+
+def test_admin_job_runs_in_worker_process(tmp_workspace):
+    job = submit_job(tmp_workspace, "selftest", {"steps": 4}, user=ADMIN)
+    assert job.status is JobStatus.QUEUED and job.pid and job.pid != os.getpid()
+    done = wait(tmp_workspace, job.id)
+    assert done.status is JobStatus.DONE, done.error
+    assert done.result == {"steps": 4, "pid": done.pid} and done.progress == 1.0
+    assert done.message == "step 4 of 4" and done.created_by == "root"
+    assert [j.id for j in list_jobs(tmp_workspace)] == [job.id]
+
+
+def test_non_admin_cannot_start_admin_job(tmp_workspace):
+    with pytest.raises(PermissionDenied,
+                       match="Starting a job of kind .evaluate. needs the admin role"):
+        submit_job(tmp_workspace, "evaluate", {}, user=CURATOR)
+    with pytest.raises(PermissionDenied):
+        submit_job(tmp_workspace, "selftest", {}, user=None)
+    assert list_jobs(tmp_workspace) == []
+
+
+def test_unknown_kind_lists_options(tmp_workspace):
+    with pytest.raises(UnknownNameError, match="Available options: evaluate, index, selftest"):
+        submit_job(tmp_workspace, "train-everything", {}, user=ADMIN)
+
+
+def test_failure_is_recorded(tmp_workspace):
+    job = submit_job(tmp_workspace, "selftest", {"steps": "three"}, user=ADMIN, start=False)
+    done = run_job(tmp_workspace, job.id)
+    assert done.status is JobStatus.FAILED and "TypeError" in done.error
+
+
+def test_cancel_stops_at_next_progress(tmp_workspace):
+    job = submit_job(tmp_workspace, "selftest", {"steps": 2}, user=ADMIN, start=False)
+    assert cancel_job(tmp_workspace, job.id, user=ADMIN).status is JobStatus.CANCELLED
+    with pytest.raises(Exception, match="is cancelled, not queued"):
+        run_job(tmp_workspace, job.id)
+
+
+def test_dead_worker_is_reported(tmp_workspace):
+    job = submit_job(tmp_workspace, "selftest", {}, user=ADMIN, start=False)
+    with tmp_workspace.transaction():
+        tmp_workspace.conn.execute("UPDATE jobs SET status='running', pid=999999 WHERE id=?",
+                                   (job.id,))
+    failed = get_job(tmp_workspace, job.id)
+    assert failed.status is JobStatus.FAILED and "stopped unexpectedly" in failed.error
