@@ -58,8 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     pd.add_argument("file")
     pd.add_argument("--source", help="source name to record")
     for name, text in (("mesh", "MeSH tree file (mtrees Term;TreeNumber)"),
+                       ("mesh-headings", "MeSH headings per PMID TSV (pmid, descriptor)"),
                        ("citations", "citation edges TSV (citing_pmid, cited_pmid)")):
         isub.add_parser(name, parents=[common], help=text).add_argument("file")
+
+    _fetch_parser(sub, common)
+    _users_parser(sub, common)
+    _labels_parser(sub, common)
 
     p = sub.add_parser("stats", parents=[common], help="counts of what the workspace holds")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -91,6 +96,42 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", parents=[common], help="start the curation app (Streamlit)")
     _serve_args(p)
     return parser
+
+
+def _fetch_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("fetch", parents=[common], help="download from NCBI / CIViC (online)")
+    fsub = p.add_subparsers(dest="what", required=True, metavar="WHAT")
+    for name, text in (("pubmed", "PubMed records by PMID (efetch) into the workspace"),
+                       ("citations", "cited PMIDs (elink pubmed_pubmed_refs) into the workspace")):
+        q = fsub.add_parser(name, parents=[common], help=text)
+        q.add_argument("pmids", nargs="*", help="PMIDs (or use --from-file)")
+        q.add_argument("--from-file", help="file with one PMID per line")
+        q.add_argument("--email", default=os.environ.get("NCBI_EMAIL"),
+                       help="contact email NCBI requires (default: $NCBI_EMAIL)")
+        q.add_argument("--api-key", default=os.environ.get("NCBI_API_KEY"),
+                       help="NCBI API key: 10 instead of 3 requests/s (default: $NCBI_API_KEY)")
+    q = fsub.add_parser("civic", parents=[common], help="CIViC nightly evidence TSV")
+    q.add_argument("--dest", help="file to write (default: WS/cache/civic-nightly.tsv)")
+    q.add_argument("--import", dest="do_import", action="store_true",
+                   help="import it into the workspace after downloading")
+
+
+def _users_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("users", parents=[common], help="manage app users (WS/users.toml)")
+    p.add_argument("action", choices=("list", "add", "remove"))
+    p.add_argument("name", nargs="?")
+    p.add_argument("--role", default="curator", help="annotator, curator or admin")
+    p.add_argument("--password-stdin", action="store_true",
+                   help="read the password from standard input instead of a prompt")
+
+
+def _labels_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("labels", parents=[common], help="export labels or show agreement")
+    p.add_argument("action", choices=("export", "agreement"))
+    p.add_argument("args", nargs="*", help="export: FILE(.csv|.tsv|.jsonl); agreement: USER USER")
+    p.add_argument("--user")
+    p.add_argument("--schema")
+    p.add_argument("--grade")
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:

@@ -22,7 +22,8 @@ def dispatch(args: argparse.Namespace) -> int:
     handler = {
         "init": cmd_init, "import": cmd_import, "stats": cmd_stats,
         "relations": cmd_relations, "query": cmd_query, "schema": cmd_schema,
-        "demo": cmd_demo, "serve": cmd_serve,
+        "demo": cmd_demo, "serve": cmd_serve, "fetch": cmd_fetch, "users": cmd_users,
+        "labels": cmd_labels,
     }[args.command]
     return handler(args)
 
@@ -42,6 +43,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         if args.what == "mesh":
             n = import_mesh_tree(ws, args.file, progress=progress)
             print(f"{args.file}: {n} MeSH tree numbers added")
+            return 0
+        if args.what == "mesh-headings":
+            from curation.importer import import_mesh_headings
+
+            n = import_mesh_headings(ws, args.file, progress=progress)
+            print(f"{args.file}: {n} documents given MeSH headings")
             return 0
         if args.what == "citations":
             n = import_citations(ws, args.file, progress=progress)
@@ -177,3 +184,76 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from curation.serve import serve
 
     return serve(workspace_path(args), host=args.host, port=args.port)
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from curation.online import fetch_citations_into, fetch_civic, fetch_pubmed_into
+
+    with Workspace.open(workspace_path(args)) as ws:
+        if args.what == "civic":
+            path, report = fetch_civic(ws, args.dest, do_import=args.do_import,
+                                       progress=not args.quiet)
+            print(f"downloaded {path}" + (f"; {report.summary()}" if report else ""))
+            return 0
+        pmids = _pmid_args(args)
+        if args.what == "pubmed":
+            report = fetch_pubmed_into(ws, pmids, email=args.email, api_key=args.api_key,
+                                       progress=not args.quiet)
+            print(report.summary())
+        else:
+            n = fetch_citations_into(ws, pmids, email=args.email, api_key=args.api_key)
+            print(f"{n} citation edges added")
+    return 0
+
+
+def _pmid_args(args: argparse.Namespace) -> list[str]:
+    pmids = list(args.pmids)
+    if args.from_file:
+        from kb_sources.io import iter_lines
+
+        pmids += [line.strip() for _, line in iter_lines(args.from_file) if line.strip()]
+    if not pmids:
+        raise CurationError("No PMIDs given: list them or pass --from-file FILE")
+    return pmids
+
+
+def cmd_users(args: argparse.Namespace) -> int:
+    import getpass
+
+    from curation.users import USERS_FILE, UserStore
+
+    store = UserStore(workspace_path(args) / USERS_FILE)
+    if args.action == "list":
+        for user in store.users():
+            print(f"{user.name:<20}{user.role.value}")
+        return 0
+    if not args.name:
+        raise CurationError(f"users {args.action} needs a user name")
+    if args.action == "remove":
+        store.remove(args.name)
+        print(f"removed {args.name}")
+        return 0
+    password = (sys.stdin.readline().rstrip("\n") if args.password_stdin
+                else getpass.getpass(f"password for {args.name}: "))
+    user = store.add(args.name, password, args.role)
+    print(f"user {user.name} ({user.role.value}) saved in {store.path}")
+    return 0
+
+
+def cmd_labels(args: argparse.Namespace) -> int:
+    from curation.labels import agreement, export_labels, list_labels
+
+    with Workspace.open(workspace_path(args)) as ws:
+        if args.action == "agreement":
+            if len(args.args) != 2:
+                raise CurationError("labels agreement needs two user names")
+            result = agreement(ws, *args.args)
+            print(f"{result.shared} shared items; observed agreement {result.observed:.3f}; "
+                  f"Cohen's kappa {result.kappa:.3f}")
+            return 0
+        if len(args.args) != 1:
+            raise CurationError("labels export needs one output file (.csv, .tsv or .jsonl)")
+        labels = list_labels(ws, user=args.user, schema=args.schema, grade=args.grade)
+        path = export_labels(labels, args.args[0])
+    print(f"{len(labels)} labels written to {path}")
+    return 0

@@ -13,7 +13,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from curation.importer import import_citations, import_file, import_mesh_tree
+from curation.importer import (
+    import_citations,
+    import_file,
+    import_mesh_headings,
+    import_mesh_tree,
+)
 from curation.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -29,6 +34,7 @@ DEMO_IMPORTS: tuple[tuple[str, str, str, dict[str, str]], ...] = (
     ("kb", "pubtator", "biored/Dev.PubTator.gz", {"source": "biored"}),
     ("kb", "pubtator", "biored/Test.PubTator.gz", {"source": "biored"}),
     ("mesh", "", "mesh_trees/mtrees2019.bin.gz", {}),
+    ("mesh-headings", "", "abstract_pool/pmid_mesh_headings.tsv.gz", {}),
     ("citations", "", "citations/xml_sample_citation_edges.tsv.gz", {}),
     ("citations", "", "citations/pubmed_diabetes_cites.tsv.gz", {}),
 )
@@ -70,6 +76,9 @@ def build_demo_workspace(root: str | Path, data_dir: Path, *, progress: bool = T
             path = data_dir / rel
             if kind == "mesh":
                 lines.append(f"{rel}: {import_mesh_tree(ws, path, progress=progress)} added")
+            elif kind == "mesh-headings":
+                n = import_mesh_headings(ws, path, progress=progress)
+                lines.append(f"{rel}: {n} documents given MeSH headings")
             elif kind == "citations":
                 lines.append(f"{rel}: {import_citations(ws, path, progress=progress)} added")
             else:

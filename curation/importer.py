@@ -334,7 +334,7 @@ def import_mesh_tree(ws: Workspace, path: str | Path, *, actor: str = "cli",
 
     rows = tqdm(iter_mesh_entries(Path(path)), desc=f"import {Path(path).name}",
                 unit=" terms", disable=not progress, mininterval=0.5)
-    return _insert_pairs(ws, "INSERT OR IGNORE INTO mesh_tree(term, tree_number) VALUES (?, ?)",
+    return insert_pairs(ws, "INSERT OR IGNORE INTO mesh_tree(term, tree_number) VALUES (?, ?)",
                          rows, reader="mesh", path=str(path), actor=actor)
 
 
@@ -345,12 +345,13 @@ def import_citations(ws: Workspace, path: str | Path, *, actor: str = "cli",
 
     rows = tqdm(read_citation_edges(Path(path)), desc=f"import {Path(path).name}",
                 unit=" edges", disable=not progress, mininterval=0.5)
-    return _insert_pairs(ws, "INSERT OR IGNORE INTO citations(citing, cited) VALUES (?, ?)",
+    return insert_pairs(ws, "INSERT OR IGNORE INTO citations(citing, cited) VALUES (?, ?)",
                          rows, reader="citations", path=str(path), actor=actor)
 
 
-def _insert_pairs(ws: Workspace, sql: str, rows: Iterable[tuple[str, str]], *, reader: str,
+def insert_pairs(ws: Workspace, sql: str, rows: Iterable[tuple[str, str]], *, reader: str,
                   path: str, actor: str) -> int:
+    """Insert (a, b) rows with ``sql`` in one transaction; returns rows added."""
     with ws.transaction():
         before = ws.conn.total_changes
         batch: list[tuple[str, str]] = []
@@ -366,3 +367,33 @@ def _insert_pairs(ws: Workspace, sql: str, rows: Iterable[tuple[str, str]], *, r
             " VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0)",
             (utcnow(), actor, reader, reader, path, _sha256(path), added))
     return added
+
+
+def import_mesh_headings(ws: Workspace, path: str | Path, *, actor: str = "cli",
+                         progress: bool = True) -> int:
+    """Attach MeSH headings (pmid -> descriptors) to documents that have none yet.
+
+    Documents not in the workspace are ignored; returns the number of documents updated.
+    """
+    from kb_sources.mesh import read_mesh_headings
+
+    updated = 0
+    rows = tqdm(read_mesh_headings(Path(path)), desc=f"import {Path(path).name}", unit=" pmids",
+                disable=not progress, mininterval=0.5)
+    with ws.transaction():
+        for pmid, descriptors in rows:
+            row = ws.conn.execute("SELECT * FROM documents WHERE doc_id = ?", (pmid,)).fetchone()
+            if row is None or row["mesh"] != "[]" or not descriptors:
+                continue
+            merged = {f: row[f] for f in _DOC_FIELDS}
+            merged["mesh"] = json.dumps(list(descriptors), ensure_ascii=False)
+            ws.conn.execute("UPDATE documents SET mesh = ?, content_hash = ?, updated_at = ? "
+                            "WHERE doc_id = ?", (merged["mesh"], _row_hash(merged), utcnow(), pmid))
+            ws.audit(actor, "update", "document", pmid, before={"mesh": "[]"},
+                     after={"mesh": merged["mesh"]})
+            updated += 1
+        ws.conn.execute(
+            "INSERT INTO imports(ts, actor, kind, reader, path, sha256, added, updated, unchanged)"
+            " VALUES (?, ?, 'mesh-headings', 'mesh-headings', ?, ?, 0, ?, 0)",
+            (utcnow(), actor, str(path), _sha256(str(path)), updated))
+    return updated

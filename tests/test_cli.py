@@ -108,3 +108,49 @@ def test_serve_answers_http_on_loopback(tmp_path, capsys):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_users_and_labels_commands(tmp_path, capsys, monkeypatch):
+    import io
+
+    from curation.labels import record_label
+    from curation.workspace import Workspace
+
+    ws = str(tmp_path / "ws")
+    run_cli(capsys, "init", ws)
+    monkeypatch.setattr("sys.stdin", io.StringIO("s3cret-pass\n"))
+    code, out, _ = run_cli(capsys, "users", "add", "alice", "--role", "admin",
+                           "--password-stdin", "-w", ws)
+    assert code == 0 and "alice (admin)" in out
+    assert run_cli(capsys, "users", "list", "-w", ws)[1].split() == ["alice", "admin"]
+    with Workspace.open(ws) as w:
+        for user, grade in (("alice", "complete"), ("bob", "complete")):
+            record_label(w, user=user, schema="PO", query_key="q", query_text="t", doc_id="1",
+                         grade=grade)
+    code, out, _ = run_cli(capsys, "labels", "export", str(tmp_path / "l.csv"), "-w", ws,
+                           "--user", "bob")
+    assert code == 0 and out.startswith("1 labels written")
+    assert (tmp_path / "l.csv").read_text().count("\n") == 2
+    code, out, _ = run_cli(capsys, "labels", "agreement", "alice", "bob", "-w", ws)
+    assert "1 shared items; observed agreement 1.000" in out
+
+
+def test_fetch_pubmed_imports_into_workspace(tmp_path, capsys, monkeypatch, fixtures_dir):
+    from kb_sources.pubmed_xml import read_pubmed_xml
+
+    seen = {}
+
+    def fake_fetch(pmids, settings):
+        seen["pmids"], seen["settings"] = list(pmids), settings
+        yield from read_pubmed_xml(fixtures_dir / "pubmed_sample.xml")
+
+    monkeypatch.setattr("curation.online.fetch_pubmed", fake_fetch)
+    ws = tmp_path / "ws"
+    run_cli(capsys, "init", str(ws))
+    code, _, err = run_cli(capsys, "fetch", "pubmed", "1", "2", "-w", str(ws))
+    assert code == 2 and "NCBI needs a contact email" in err
+    code, out, _ = run_cli(capsys, "fetch", "pubmed", "1", "2", "--email", "me@lab.org",
+                           "--api-key", "K", "-w", str(ws), "-q")
+    assert code == 0 and "documents +2" in out
+    assert seen["pmids"] == ["1", "2"] and seen["settings"].requests_per_second == 10
+    assert seen["settings"].cache_dir == ws.resolve() / "cache" / "entrez"
