@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from curation.importer import ImportReport, insert_pairs, import_file, import_items
+from curation.importer import ImportReport, import_file, import_items, insert_pairs
 from curation.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.fetch import (
