@@ -1,0 +1,130 @@
+"""Highlighted HTML: everything from the document is escaped (XSS cases), one colour and CSS
+class per slot, per-slot toggles, legend, offsets across title and abstract."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from curation.highlight import (
+    css_class,
+    render_highlighted,
+    render_legend,
+    slot_colours,
+    visible_spans,
+)
+from curation.matching import EntityMatcher, MatchKind, Span
+from kb_sources.errors import CurationError
+from kb_sources.types import Document, Entity
+
+
+def span(start: int, end: int, text: str, slot: str = "gene", entity_id: str = "673",
+         kind: MatchKind = MatchKind.EXACT) -> Span:
+    return Span(start, end, slot, entity_id, kind, 1.0, text)
+
+
+def tags(html_text: str) -> set[str]:
+    """Names of all tags in the HTML."""
+    return {m.lower() for m in re.findall(r"<\s*/?\s*([a-zA-Z][\w-]*)", html_text)}
+
+
+XSS_TITLE = '<script>alert("t")</script> BRAF in melanoma'
+XSS_ABSTRACT = 'An <img src=x onerror=alert(1)> and <a href="javascript:x()">BRAF</a> abstract.'
+
+
+def test_script_and_img_in_untrusted_text_come_out_inert() -> None:
+    doc = Document("1", XSS_TITLE, XSS_ABSTRACT)
+    spans = EntityMatcher().spans(Entity("BRAF", "gene", "673"), doc, "gene")
+    out = render_highlighted(doc.title, doc.abstract, spans)
+    assert tags(out) == {"div", "mark"}
+    assert "&lt;script&gt;alert(&quot;t&quot;)&lt;/script&gt;" in out
+    assert "&lt;img src=x onerror=alert(1)&gt;" in out
+    assert "onerror=alert" not in out.replace("&lt;img src=x onerror=alert(1)&gt;", "")
+    assert out.count("<mark ") == 2
+
+
+def test_a_span_over_markup_is_escaped_inside_the_mark() -> None:
+    title = "<b>x</b>"
+    out = render_highlighted(title, "", [span(0, 8, title)])
+    assert ">&lt;b&gt;x&lt;/b&gt;</mark>" in out
+    assert tags(out) == {"div", "mark"}
+
+
+def test_hostile_slot_names_and_ids_are_escaped() -> None:
+    evil = '"><script>alert(1)</script>'
+    out = render_highlighted("BRAF", "", [span(0, 4, "BRAF", slot=evil, entity_id=evil)])
+    assert tags(out) == {"div", "mark"}
+    assert 'data-slot="&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"' in out
+    assert css_class(evil) == "kb-slot-script-alert-1-script"
+
+
+def test_bad_colour_is_refused_with_a_fix() -> None:
+    with pytest.raises(CurationError, match="not a CSS colour literal; use #rgb"):
+        render_highlighted("BRAF", "", [span(0, 4, "BRAF")], {"gene": "red;background:url(x)"})
+    with pytest.raises(CurationError, match="Colour"):
+        render_legend({"gene": "expression(alert(1))"})
+
+
+def test_one_colour_class_and_data_slot_per_slot() -> None:
+    text = "BRAF V600E"
+    spans = [span(0, 4, "BRAF"), span(5, 10, "V600E", slot="variant", entity_id="v")]
+    colours = {"gene": "#fde68a", "variant": "lightblue"}
+    out = render_highlighted(text, "", spans, colours)
+    assert ('<mark class="kb-mark kb-slot-gene" data-slot="gene" data-entity="673" '
+            'data-kind="exact"') in out
+    assert "background-color:#fde68a" in out and "background-color:lightblue" in out
+    assert 'class="kb-mark kb-slot-variant" data-slot="variant"' in out
+
+
+def test_disabled_slots_are_plain_text() -> None:
+    spans = [span(0, 4, "BRAF"), span(5, 10, "V600E", slot="variant")]
+    out = render_highlighted("BRAF V600E", "", spans, enabled_slots={"variant"})
+    assert out.count("<mark ") == 1 and 'data-slot="variant"' in out
+    assert ">BRAF <mark" in out
+    assert "<mark" not in render_highlighted("BRAF V600E", "", spans, enabled_slots=set())
+
+
+def test_offsets_across_title_and_abstract() -> None:
+    doc = Document("1", "BRAF title", "abstract BRAF")
+    assert doc.text[20:24] == "BRAF"
+    spans = [span(0, 4, "BRAF"), span(20, 24, "BRAF")]
+    out = render_highlighted(doc.title, doc.abstract, spans, {"gene": "gold"})
+    title, abstract = re.findall(r'<div class="kb-(?:title|abstract)">(.*?)</div>', out)
+    assert title.startswith("<mark") and title.endswith("</mark> title")
+    assert abstract.startswith("abstract <mark") and ">BRAF</mark>" in abstract
+
+
+def test_span_crossing_title_and_abstract_is_split() -> None:
+    out = render_highlighted("BRAF mutant", "melanoma", [span(5, 20, "mutant melanoma")])
+    assert out.count("<mark ") == 2
+    assert ">mutant</mark>" in out and ">melanoma</mark>" in out
+
+
+def test_abstract_only_document_starts_at_offset_zero() -> None:
+    out = render_highlighted("", "BRAF here", [span(0, 4, "BRAF")])
+    assert '<div class="kb-abstract"><mark' in out
+
+
+def test_overlapping_spans_keep_the_longest_leftmost() -> None:
+    spans = [span(0, 4, "BRAF"), span(0, 10, "BRAF V600E", slot="variant"),
+             span(5, 10, "V600E", slot="variant"), span(20, 30, "outside")]
+    kept = visible_spans(spans, None, text_length=12)
+    assert [(s.start, s.end) for s in kept] == [(0, 10)]
+
+
+def test_legend_lists_slots_with_toggle_state() -> None:
+    colours = slot_colours(["gene", "variant", "treatment"])
+    assert len(set(colours.values())) == 3
+    out = render_legend(colours, enabled_slots={"gene"}, labels={"treatment": "<Drug>"})
+    assert out.count('class="kb-legend-item') == 3
+    assert 'data-slot="gene" data-enabled="true"' in out
+    assert 'kb-legend-item kb-slot-variant kb-off" data-slot="variant" data-enabled="false"' in out
+    assert "&lt;Drug&gt;" in out and "<Drug>" not in out
+
+
+def test_palette_repeats_and_missing_slots_get_colours() -> None:
+    colours = slot_colours([f"s{i}" for i in range(10)])
+    assert colours["s0"] == colours["s8"]
+    out = render_highlighted("BRAF", "", [span(0, 4, "BRAF", slot="new")], {"gene": "gold"})
+    assert 'data-slot="new"' in out and "background-color:#bfdbfe" in out
