@@ -17,6 +17,7 @@ from pathlib import Path
 from curation.config import DATA_ENV, WORKSPACE_ENV
 from kb_sources.errors import CurationError
 from kb_sources.registry import readers
+from retrievers.errors import RetrieverError
 
 logger = logging.getLogger("kbcurate")
 
@@ -76,6 +77,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", help="only records from this KB")
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--format", choices=("table", "json", "tsv"), default="table")
+
+    p = sub.add_parser("evaluate", parents=[common],
+                       help="evaluate retrievers on a schema's held-out queries")
+    p.add_argument("--schema", required=True, help="schema whose KB relations are the queries")
+    p.add_argument("--retriever", action="append", default=[], metavar="NAME",
+                   help="retriever (repeatable): bm25, dense, hybrid, each optionally with "
+                        "+rerank (entity-aware rerank); default bm25")
+    p.add_argument("--split", default="test", choices=("train", "dev", "test", "all"))
+    p.add_argument("--model", help="dense model: Hugging Face name or local folder "
+                                   "(default: the packaged all-MiniLM-L6-v2)")
+    p.add_argument("--out", help="write the JSON report here")
+
+    p = sub.add_parser("match-bench", parents=[common],
+                       help="recall/precision of entity matching against a PubTator file")
+    p.add_argument("file", help="PubTator-format file with gold annotations")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--types", nargs="*", help="entity types to report (default: all)")
+    p.add_argument("--held-out", action="store_true",
+                   help="build each entity without the mentions of the document being matched")
 
     p = sub.add_parser("query", parents=[common], help="render a templated query")
     p.add_argument("--schema", default="PO")
@@ -148,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return commands.dispatch(args)
-    except CurationError as exc:
+    except (CurationError, RetrieverError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

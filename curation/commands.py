@@ -23,7 +23,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "init": cmd_init, "import": cmd_import, "stats": cmd_stats,
         "relations": cmd_relations, "query": cmd_query, "schema": cmd_schema,
         "demo": cmd_demo, "serve": cmd_serve, "fetch": cmd_fetch, "users": cmd_users,
-        "labels": cmd_labels,
+        "labels": cmd_labels, "evaluate": cmd_evaluate, "match-bench": cmd_match_bench,
     }[args.command]
     return handler(args)
 
@@ -256,4 +256,31 @@ def cmd_labels(args: argparse.Namespace) -> int:
         labels = list_labels(ws, user=args.user, schema=args.schema, grade=args.grade)
         path = export_labels(labels, args.args[0])
     print(f"{len(labels)} labels written to {path}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from curation.evaluation import format_table
+    from curation.evaluation_job import evaluate_workspace
+
+    options = {}
+    if args.model:
+        options = {"dense": {"model": args.model}, "hybrid": {"dense": {"model": args.model}}}
+    with Workspace.open(workspace_path(args)) as ws:
+        report = evaluate_workspace(ws, args.schema, args.retriever or ["bm25"],
+                                    split=args.split, options=options, progress=not args.quiet)
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
+    print(format_table(report))
+    return 0
+
+
+def cmd_match_bench(args: argparse.Namespace) -> int:
+    from curation.match_bench import match_bench_report
+
+    print(match_bench_report(args.file, args.types or None, as_json=args.json,
+                             held_out=args.held_out))
     return 0

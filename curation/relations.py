@@ -8,6 +8,7 @@ answer-slot fillers are the answers the KB already knows, and their PMIDs the ev
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -109,8 +110,20 @@ def _select_relations(
     return sql + " ORDER BY r.id", params
 
 
+def _representative(rels: list[Relation], slot: str) -> tuple[Entity, ...]:
+    """The slot's entities with their most frequent text across the group; synonyms merged."""
+    first = rels[0].slots.get(slot, ())
+    out = []
+    for i, ent in enumerate(first):
+        texts = Counter(r.slots[slot][i].text for r in rels if len(r.slots.get(slot, ())) > i)
+        forms = {f for r in rels if len(r.slots.get(slot, ())) > i
+                 for f in (r.slots[slot][i].text, *r.slots[slot][i].synonyms)}
+        best = max(texts.items(), key=lambda kv: (kv[1], kv[0] == ent.text))[0]
+        out.append(Entity(best, ent.type, ent.id, tuple(sorted(forms - {best}))))
+    return tuple(out)
+
+
 def _group(schema: Schema, key: str, rels: list[Relation]) -> PartialRelation:
-    first = rels[0]
     pmids: dict[str, None] = {}
     attributes: dict[str, set[str]] = {}
     for rel in rels:
@@ -122,7 +135,7 @@ def _group(schema: Schema, key: str, rels: list[Relation]) -> PartialRelation:
     return PartialRelation(
         schema=schema.name,
         query_key=key,
-        query={s: first.slots.get(s, ()) for s in schema.query_slots},
+        query={s: _representative(rels, s) for s in schema.query_slots},
         answers=tuple(r.slots[schema.answer] for r in rels if r.slots.get(schema.answer)),
         pmids=tuple(pmids),
         sources=tuple(sorted({r.source for r in rels})),

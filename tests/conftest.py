@@ -69,3 +69,15 @@ def tmp_workspace(tmp_path: Path):
 
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Folder of a tiny random BERT sentence-transformers model, built once per session."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tiny_model", Path(__file__).parent /
+                                                  "tiny_model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.build_tiny_model(tmp_path_factory.mktemp("tiny-model"))

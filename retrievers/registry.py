@@ -1,0 +1,112 @@
+"""Registry of retrievers: name -> class, built from plain options.
+
+Entries name their class as ``module:Class`` and are imported lazily, so listing retrievers
+(``--help``) imports neither torch nor faiss. Every retriever class has ``from_options(**options)``
+and ``load(folder)``.
+
+Example::
+
+    r = build_retriever("bm25", k1=1.2)
+    r = build_retriever("dense", model="all-MiniLM-L6-v2", cache_dir="ws/cache")
+    r = build_retriever("hybrid", weights={"bm25": 1.0, "dense": 0.5},
+                        dense={"model": "BAAI/bge-base-en-v1.5", "cache_dir": "ws/cache"})
+    r.index([("pmid1", "title and abstract"), ...], progress=job.report)
+    hits = r.search("Treatment for gene BRAF and variant V600E?", k=50)
+    r.save("ws/indexes/hybrid")
+    r = load_retriever("ws/indexes/hybrid")
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from retrievers.base import Retriever, read_manifest
+from retrievers.errors import unknown_name
+
+
+@dataclass(frozen=True)
+class RetrieverSpec:
+    """One registered retriever.
+
+    Attributes:
+        name: Name used in code, config and on the command line.
+        target: ``module:Class`` implementing it.
+        description: One line for ``--help``.
+        options: Main options, for ``--help`` (``from_options`` lists all in its errors).
+    """
+
+    name: str
+    target: str
+    description: str
+    options: tuple[str, ...] = ()
+
+    def load_class(self) -> type[Retriever]:
+        """Import and return the retriever class."""
+        module, cls = self.target.split(":")
+        return getattr(importlib.import_module(module), cls)
+
+
+_SPECS: tuple[RetrieverSpec, ...] = (
+    RetrieverSpec("bm25", "retrievers.bm25:BM25Retriever",
+                  "BM25 (bm25s) with a tokenizer that keeps variants like V600E, EML4-ALK whole",
+                  ("k1", "b", "method", "stopwords", "split_compounds")),
+    RetrieverSpec("dense", "retrievers.dense:DenseRetriever",
+                  "Bi-encoder + FAISS (default model: the packaged all-MiniLM-L6-v2)",
+                  ("model", "query_model", "pooling", "query_prefix", "doc_prefix",
+                   "max_seq_length", "batch_size", "device", "index", "nlist", "nprobe",
+                   "cache_dir")),
+    RetrieverSpec("hybrid", "retrievers.hybrid:HybridRetriever",
+                  "Fusion of retrievers (default bm25 + dense) by RRF or min-max scores",
+                  ("components", "fusion", "weights", "rrf_k", "depth")),
+)
+
+
+def retriever_specs() -> list[RetrieverSpec]:
+    """Every registered retriever, in registration order."""
+    return list(_SPECS)
+
+
+def retriever_names() -> list[str]:
+    """Names of every registered retriever."""
+    return [s.name for s in _SPECS]
+
+
+def get_spec(name: str) -> RetrieverSpec:
+    """Look up a retriever by name.
+
+    Raises:
+        RetrieverError: No such retriever; the message lists the available ones.
+    """
+    for spec in _SPECS:
+        if spec.name == name:
+            return spec
+    raise unknown_name("retriever", name, retriever_names())
+
+
+def build_retriever(name: str, **options: Any) -> Retriever:
+    """Build an empty retriever by name.
+
+    Args:
+        name: A registered name ("bm25", "dense", "hybrid").
+        **options: Plain options of that retriever (see ``RetrieverSpec.options``).
+
+    Returns:
+        The retriever, ready for ``index(docs)``.
+
+    Raises:
+        RetrieverError: Unknown name, option or option value.
+    """
+    return get_spec(name).load_class().from_options(**options)
+
+
+def load_retriever(folder: str | Path) -> Retriever:
+    """Load any saved retriever; its type is read from the folder's manifest.
+
+    Raises:
+        RetrieverError: The folder holds no saved retriever, or an unknown type.
+    """
+    manifest = read_manifest(Path(folder))
+    return get_spec(manifest["retriever"]).load_class().load(folder)

@@ -1,0 +1,127 @@
+"""FAISS wrapper: exact / IVF / HNSW search, ids, save -> load, CPU fallback."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retrievers import RetrieverError
+from retrievers.faiss_index import IndexConfig, VectorIndex, auto_nlist
+
+DIM = 32
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def clustered() -> tuple[list[str], np.ndarray, np.ndarray]:
+    """20 well-separated clusters of 100 unit vectors; queries are noisy copies of 50 points."""
+    rng = np.random.default_rng(0)
+    centres = unit(rng.normal(size=(20, DIM)))
+    points = unit(np.repeat(centres, 100, axis=0) + 0.15 * rng.normal(size=(2000, DIM)))
+    picks = rng.choice(2000, size=50, replace=False)
+    queries = unit(points[picks] + 0.01 * rng.normal(size=(50, DIM)))
+    return [f"doc{i}" for i in range(2000)], points, queries
+
+
+def build(config: IndexConfig, ids: list[str], vectors: np.ndarray) -> VectorIndex:
+    index = VectorIndex(DIM, config)
+    index.add(ids, vectors)
+    return index
+
+
+@pytest.mark.parametrize("config", [IndexConfig("ivf", nprobe=8), IndexConfig("ivf", nlist=40),
+                                    IndexConfig("hnsw"), IndexConfig("HNSW", hnsw_m=16)],
+                         ids=["ivf-auto", "ivf-40", "hnsw", "hnsw-m16"])
+def test_approximate_indexes_return_the_exact_top1(clustered, config: IndexConfig) -> None:
+    ids, points, queries = clustered
+    exact_scores, exact = build(IndexConfig(), ids, points).search(queries, 5)
+    scores, approx = build(config, ids, points).search(queries, 5)
+    assert (approx[:, 0] == exact[:, 0]).all()
+    assert scores[:, 0] == pytest.approx(exact_scores[:, 0], abs=1e-5)
+
+
+def test_flat_is_exact_inner_product(clustered) -> None:
+    ids, points, queries = clustered
+    scores, positions = build(IndexConfig(), ids, points).search(queries[:3], 4)
+    brute = queries[:3] @ points.T  # (3, 2000)
+    expected = np.argsort(-brute, axis=1)[:, :4]
+    assert (positions == expected).all()
+    assert scores == pytest.approx(np.take_along_axis(brute, expected, axis=1), abs=1e-5)
+
+
+def test_auto_nlist_bounds() -> None:
+    assert auto_nlist(2000) == 51  # capped by 2000 // 39 (4 * sqrt(2000) = 178)
+    assert auto_nlist(1_000_000) == 4000
+    assert auto_nlist(10) == 1
+
+
+def test_ivf_on_few_vectors_still_works(caplog: pytest.LogCaptureFixture) -> None:
+    vectors = unit(np.random.default_rng(1).normal(size=(5, DIM)))
+    with caplog.at_level(logging.WARNING, logger="retrievers"):
+        index = build(IndexConfig("ivf", nlist=100), [str(i) for i in range(5)], vectors)
+    assert "nlist=100 > 5 training vectors" in caplog.text
+    _, positions = index.search(vectors, 1)
+    assert positions[:, 0].tolist() == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("kind", ["flat", "ivf", "hnsw"])
+def test_save_load_round_trip(clustered, kind: str, tmp_path: Path) -> None:
+    ids, points, queries = clustered
+    index = build(IndexConfig(kind, nprobe=4), ids, points)
+    index.save(tmp_path)
+    assert {p.name for p in tmp_path.iterdir()} == {"index.faiss", "ids.json", "params.json"}
+    loaded = VectorIndex.load(tmp_path)
+    assert loaded.ids == ids and loaded.config == index.config and len(loaded) == 2000
+    for a, b in zip(index.search(queries, 3), loaded.search(queries, 3), strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_incremental_add_keeps_ids_aligned(clustered) -> None:
+    ids, points, _ = clustered
+    index = build(IndexConfig("ivf"), ids[:1000], points[:1000])
+    index.add(ids[1000:], points[1000:])
+    _, positions = index.search(points[1500:1501], 1)
+    assert index.ids[positions[0, 0]] == "doc1500"
+
+
+def test_k_beyond_size_and_empty_index() -> None:
+    index = VectorIndex(DIM)
+    scores, positions = index.search(np.zeros((2, DIM), dtype=np.float32), 5)
+    assert scores.shape == positions.shape == (2, 0)
+    vectors = unit(np.ones((1, DIM)))
+    index.add(["only"], vectors)
+    _, positions = index.search(vectors, 5)
+    assert positions.tolist() == [[0]]
+
+
+def test_shape_mismatch_names_expected_shape() -> None:
+    with pytest.raises(RetrieverError, match=r"expected shape \(2, 32\)"):
+        VectorIndex(DIM).add(["a", "b"], np.zeros((2, 16)))
+
+
+def test_unknown_kind_lists_options() -> None:
+    with pytest.raises(RetrieverError, match="Unknown index kind 'lsh'. Available options: flat, "
+                                             "hnsw, ivf"):
+        IndexConfig("lsh")
+
+
+def test_cpu_fallback_without_gpu(caplog: pytest.LogCaptureFixture) -> None:
+    import faiss
+
+    if faiss.get_num_gpus() > 0:
+        pytest.skip("this machine has a GPU for faiss")
+    with caplog.at_level(logging.WARNING, logger="retrievers"):
+        index = build(IndexConfig(use_gpu=True), ["a"], unit(np.ones((1, DIM))))
+    assert not index.on_gpu and "faiss sees no GPU" in caplog.text
+    assert index.nbytes > DIM * 4
+
+
+def test_missing_folder_says_how_to_fix(tmp_path: Path) -> None:
+    with pytest.raises(RetrieverError, match="no FAISS index in .*build and save one first"):
+        VectorIndex.load(tmp_path)
