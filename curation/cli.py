@@ -97,6 +97,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--held-out", action="store_true",
                    help="build each entity without the mentions of the document being matched")
 
+    p = sub.add_parser("bench", parents=[common],
+                       help="speed figures: encoding throughput ratios and query latency")
+    p.add_argument("--docs", type=int, default=512,
+                   help="documents for the encoding benchmark (0 to skip)")
+    p.add_argument("--queries", type=int, default=50, help="queries per retriever")
+    p.add_argument("--retriever", action="append", default=[], metavar="NAME",
+                   help="retrievers to time (repeatable; default bm25, dense, hybrid)")
+    p.add_argument("--schema", default="PO", help="schema whose partial relations are queried")
+    p.add_argument("--model", default="all-MiniLM-L6-v2", help="encoder for the throughput test")
+
     p = sub.add_parser("query", parents=[common], help="render a templated query")
     p.add_argument("--schema", default="PO")
     p.add_argument("--template", help="template index or text")

@@ -24,6 +24,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "relations": cmd_relations, "query": cmd_query, "schema": cmd_schema,
         "demo": cmd_demo, "serve": cmd_serve, "fetch": cmd_fetch, "users": cmd_users,
         "labels": cmd_labels, "evaluate": cmd_evaluate, "match-bench": cmd_match_bench,
+        "bench": cmd_bench,
     }[args.command]
     return handler(args)
 
@@ -283,4 +284,15 @@ def cmd_match_bench(args: argparse.Namespace) -> int:
 
     print(match_bench_report(args.file, args.types or None, as_json=args.json,
                              held_out=args.held_out))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from curation.bench import run_bench
+
+    with Workspace.open(workspace_path(args)) as ws:
+        lines = run_bench(ws, retrievers=args.retriever or ("bm25", "dense", "hybrid"),
+                          docs=args.docs, queries=args.queries, schema=args.schema,
+                          model=args.model)
+    print("\n".join(lines))
     return 0

@@ -81,3 +81,23 @@ def test_demo_twice_adds_nothing(data_dir, demo_ws):
     summary = build_demo_workspace(demo_ws.root, data_dir, progress=False)
     for line in summary.lines:
         assert "+0 " in line or line.endswith(": 0 added") or " 0 documents given" in line, line
+
+
+def test_evaluate_cli_json_report_on_biored_task(demo_ws, tmp_path, capsys):
+    from curation.cli import main
+
+    out = tmp_path / "report.json"
+    code = main(["evaluate", "-w", str(demo_ws.root), "--schema", "disease_gene",
+                 "--retriever", "bm25", "--retriever", "bm25+rerank", "--split", "test",
+                 "--out", str(out), "-q"])
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert report["schema"] == "disease_gene" and report["split"] == "test"
+    assert report["queries"] == 97
+    bm25, rerank = report["retrievers"]["bm25"], report["retrievers"]["bm25+rerank"]
+    assert bm25["queries"] == 97
+    assert set(bm25) >= {"ndcg@10", "ndcg@50", "map@10", "map@50", "recall@100",
+                         "entity_recall@10", "entity_recall@50"}
+    # the DESIGN.md yardstick for BM25 on this task (all queries) is NDCG@10 0.585
+    assert 0.55 < bm25["ndcg@10"] < 0.75 and rerank["ndcg@10"] > bm25["ndcg@10"]
+    assert "bm25+rerank" in capsys.readouterr().out
