@@ -3,8 +3,9 @@
 Wraps any retriever (it needs the matcher, so it lives on the curation floor): take the top
 ``depth`` hits, score each by the share of query entities the document mentions, and mix that with
 the hit's rank position (rank-based, so it works the same for BM25 and cosine scores; chosen over
-min-max scores and weight 0.5 on the dev splits of the BioRED tasks). Keyword-critical queries (a variant, a residue) gain the
-most: a dense model may rank "V600K" next to "V600E"; the matcher does not.
+min-max scores and weight 0.5 on the dev splits of the BioRED tasks). Keyword-critical queries
+(a variant, a residue) gain the most: a dense model may rank "V600K" next to "V600E"; the matcher
+does not.
 """
 
 from __future__ import annotations

@@ -43,7 +43,10 @@ def test_assign_splits_seeded_and_by_fraction():
         assign_splits(groups, fractions=(0.5, 0.2, 0.2))
 
 
-def _query(qid="q", gold=("d1", "d2"), answers=(), anchor=Entity("BRAF", "gene")):
+BRAF = Entity("BRAF", "gene")
+
+
+def _query(qid="q", gold=("d1", "d2"), answers=(), anchor=BRAF):
     return EvalQuery(qid, "text", "g", "test", {"gene": (anchor,)}, tuple(answers), gold)
 
 
