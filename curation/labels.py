@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from curation.workspace import Workspace, utcnow
-from kb_sources.errors import CurationError
+from kb_sources.errors import CurationError, parse_choice
 
 
 class Grade(StrEnum):
@@ -31,11 +31,7 @@ class Grade(StrEnum):
 
     @classmethod
     def parse(cls, value: str | Grade) -> Grade:
-        try:
-            return cls(str(value.value if isinstance(value, Grade) else value).lower())
-        except ValueError:
-            options = ", ".join(g.value for g in cls)
-            raise CurationError(f"Unknown grade {value!r}. Available options: {options}") from None
+        return parse_choice(cls, value, "grade")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import tomli_w
 
-from kb_sources.errors import CurationError
+from kb_sources.errors import CurationError, parse_choice
 
 USERS_FILE = "users.toml"
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
@@ -38,11 +38,7 @@ class Role(StrEnum):
 
     @classmethod
     def parse(cls, value: str | Role) -> Role:
-        try:
-            return cls(str(value.value if isinstance(value, Role) else value).lower())
-        except ValueError:
-            options = ", ".join(r.value for r in cls)
-            raise CurationError(f"Unknown role {value!r}. Available options: {options}") from None
+        return parse_choice(cls, value, "role")
 
 
 class PermissionDenied(CurationError):

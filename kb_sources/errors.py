@@ -8,7 +8,11 @@ a traceback. Messages say what arrived, what was expected and how to fix it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from enum import Enum
 from os import PathLike
+from typing import TypeVar
+
+E = TypeVar("E", bound=Enum)
 
 
 class CurationError(Exception):
@@ -72,3 +76,18 @@ class UnknownNameError(CurationError):
         super().__init__(f"Unknown {kind} {name!r}. Available options: {options}")
         self.kind = kind
         self.name = name
+
+
+def parse_choice(enum_cls: type[E], value: object, kind: str) -> E:
+    """``enum_cls`` member named by ``value`` (a member or its value, case-insensitive).
+
+    Raises:
+        CurationError: Unknown value; the message lists the options.
+    """
+    if isinstance(value, enum_cls):
+        return value
+    try:
+        return enum_cls(str(value).lower())
+    except ValueError:
+        options = ", ".join(str(m.value) for m in enum_cls)
+        raise CurationError(f"Unknown {kind} {value!r}. Available options: {options}") from None
