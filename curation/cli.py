@@ -99,7 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", parents=[common],
                        help="speed figures: encoding throughput ratios and query latency")
-    p.add_argument("--docs", type=int, default=512,
+    p.add_argument("--max-seq-length", type=int, default=256,
+                   help="token limit for the throughput test (default 256)")
+    p.add_argument("--docs", type=int, default=256,
                    help="documents for the encoding benchmark (0 to skip)")
     p.add_argument("--queries", type=int, default=50, help="queries per retriever")
     p.add_argument("--retriever", action="append", default=[], metavar="NAME",

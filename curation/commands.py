@@ -293,6 +293,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with Workspace.open(workspace_path(args)) as ws:
         lines = run_bench(ws, retrievers=args.retriever or ("bm25", "dense", "hybrid"),
                           docs=args.docs, queries=args.queries, schema=args.schema,
-                          model=args.model)
+                          model=args.model, max_seq_length=args.max_seq_length)
     print("\n".join(lines))
     return 0
