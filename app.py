@@ -1,89 +1,64 @@
-"""kbcurate: the curator app (Streamlit). Thin: widgets, caching, calls into curation/.
+"""kbcurate: the curator app (Streamlit). Thin: page setup, sign-in, navigation.
 
 Run with ``kbcurate serve --workspace DIR`` (or ``streamlit run app.py -- --workspace DIR``).
+The pages (``app_pages/curate.py``, ``app_pages/review.py``, ``app_pages/evaluate.py``) draw
+widgets and call into ``curation/``; ``app_pages/common.py`` holds the caches and the session's
+context. The folder is not called ``pages/``: Streamlit treats a ``pages/`` folder next to the
+entry script as old-style multipage navigation until ``st.navigation`` runs, which would list every
+module there and open them past the sign-in gate.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
+from pathlib import Path
 
 import streamlit as st
 
-from curation.commands import relations_frame
+from app_pages.common import init_state, load_css, plain, session_workspace, workspace_arg
+from app_pages.signin import gate, sign_out
 from curation.config import WORKSPACE_ENV
-from curation.relations import list_partial_relations
-from curation.templates import render_query
-from curation.workspace import Workspace
+from curation.session import corpus_counts
+from curation.users import User
 from kb_sources.errors import CurationError
+
+PAGES = Path(__file__).resolve().parent / "app_pages"
 
 
 def _workspace_arg() -> str | None:
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--workspace")
-    known, _ = parser.parse_known_args(sys.argv[1:])
-    return known.workspace or os.environ.get(WORKSPACE_ENV)
+    """``--workspace DIR`` (after ``--``) or $KBCURATE_WORKSPACE."""
+    return workspace_arg()
 
 
-@st.cache_resource(show_spinner=False)
-def open_workspace(path: str) -> Workspace:
-    """One workspace connection per process (WAL allows concurrent readers)."""
-    return Workspace.open(path)
-
-
-def init_state() -> None:
-    """The one place session state is initialised."""
-    st.session_state.setdefault("schema", "PO")
-    st.session_state.setdefault("filter_text", "")
-    st.session_state.setdefault("selected", 0)
-
-
-def page_curate(ws: Workspace) -> None:
-    schemas = ws.schemas()
-    stats = ws.stats()
-    names = [n for n in schemas if stats.relations_by_schema.get(n)] or list(schemas)
-    schema_name = st.sidebar.selectbox("Relation schema", names, key="schema")
-    schema = schemas[schema_name]
-    st.sidebar.caption(schema.description)
-    query = st.sidebar.text_input(f"Filter by {schema.query_slots[0]}", key="filter_text")
-    filters = {schema.query_slots[0]: query} if query.strip() else {}
-    rows = list_partial_relations(ws, schema.name, filters, limit=500)
-    st.subheader(f"Partial relations ({schema.name}): {len(rows):,} shown")
-    if not rows:
-        st.info("No partial relation matches. Clear the filter or import a KB.")
-        st.stop()
-    st.dataframe(relations_frame(rows, schema.answer), hide_index=True, key="relations_table",
-                 width="stretch")
-    labels = [" / ".join(p.query[s][0].text for s in schema.query_slots if p.query.get(s))
-              for p in rows]
-    idx = st.selectbox("Pick a partial relation", range(len(rows)),
-                       format_func=lambda i: labels[i], key="selected")
-    picked = rows[idx]
-    text = render_query(schema, picked.query).text
-    st.text_input("Query (edit freely)", value=text, key=f"query_{picked.query_key}")
-    st.caption(f"Known {schema.answer}: {', '.join(picked.answer_texts()) or 'none'} · "
-               f"{len(picked.pmids)} cited PMIDs")
+def _sidebar(user: User, counts: tuple[int, int]) -> None:
+    st.sidebar.markdown(f"**{plain(user.name)}** · {user.role.value}")
+    st.sidebar.button("Sign out", key="signout", on_click=sign_out)
+    st.sidebar.caption(f"{counts[0]:,} documents · {counts[1]:,} KB relations")
 
 
 def main() -> None:
     st.set_page_config(page_title="kbcurate", layout="wide")
-    st.title("kbcurate: KB curation assistant")
     init_state()
+    load_css()
+    st.title("kbcurate: KB curation assistant")
     path = _workspace_arg()
     if not path:
-        st.info("No workspace: start with `kbcurate serve --workspace DIR` or set "
+        st.info(f"No workspace: start with `kbcurate serve --workspace DIR` or set "
                 f"{WORKSPACE_ENV}.")
         st.stop()
     try:
-        ws = open_workspace(path)
-        stats = ws.stats()
-        st.sidebar.metric("Documents", f"{stats.documents:,}")
-        st.sidebar.metric("KB relations", f"{stats.relations:,}")
-        page_curate(ws)
+        ws = session_workspace(path)
+        user = gate(ws)
+        _sidebar(user, corpus_counts(ws))
     except CurationError as exc:
         st.error(str(exc))
         st.stop()
+    nav = st.navigation([
+        st.Page(PAGES / "curate.py", title="Curate", icon=":material/search:", default=True),
+        st.Page(PAGES / "review.py", title="Review", icon=":material/fact_check:"),
+        st.Page(PAGES / "evaluate.py", title="Evaluate", icon=":material/monitoring:"),
+    ])
+    nav.run()
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -168,6 +168,24 @@ MIGRATIONS: list[str] = [
     ALTER TABLE jobs ADD COLUMN pid INTEGER;
     CREATE INDEX jobs_status ON jobs(status)
     """,
+    # 2 -> 3: source suggestions a curator confirmed in the app (PMID + relation + comment),
+    # exported for a KB's submission queue (CIViC source suggestions)
+    """
+    CREATE TABLE source_suggestions (
+        id INTEGER PRIMARY KEY,
+        created_at TEXT NOT NULL,
+        confirmed_by TEXT NOT NULL,
+        schema TEXT NOT NULL,
+        query_key TEXT NOT NULL,
+        pmid TEXT NOT NULL,
+        slots TEXT NOT NULL DEFAULT '{}',
+        answer TEXT NOT NULL,
+        answer_key TEXT NOT NULL DEFAULT '',
+        comment TEXT NOT NULL,
+        UNIQUE (schema, query_key, pmid, answer_key, answer)
+    );
+    CREATE INDEX source_suggestions_query ON source_suggestions(schema, query_key)
+    """,
 ]
 
 #: Schema version this code writes and reads.

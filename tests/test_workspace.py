@@ -13,7 +13,7 @@ from kb_sources.errors import SchemaError
 
 def test_init_creates_layout_and_wal(tmp_path):
     with Workspace.init(tmp_path / "ws") as ws:
-        assert ws.schema_version == SCHEMA_VERSION == 2
+        assert ws.schema_version == SCHEMA_VERSION == 3
         assert ws.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in ws.conn.execute(
             "SELECT name FROM sqlite_master WHERE type='table'")}
@@ -55,7 +55,7 @@ def test_forward_migration_applies_new_steps(tmp_path):
     with Workspace.init(tmp_path / "ws") as ws:
         extra = [*MIGRATIONS, "ALTER TABLE documents ADD COLUMN doi TEXT NOT NULL DEFAULT ''"]
         assert ws.migrate(extra) == 1
-        assert ws.schema_version == 3
+        assert ws.schema_version == SCHEMA_VERSION + 1
         cols = [r[1] for r in ws.conn.execute("PRAGMA table_info(documents)")]
         assert "doi" in cols
         assert ws.migrate(extra) == 0
@@ -75,7 +75,7 @@ def test_failed_migration_rolls_back(tmp_path):
         bad = [*MIGRATIONS, "CREATE TABLE t1 (x INTEGER); CREATE TABLE documents (y INTEGER)"]
         with pytest.raises(sqlite3.OperationalError):
             ws.migrate(bad)
-        assert ws.schema_version == 2
+        assert ws.schema_version == SCHEMA_VERSION
         names = {r[0] for r in ws.conn.execute("SELECT name FROM sqlite_master")}
         assert "t1" not in names
 
@@ -115,6 +115,7 @@ def test_version_1_workspace_is_migrated_on_open(tmp_path):
                      "VALUES ('evaluate', 'done', 'x', 'x')")
     old.close()
     with Workspace.open(root) as ws:
-        assert ws.schema_version == 2
+        assert ws.schema_version == SCHEMA_VERSION
+        assert ws.conn.execute("SELECT COUNT(*) FROM source_suggestions").fetchone()[0] == 0
         assert [tuple(r) for r in ws.conn.execute("SELECT kind, pid FROM jobs")] == [
             ("evaluate", None)]

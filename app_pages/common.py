@@ -1,0 +1,250 @@
+"""What every page shares: the session's workspace and user, process-wide caches, messages.
+
+Models, indexes and the matcher load once per process (``st.cache_resource``), keyed by what
+would make them stale (an index's folder and corpus fingerprint). Each browser session gets its own
+workspace connection (SQLite transactions must not interleave across sessions). Session state is
+initialised only in :func:`init_state`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from curation.config import WORKSPACE_ENV
+from curation.indexing import corpus_fingerprint
+from curation.jobs import Job, cancel_job, get_job
+from curation.matching import EntityMatcher
+from curation.relations import PartialRelation, list_partial_relations
+from curation.session import documents_stamp, evidence_levels, index_location, index_ready
+from curation.signin import resolve_user, users_store
+from curation.users import User
+from curation.workspace import Workspace
+from kb_sources.errors import CurationError
+from retrievers.base import Retriever
+from retrievers.errors import RetrieverError
+from retrievers.registry import load_retriever
+
+logger = logging.getLogger(__name__)
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+
+
+def workspace_arg() -> str | None:
+    """``--workspace DIR`` after ``--`` on the streamlit command line, else $KBCURATE_WORKSPACE."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--workspace")
+    known, _ = parser.parse_known_args(sys.argv[1:])
+    return known.workspace or os.environ.get(WORKSPACE_ENV)
+
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=&^])")
+
+
+def plain(text: str) -> str:
+    """Text that Streamlit's markdown shows literally (KB and document text in captions)."""
+    return _MARKDOWN.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def short_hash(text: str) -> str:
+    """A short stable digest for widget keys derived from long or odd text."""
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:10]
+
+
+def init_state() -> None:
+    """The one place session state is initialised (widget defaults and the app's own keys)."""
+    defaults: dict[str, Any] = {
+        "auth": None,  # curation.signin.Session once signed in
+        "workspaces": {},  # path -> this session's Workspace connection
+        "flash": [],  # (kind, text) messages shown once
+        "search_cache": {},  # (schema, query_key, text, retriever, rerank, k) -> SearchResult
+        "card_order": {},  # the result cards' order while one result is being labelled
+        "retriever": "bm25", "rerank": False, "top_k": 10, "query_mode": "KB relation",
+        "rel_search": "", "unlabelled_first": True, "eval_request": None, "eval_job": None,
+        "rv_user": "(all)", "rv_grade": "(all)", "rv_model": "(all)", "rv_since": None,
+        "rv_superseded": False,
+    }
+    for key, value in defaults.items():
+        st.session_state.setdefault(key, value)
+
+
+def session_workspace(path: str) -> Workspace:
+    """This session's connection to the workspace at ``path`` (opened on first use)."""
+    opened: dict[str, Workspace] = st.session_state["workspaces"]
+    if path not in opened:
+        opened[path] = Workspace.open(path)
+    return opened[path]
+
+
+@dataclass(frozen=True)
+class AppContext:
+    """What a page needs: the workspace and the signed-in user (role resolved this run)."""
+
+    ws: Workspace
+    user: User
+
+
+def current_user(ws: Workspace) -> User | None:
+    """The signed-in user, with the role the users file grants now (never from session state)."""
+    return resolve_user(users_store(ws.root), st.session_state.get("auth"),
+                        oidc_configured=oidc_configured())
+
+
+def require_context() -> AppContext:
+    """The page context; stops the page when there is no workspace or nobody signed in."""
+    path = workspace_arg()
+    if not path:
+        st.info(f"No workspace: start with `kbcurate serve --workspace DIR` or set "
+                f"{WORKSPACE_ENV}.")
+        st.stop()
+    ws = session_workspace(path)
+    user = current_user(ws)
+    if user is None:
+        st.warning("Sign in first.")
+        st.stop()
+    return AppContext(ws, user)
+
+
+def oidc_configured() -> bool:
+    """True when secrets.toml has an ``[auth]`` section (Streamlit's OIDC login)."""
+    try:
+        return "auth" in st.secrets
+    except Exception:  # noqa: BLE001 - no secrets file at all
+        return False
+
+
+# -- messages ------------------------------------------------------------------------------------
+def flash(kind: str, text: str) -> None:
+    """Queue a message for the next render (callbacks run before the page draws)."""
+    st.session_state["flash"].append((kind, text))
+
+
+def show_flash() -> None:
+    """Show queued messages once."""
+    messages, st.session_state["flash"] = st.session_state["flash"], []
+    for kind, text in messages:
+        {"error": st.error, "success": st.success, "warning": st.warning}.get(kind, st.info)(text)
+
+
+def load_css() -> None:
+    """The app's own style sheet (assets/app.css)."""
+    path = ASSETS / "app.css"
+    if path.is_file():
+        st.html(f"<style>{path.read_text(encoding='utf-8')}</style>")
+
+
+# -- process-wide caches ------------------------------------------------------------------------
+def settle_heap(collect: bool = True) -> None:
+    """Move what is loaded so far (libraries, indexes, the matcher's caches) out of the cyclic
+    garbage collector's way (``gc.freeze``): otherwise a full collection over them pauses the
+    server for 100-300 ms every few label clicks. Called after loads and searches, never on
+    the label path; ``collect`` first frees garbage so it is not frozen with them."""
+    if collect:
+        gc.collect()
+    gc.freeze()
+
+
+@st.cache_resource(show_spinner=False)
+def get_matcher() -> EntityMatcher:
+    """One entity matcher per process (it caches per-document work)."""
+    matcher = EntityMatcher()
+    settle_heap()
+    return matcher
+
+
+@st.cache_resource(show_spinner="Loading the index ...", max_entries=8)
+def _load_index(folder: str, fingerprint: str) -> Retriever:
+    logger.info("loading index %s (%s)", folder, fingerprint[:12])
+    retriever = load_retriever(folder)
+    settle_heap()
+    return retriever
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _fingerprint(_ws: Workspace, root: str, stamp: str) -> str:
+    return corpus_fingerprint(_ws)
+
+
+def fingerprint(ws: Workspace) -> str:
+    """The corpus fingerprint, recomputed only when documents change."""
+    return _fingerprint(ws, str(ws.root), documents_stamp(ws))
+
+
+def retriever_ready(ws: Workspace, name: str) -> bool:
+    return index_ready(ws, name, fingerprint=fingerprint(ws))
+
+
+def get_retriever(ws: Workspace, name: str) -> Retriever:
+    """The loaded retriever for ``name`` (callers check :func:`retriever_ready` first)."""
+    return _load_index(str(index_location(ws, name)), fingerprint(ws))
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _relations(_ws: Workspace, root: str, schema: str, filters: str,
+               stamp: str) -> list[PartialRelation]:
+    rows = list_partial_relations(_ws, schema, json.loads(filters), limit=2000)
+    if not filters.strip("{}"):  # the big unfiltered lists stay for long
+        settle_heap()
+    return rows
+
+
+def _relations_stamp(ws: Workspace) -> str:
+    n, last = ws.conn.execute("SELECT COUNT(*), MAX(updated_at) FROM relations").fetchone()
+    return f"{n}:{last}"
+
+
+def partial_relations(ws: Workspace, schema: str, filters: dict[str, str]) -> list[PartialRelation]:
+    """Partial relations of a schema (cached until the relations change)."""
+    return _relations(ws, str(ws.root), schema, json.dumps(filters, sort_keys=True),
+                      _relations_stamp(ws))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _levels(_ws: Workspace, root: str, schema: str, stamp: str) -> list[str]:
+    return evidence_levels(_ws, schema)
+
+
+def levels(ws: Workspace, schema: str) -> list[str]:
+    """Evidence levels of a schema's relations (cached until the relations change)."""
+    return _levels(ws, str(ws.root), schema, _relations_stamp(ws))
+
+
+# -- background jobs ------------------------------------------------------------------------------
+def job_status(ws: Workspace, job: Job, user: User, key: str) -> Job:
+    """Progress bar, message and a cancel button for one job; returns its fresh state."""
+    job = get_job(ws, job.id)
+    label = f"Job {job.id} ({job.kind}): {job.status.value}"
+    if job.message:
+        label += f" · {job.message}"
+    st.progress(min(max(job.progress, 0.0), 1.0), text=label)
+    if job.error:
+        st.error(job.error)
+    if not job.finished and st.button("Cancel job", key=f"{key}_cancel_{job.id}"):
+        try:  # this may run in a fragment, outside the page's own error handling
+            cancel_job(ws, job.id, user=user)
+        except CurationError as exc:
+            st.error(str(exc))
+        else:
+            st.rerun()
+    return job
+
+
+def run_page(render: Callable[[AppContext], None]) -> None:
+    """Run a page's ``render(ctx)``, showing library errors once as a readable message."""
+    ctx = require_context()
+    try:
+        render(ctx)
+    except (CurationError, RetrieverError) as exc:
+        st.error(str(exc))

@@ -1,0 +1,193 @@
+"""Curate: pick a partial relation, read its ranked, highlighted abstracts, label them.
+
+Flow: schema and retriever in the sidebar -> browse/filter the KB's partial relations (or type
+query entities) -> edit the templated query -> ranked abstracts (cached per query in the session,
+so a label click re-draws without re-searching) -> labels and answer suggestions.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_pages.common import (
+    AppContext,
+    get_matcher,
+    get_retriever,
+    job_status,
+    levels,
+    partial_relations,
+    plain,
+    retriever_ready,
+    run_page,
+    settle_heap,
+    short_hash,
+    show_flash,
+)
+from app_pages.curate_results import results_panel
+from app_pages.curate_suggestions import suggestions_panel
+from curation.commands import relations_frame
+from curation.jobs import JobStatus, get_job
+from curation.relations import PartialRelation
+from curation.session import (
+    SearchResult,
+    ensure_index_job,
+    last_index_job,
+    relation_filters,
+    relation_label,
+    run_search,
+    schemas_with_relations,
+    search_relations,
+    typed_partial,
+)
+from kb_sources.schema import Schema
+from retrievers.registry import retriever_names
+
+MODES = ("KB relation", "Type entities")
+SHOWN = 500  # relations listed in the table and the picker
+CACHED_SEARCHES = 16
+KNOWN_SHOWN = 8  # known answers named under the query
+
+
+def pick_schema(ctx: AppContext) -> Schema:
+    schemas = ctx.ws.schemas()
+    names = [n for n in schemas_with_relations(ctx.ws) if n in schemas] or list(schemas)
+    names.sort(key=lambda n: n != "PO")  # the CIViC schema first when present
+    if st.session_state.get("schema") not in names:
+        st.session_state["schema"] = names[0]
+    name = st.sidebar.selectbox("Relation schema", names, key="schema")
+    st.sidebar.caption(schemas[name].description)
+    return schemas[name]
+
+
+def retriever_controls() -> tuple[str, bool, int]:
+    name = st.sidebar.selectbox("Retriever / model version", retriever_names(), key="retriever")
+    rerank = st.sidebar.checkbox("Entity-aware rerank", key="rerank",
+                                 help="Reorder the top hits by how many query entities they name")
+    k = st.sidebar.slider("Abstracts to show", 5, 50, step=5, key="top_k")
+    return name, rerank, k
+
+
+def pick_relation(ctx: AppContext, schema: Schema) -> PartialRelation:
+    mode = st.radio("Query from", MODES, key="query_mode", horizontal=True,
+                    label_visibility="collapsed")
+    if mode == MODES[1]:
+        values = {s: st.text_input(s.capitalize(), key=f"typed_{schema.name}_{s}")
+                  for s in schema.query_slots}
+        if not any(v.strip() for v in values.values()):
+            st.info(f"Type {', '.join(schema.query_slots)} to build a query.")
+            st.stop()
+        return typed_partial(ctx.ws, schema, values)
+    rows = _browse(ctx, schema)
+    keys = [p.query_key for p in rows[:SHOWN]]
+    by_key = {p.query_key: p for p in rows[:SHOWN]}
+    pick_key = f"relation_pick_{schema.name}"
+    if st.session_state.get(pick_key) not in by_key:
+        st.session_state[pick_key] = keys[0]
+    key = st.selectbox("Partial relation (answer hidden)", keys, key=pick_key,
+                       format_func=lambda k: relation_label(by_key[k], schema))
+    return by_key[key]
+
+
+def _browse(ctx: AppContext, schema: Schema) -> list[PartialRelation]:
+    """The filtered relation table; stops the page when nothing matches."""
+    search = st.text_input("Search relations", key="rel_search",
+                           placeholder="gene, variant, drug, disease ...")
+    with st.expander("Filters"):
+        cols = st.columns(len(schema.slot_names) + 1)
+        values = {s: cols[i].text_input(s.capitalize(), key=f"flt_{schema.name}_{s}")
+                  for i, s in enumerate(schema.slot_names)}
+        known = levels(ctx.ws, schema.name)
+        level = cols[-1].selectbox("Evidence level", ["(any)", *known],
+                                   key=f"flt_{schema.name}_level", disabled=not known)
+    filters = relation_filters(schema, values, None if level == "(any)" else level)
+    rows = search_relations(partial_relations(ctx.ws, schema.name, filters), search)
+    if not rows:
+        st.info("No partial relation matches. Clear the search or filters, or import a KB.")
+        st.stop()
+    st.caption(f"{len(rows):,} partial relations" + (f" (first {SHOWN} listed)"
+                                                      if len(rows) > SHOWN else ""))
+    st.dataframe(relations_frame(rows[:SHOWN], schema.answer), hide_index=True, height=210,
+                 key="relations_table", width="stretch")
+    return rows
+
+
+def edit_query(schema: Schema, partial: PartialRelation) -> str:
+    default = partial.render(schema).text
+    text = st.text_input("Query (edit freely)", value=default,
+                         key=f"qtext_{schema.name}_{short_hash(partial.query_key)}")
+    answers = partial.answer_texts()
+    known = ", ".join(answers[:KNOWN_SHOWN]) or "none"
+    if len(answers) > KNOWN_SHOWN:
+        known += f" and {len(answers) - KNOWN_SHOWN} more"
+    st.caption(f"Known {schema.answer} in the KB: {plain(known)} · {len(partial.pmids)} cited "
+               "PMIDs")
+    return text.strip() or default
+
+
+def ensure_ready(ctx: AppContext, name: str) -> None:
+    """Stop the page with visible progress until the retriever's index is built (in a job)."""
+    if retriever_ready(ctx.ws, name):
+        return
+    job = last_index_job(ctx.ws, name)
+    if job is not None and not job.finished:
+        st.info(f"Building the {name} index in the background; results appear when it is "
+                "ready. The rest of the app keeps working.")
+        _index_progress(ctx, job.id)
+        st.stop()
+    if job is not None and job.status is JobStatus.FAILED:
+        st.error(f"Building the {name} index failed: {job.error}")
+    elif name == "bm25" and (job is None or job.status is JobStatus.DONE):  # quick: no asking
+        ensure_index_job(ctx.ws, name, user=ctx.user)
+        st.rerun()
+    if st.button(f"Build the {name} index in the background", key="build_index"):
+        ensure_index_job(ctx.ws, name, user=ctx.user)
+        st.rerun()
+    st.info(f"The {name} index is not built for the current documents yet.")
+    st.stop()
+
+
+@st.fragment(run_every=1.5)
+def _index_progress(ctx: AppContext, job_id: int) -> None:
+    job = job_status(ctx.ws, get_job(ctx.ws, job_id), ctx.user, key="index_job")
+    if job.finished:
+        st.rerun(scope="app")
+
+
+def search(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
+           retriever: tuple[str, bool, int]) -> SearchResult:
+    """Ranked abstracts for the query, from the session cache when this query ran before."""
+    name, rerank, k = retriever
+    cache: dict = st.session_state["search_cache"]
+    key = (schema.name, partial.query_key, text, name, rerank, k)
+    if key not in cache:
+        with st.spinner("Ranking abstracts ..."):
+            cache[key] = run_search(ctx.ws, get_retriever(ctx.ws, name), schema, partial, text,
+                                    k, matcher=get_matcher(), rerank=rerank)
+        settle_heap(collect=False)  # the matcher's new cache entries live on
+        while len(cache) > CACHED_SEARCHES:
+            cache.pop(next(iter(cache)))
+    return cache[key]
+
+
+def render(ctx: AppContext) -> None:
+    schema = pick_schema(ctx)
+    retriever = retriever_controls()
+    st.subheader("Curate")
+    show_flash()
+    partial = pick_relation(ctx, schema)
+    text = edit_query(schema, partial)
+    ensure_ready(ctx, retriever[0])
+    result = search(ctx, schema, partial, text, retriever)
+    left, right = st.columns([2.4, 1], gap="medium")
+    with left:
+        results_panel(ctx, schema, partial, result)
+    with right:
+        suggestions_panel(ctx, schema, partial, result)
+
+
+def main() -> None:
+    run_page(render)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""The ranked abstracts of the Curate page: highlights, labels, undo and progress.
+
+Drawn as a fragment: a label click writes one row (in the label control's callback) and
+re-draws only this panel from the session's cached search result, without searching again.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import streamlit as st
+
+from app_pages.common import AppContext, current_user, flash, short_hash, show_flash
+from curation.highlight import render_highlighted, render_legend, slot_colours
+from curation.labels import Grade, labelled_grades, record_label, undo_last_label
+from curation.relations import PartialRelation
+from curation.session import RankedDoc, SearchResult, card_html, label_progress, queue_order
+from curation.workspace import Workspace
+from kb_sources.errors import CurationError
+from kb_sources.schema import Schema
+
+GRADES = (Grade.COMPLETE, Grade.PARTIAL, Grade.IRRELEVANT, Grade.SKIP)
+_UNSAFE_KEY = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+@dataclass(frozen=True)
+class Cards:
+    """What every abstract card of one result list shares."""
+
+    ctx: AppContext
+    schema: Schema
+    partial: PartialRelation
+    query_text: str
+    colours: dict[str, str]
+    enabled: frozenset[str]
+
+
+def doc_key(doc_id: str) -> str:
+    """A widget-key-safe form of a document id (PMIDs stay as they are)."""
+    safe = _UNSAFE_KEY.sub("_", doc_id)
+    return safe if safe == doc_id and len(safe) <= 40 else f"{safe[:30]}_{short_hash(doc_id)}"
+
+
+def _label(ws: Workspace, cards: Cards, doc: RankedDoc, keys: tuple[str, str]) -> None:
+    """Record the grade just chosen in a card's label control (with the card's note)."""
+    grade_key, note_key = keys
+    grade = st.session_state.get(grade_key)
+    user = current_user(ws)
+    if grade is None:  # the chosen grade was clicked again: the label stays as it is
+        return
+    if user is None:
+        flash("error", "Your session ended; sign in again to label.")
+        return
+    try:
+        record_label(ws, user=user.name, schema=cards.schema.name,
+                     query_key=cards.partial.query_key, query_text=cards.query_text,
+                     doc_id=doc.doc_id, grade=grade, note=st.session_state.get(note_key, ""),
+                     model_version=doc.model_version)
+    except CurationError as exc:
+        flash("error", str(exc))
+
+
+def _note_changed(ws: Workspace, cards: Cards, doc: RankedDoc, keys: tuple[str, str],
+                  shown: str | None) -> None:
+    """A note typed after the label: store it with the same grade (a relabel, audited). When
+    the grade changes in the same click, :func:`_label` stores both."""
+    if shown is not None and st.session_state.get(keys[0]) == shown:
+        _label(ws, cards, doc, keys)
+
+
+def _undo(ws: Workspace) -> None:
+    user = current_user(ws)
+    label = undo_last_label(ws, user.name) if user else None
+    if label is None:
+        flash("info", "Nothing to undo.")
+    else:
+        flash("info", f"Undid your label '{label.grade.value}' on {label.doc_id}.")
+
+
+def _toolbar(ctx: AppContext, result: SearchResult, labelled: int) -> None:
+    total = len(result.docs)
+    st.progress(labelled / total if total else 0.0,
+                text=f"Labelled {labelled} of {total} shown · ranked by {result.model_version}")
+    with st.container(horizontal=True, vertical_alignment="center"):
+        st.button("Undo last label", key="undo", on_click=_undo, args=(ctx.ws,), shortcut="U",
+                  icon=":material/undo:")
+        st.toggle("Unlabelled first", key="unlabelled_first")
+
+
+def _highlight_controls(schema: Schema) -> tuple[dict[str, str], frozenset[str]]:
+    colours = slot_colours(schema.slot_names)
+    with st.container(horizontal=True, vertical_alignment="center"):
+        st.caption("Highlight")
+        enabled = frozenset(slot for slot in colours
+                            if st.checkbox(slot, value=True, key=f"hl_{slot}"))
+    st.markdown(render_legend(colours, enabled), unsafe_allow_html=True)
+    return colours, enabled
+
+
+def _card(cards: Cards, doc: RankedDoc, grade: Grade | None) -> None:
+    """One abstract: one HTML block (first line + highlighted text), the label control and a
+    note; few elements, so a fragment rerun stays cheap for the browser too."""
+    key = doc_key(doc.doc_id)
+    suffix = f"{key}_{short_hash(cards.partial.query_key)}"
+    grade_key, note_key = f"grade_{suffix}", f"note_{suffix}"
+    st.session_state[grade_key] = grade.value if grade else None  # the stored label
+    with st.container(border=True, key=f"doc_{key}"):
+        highlighted = render_highlighted(doc.title, doc.abstract, doc.spans, cards.colours,
+                                         cards.enabled)
+        st.markdown(card_html(doc, highlighted, grade.value if grade else None),
+                    unsafe_allow_html=True)
+        with st.container(horizontal=True, vertical_alignment="center"):
+            st.segmented_control("Label", [g.value for g in GRADES], key=grade_key,
+                                 format_func=str.capitalize, label_visibility="collapsed",
+                                 on_change=_label, args=(cards.ctx.ws, cards, doc,
+                                                         (grade_key, note_key)))
+            st.text_input("Note", key=note_key, placeholder="note (optional)",
+                          label_visibility="collapsed", width=320, on_change=_note_changed,
+                          args=(cards.ctx.ws, cards, doc, (grade_key, note_key),
+                                grade.value if grade else None))
+
+
+@st.fragment
+def results_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
+                  result: SearchResult) -> None:
+    """Progress, undo, highlight toggles and one card per abstract (see :func:`_ordered`)."""
+    show_flash()
+    if not result.docs:
+        st.info("No abstract matches this query. Edit the query or try another retriever.")
+        return
+    grades = labelled_grades(ctx.ws, schema.name, partial.query_key, ctx.user.name)
+    progress = label_progress(result.docs, grades)
+    _toolbar(ctx, result, progress.labelled)
+    colours, enabled = _highlight_controls(schema)
+    cards = Cards(ctx, schema, partial, result.query_text, colours, enabled)
+    for doc in _ordered(partial, result, grades):
+        _card(cards, doc, grades.get(doc.doc_id))
+
+
+def _ordered(partial: PartialRelation, result: SearchResult,
+             grades: dict[str, Grade]) -> list[RankedDoc]:
+    """Cards next unlabelled first, in the order they had when this result was opened (or the
+    toggle changed): a card does not jump away under the pointer when it is labelled."""
+    first = st.session_state["unlabelled_first"]
+    key = (partial.query_key, result.query_text, result.model_version, first,
+           tuple(d.doc_id for d in result.docs))
+    saved = st.session_state["card_order"]
+    if saved.get("key") != key:
+        order = queue_order(result.docs, grades, first)
+        saved.clear()
+        saved.update(key=key, ids=[d.doc_id for d in order])
+    by_id = {d.doc_id: d for d in result.docs}
+    return [by_id[i] for i in saved["ids"]]

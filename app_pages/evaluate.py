@@ -1,0 +1,144 @@
+"""Evaluate: run the evaluation harness as a background job and chart its metrics.
+
+Starting a run is for admins, and the check is on the server side: the Start button only records
+a request in session state; the page hands every request to
+:func:`curation.reporting.start_evaluation`, whose :func:`curation.jobs.submit_job` refuses a
+non-admin whatever the widgets or the session state say. Jobs live in the workspace, so their
+state and results survive a page refresh; the page polls a running job in a fragment and keeps
+working meanwhile. Training and retraining jobs (a later issue) plug into the same job list.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_pages.common import AppContext, flash, job_status, run_page, show_flash
+from curation.jobs import Job, get_job, list_jobs
+from curation.reporting import (
+    EVAL_SPLITS,
+    evaluable_schemas,
+    evaluation_choices,
+    job_frame,
+    metrics_frame,
+    per_query_frame,
+    start_evaluation,
+)
+from kb_sources.errors import CurationError
+from retrievers.errors import RetrieverError
+
+POLL_SECONDS = 2.0
+
+
+def _request() -> None:
+    st.session_state["eval_request"] = {
+        "schema": st.session_state.get("eval_schema"),
+        "retrievers": list(st.session_state.get("eval_retrievers") or []),
+        "split": st.session_state.get("eval_split", "test"),
+    }
+
+
+def start_form(ctx: AppContext) -> None:
+    """Schema, retrievers and split, and the Start button (admins only see it)."""
+    schemas = evaluable_schemas(ctx.ws)
+    if not schemas:
+        st.info("No relation cites a document of this workspace yet: import the cited "
+                "abstracts to evaluate.")
+        return
+    cols = st.columns([1, 2, 1, 1], vertical_alignment="bottom")
+    cols[0].selectbox("Schema", schemas, key="eval_schema")
+    cols[1].multiselect("Retrievers", evaluation_choices(), default=["bm25"],
+                        key="eval_retrievers")
+    cols[2].selectbox("Split", EVAL_SPLITS, key="eval_split")
+    cols[3].button("Start evaluation", key="eval_start", type="primary", on_click=_request)
+
+
+def handle_request(ctx: AppContext) -> None:
+    """Submit a pending request as the signed-in user (refused for non-admins)."""
+    request = st.session_state.get("eval_request")
+    st.session_state["eval_request"] = None
+    if not request:
+        return
+    try:
+        job = start_evaluation(ctx.ws, ctx.user, request.get("schema") or "",
+                               request.get("retrievers") or [], request.get("split") or "test")
+    except (CurationError, RetrieverError) as exc:
+        st.error(str(exc))
+        return
+    st.session_state["eval_job"] = job.id
+    flash("success", f"Evaluation job {job.id} started; it runs in the background.")
+
+
+@st.fragment(run_every=POLL_SECONDS)
+def _poll(ctx: AppContext, job_id: int) -> None:
+    job = job_status(ctx.ws, get_job(ctx.ws, job_id), ctx.user, key="eval")
+    if job.finished:
+        st.rerun(scope="app")
+
+
+def charts(job: Job) -> None:
+    """Mean metrics per retriever and the per-query distribution of one metric."""
+    import plotly.express as px
+
+    report = job.result
+    means = metrics_frame(report)
+    if means.empty:
+        st.info("This run has no metrics (no query in the split).")
+        return
+    st.caption(f"{report.get('schema')} · split {report.get('split')} · "
+               f"{report.get('queries')} queries")
+    fig = px.bar(means, x="metric", y="value", color="retriever", barmode="group",
+                 title="Mean metrics per retriever")
+    st.plotly_chart(fig, key="eval_bar", width="stretch")
+    st.dataframe(means.pivot(index="retriever", columns="metric", values="value").round(3),
+                 key="eval_table", width="stretch")
+    metrics = list(dict.fromkeys(means["metric"]))
+    metric = st.selectbox("Per-query distribution of", metrics, key="eval_metric",
+                          index=metrics.index("ndcg@10") if "ndcg@10" in metrics else 0)
+    per_query = per_query_frame(report, metric)
+    fig = px.box(per_query, x="retriever", y=metric, points="all", hover_data=["query"],
+                 title=f"{metric} per query")
+    st.plotly_chart(fig, key="eval_box", width="stretch")
+
+
+def job_view(ctx: AppContext, jobs: list[Job]) -> None:
+    by_id = {j.id: j for j in jobs}
+    if st.session_state.get("eval_job") not in by_id:
+        st.session_state["eval_job"] = jobs[0].id
+    job_id = st.selectbox(
+        "Evaluation run", list(by_id), key="eval_job",
+        format_func=lambda i: f"#{i} · {by_id[i].status.value} · "
+                              f"{by_id[i].params.get('schema')} · "
+                              f"{', '.join(by_id[i].params.get('retrievers', []))} · "
+                              f"{by_id[i].created_at}")
+    job = by_id[job_id]
+    if not job.finished:
+        _poll(ctx, job.id)
+    elif job.error:
+        st.error(f"Run {job.id} {job.status.value}: {job.error}")
+    else:
+        charts(job)
+
+
+def render(ctx: AppContext) -> None:
+    st.subheader("Evaluate")
+    if ctx.user.is_admin:
+        start_form(ctx)
+    else:
+        st.info("Starting an evaluation needs the admin role; past runs are shown below.")
+    handle_request(ctx)
+    show_flash()
+    jobs = list_jobs(ctx.ws, "evaluate")
+    if not jobs:
+        st.caption("No evaluation run yet.")
+        return
+    job_view(ctx, jobs)
+    with st.expander(f"All evaluation runs ({len(jobs)})"):
+        st.dataframe(job_frame(jobs), hide_index=True, key="eval_jobs", width="stretch")
+
+
+def main() -> None:
+    run_page(render)
+
+
+if __name__ == "__main__":
+    main()

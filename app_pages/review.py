@@ -1,0 +1,129 @@
+"""Review: the label log with filters, relabelling with its audit trail, annotator agreement
+(Cohen's kappa on shared items) and exports (labels as CSV / JSONL, CIViC source suggestions)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_pages.common import AppContext, current_user, flash, run_page, show_flash
+from curation.labels import Grade, Label, agreement, list_labels, record_label
+from curation.reporting import (
+    export_labels_bytes,
+    label_history,
+    label_users,
+    labels_frame,
+    model_versions,
+)
+from curation.suggestions import list_suggestions, suggestions_csv
+from kb_sources.errors import CurationError
+
+ALL = "(all)"
+
+
+def _filters(ctx: AppContext) -> list[Label]:
+    cols = st.columns(5, vertical_alignment="bottom")
+    user = cols[0].selectbox("User", [ALL, *label_users(ctx.ws)], key="rv_user")
+    grade = cols[1].selectbox("Label", [ALL, *(g.value for g in Grade)], key="rv_grade")
+    model = cols[2].selectbox("Model version", [ALL, *model_versions(ctx.ws)], key="rv_model")
+    since = cols[3].date_input("Since", key="rv_since", format="YYYY-MM-DD")
+    superseded = cols[4].checkbox("Include superseded", key="rv_superseded",
+                                  help="Show relabelled versions too (the audit trail)")
+    return list_labels(ctx.ws, user=None if user == ALL else user,
+                       grade=None if grade == ALL else grade,
+                       model_version=None if model == ALL else model,
+                       since=since.isoformat() if since else None,
+                       include_superseded=superseded)
+
+
+def _relabel(ctx: AppContext, label: Label) -> None:
+    user = current_user(ctx.ws)
+    if user is None or user.name != label.user:
+        flash("error", "You can relabel only your own labels.")
+        return
+    try:
+        new = record_label(ctx.ws, user=user.name, schema=label.schema, query_key=label.query_key,
+                     query_text=label.query_text, doc_id=label.doc_id,
+                     grade=st.session_state["rv_new_grade"],
+                     note=st.session_state.get("rv_new_note", ""),
+                     model_version=label.model_version, train_size=label.train_size)
+    except CurationError as exc:
+        flash("error", str(exc))
+        return
+    st.session_state["rv_label"] = new.id
+    flash("success", f"Relabelled {label.doc_id} as {new.grade.value}.")
+
+
+def relabel_panel(ctx: AppContext, labels: list[Label]) -> None:
+    """Relabel one of your own current labels; its earlier versions are listed."""
+    mine = {lab.id: lab for lab in labels if lab.user == ctx.user.name and not lab.superseded_by}
+    if not mine:
+        st.caption("None of your current labels is in this list; relabel your own labels here.")
+        return
+    label_id = st.selectbox(
+        "Relabel one of your labels", list(mine), key="rv_label",
+        format_func=lambda i: f"#{i} · {mine[i].doc_id} · {mine[i].grade.value} · "
+                              f"{mine[i].query_text[:60]}")
+    label = mine[label_id]
+    cols = st.columns([2, 3, 1], vertical_alignment="bottom")
+    cols[0].selectbox("New label", [g.value for g in Grade], key="rv_new_grade")
+    cols[1].text_input("Note", key="rv_new_note")
+    cols[2].button("Relabel", key="rv_relabel", on_click=_relabel, args=(ctx, label))
+    history = label_history(ctx.ws, label)
+    if len(history) > 1:
+        st.caption("Earlier versions (newest first)")
+        st.dataframe(labels_frame(history), hide_index=True, key="rv_history", width="stretch")
+
+
+def agreement_panel(ctx: AppContext) -> None:
+    users = label_users(ctx.ws)
+    if len(users) < 2:
+        st.caption("Agreement needs labels from two annotators.")
+        return
+    cols = st.columns(2)
+    a = cols[0].selectbox("Annotator A", users, key="ag_a")
+    b = cols[1].selectbox("Annotator B", users, index=1, key="ag_b")
+    if a == b:
+        st.caption("Choose two different annotators.")
+        return
+    result = agreement(ctx.ws, a, b)
+    cols = st.columns(3)
+    cols[0].metric("Shared items", result.shared)
+    cols[1].metric("Observed agreement", "–" if result.shared == 0 else f"{result.observed:.3f}")
+    cols[2].metric("Cohen's kappa", "–" if result.shared == 0 else f"{result.kappa:.3f}")
+
+
+def export_panel(ctx: AppContext, labels: list[Label]) -> None:
+    cols = st.columns(3)
+    cols[0].download_button("Labels as CSV", key="rv_export_csv", file_name="labels.csv",
+                            data=lambda: export_labels_bytes(ctx.ws, labels, "csv"),
+                            mime="text/csv", on_click="ignore")
+    cols[1].download_button("Labels as JSONL", key="rv_export_jsonl", file_name="labels.jsonl",
+                            data=lambda: export_labels_bytes(ctx.ws, labels, "jsonl"),
+                            mime="application/jsonl", on_click="ignore")
+    suggestions = list_suggestions(ctx.ws)
+    cols[2].download_button(f"CIViC source suggestions ({len(suggestions)})",
+                            key="rv_export_suggestions", file_name="source_suggestions.csv",
+                            data=lambda: suggestions_csv(suggestions, ctx.ws.schemas()),
+                            mime="text/csv", on_click="ignore", disabled=not suggestions)
+
+
+def render(ctx: AppContext) -> None:
+    st.subheader("Review")
+    show_flash()
+    labels = _filters(ctx)
+    st.caption(f"{len(labels):,} labels")
+    st.dataframe(labels_frame(labels), hide_index=True, key="rv_table", width="stretch",
+                 height=260)
+    relabel_panel(ctx, labels)
+    st.markdown("**Agreement between two annotators** (shared items, skips left out)")
+    agreement_panel(ctx)
+    st.markdown("**Export**")
+    export_panel(ctx, labels)
+
+
+def main() -> None:
+    run_page(render)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""Label click -> next render of the Curate page, with warm caches, on a real workspace.
+
+Usage::
+
+    kbcurate demo --no-serve -w /tmp/demo -q           # the sample workspace, once
+    python benchmarks/app_label_latency.py -w /tmp/demo [--clicks 10] [--browser]
+
+The workspace is copied to a temporary folder first (labels are written; yours stay as they
+are). Two measurements on BRAF V600E (PO, BM25, top 10):
+
+* ``apptest``: ``streamlit.testing.v1.AppTest`` sets a card's label control and re-runs the *whole*
+  script (what a click costs the server without the fragment shortcut: an upper bound);
+* ``--browser``: ``kbcurate serve`` + Playwright + Debian's Chromium: from the click (a DOM
+  event in the page) until the clicked abstract's card shows "labelled partial", one click a
+  second (what a curator sees; only the results fragment reruns).
+
+Target (issue): <= 300 ms with a warm cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RELATION = "gene=gene:673|variant=variant:v600e"
+PAUSE = 1.0  # seconds between clicks in the browser
+#: In the page: milliseconds from the next click until the clicked abstract's card says it is
+#: labelled: a MutationObserver checks the card (found by its container key class
+#: ``st-key-doc_<id>``) after every DOM change, so Playwright's polling interval does not count;
+#: -1 after 30 s.
+WATCH = """([cardClass, text]) => {
+  window.__kbLatency = new Promise(resolve => {
+    let start = null;
+    const shown = () => [...document.getElementsByClassName(cardClass)]
+      .some(el => el.textContent.includes(text));
+    const observer = new MutationObserver(() => {
+      if (start !== null && shown()) { observer.disconnect(); resolve(performance.now() - start); }
+    });
+    document.addEventListener("click", () => { start = performance.now(); },
+                              {capture: true, once: true});
+    observer.observe(document.body, {subtree: true, childList: true, characterData: true,
+                                     attributes: true});
+    setTimeout(() => { observer.disconnect(); resolve(-1); }, 30000);
+  });
+}"""
+CARDS = """() => [...document.querySelectorAll("[class*='st-key-doc_']")]
+  .map(el => [...el.classList].find(c => c.startsWith("st-key-doc_")))"""
+
+
+def copy_workspace(src: Path, dest: Path) -> Path:
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("*.log", "users.toml"))
+    return dest
+
+
+def summary(name: str, times: list[float]) -> str:
+    ms = sorted(t * 1000 for t in times)
+    p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
+    return (f"{name}: n={len(ms)} median {statistics.median(ms):.0f} ms, p95 {p95:.0f} ms, "
+            f"max {ms[-1]:.0f} ms (each: {', '.join(f'{t * 1000:.0f}' for t in times)})")
+
+
+def bench_apptest(root: Path, clicks: int) -> list[float]:
+    from streamlit.testing.v1 import AppTest
+
+    os.environ["KBCURATE_WORKSPACE"] = str(root)
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=300).run()
+    at.text_input(key="rel_search").set_value("BRAF").run()
+    at.selectbox(key="relation_pick_PO").set_value(RELATION).run()
+    at.run()  # warm: search cached in the session, index and matcher in the process
+    controls = [c.key for c in at.segmented_control if c.key.startswith("grade_")]
+    times = []
+    for i in range(clicks):
+        grade = ("partial", "complete")[i // len(controls) % 2]  # later rounds relabel
+        start = time.perf_counter()
+        at.segmented_control(key=controls[i % len(controls)]).set_value(grade).run()
+        times.append(time.perf_counter() - start)
+        assert not at.exception, at.exception
+    return times
+
+
+def bench_browser(root: Path, clicks: int) -> list[float]:
+    sys.path.insert(0, str(REPO / "tests"))
+    import subprocess
+
+    from playwright.sync_api import sync_playwright
+    from test_browser import CHROMIUM, FLAGS, free_port, wait_healthy
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "curation.cli", "serve", "-w", str(root),
+                             "--port", str(port)], start_new_session=True,
+                            env={**os.environ, "USER": "bench-browser"},  # nothing labelled yet
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(url)
+            page.get_by_label("Search relations").fill("BRAF V600E")
+            page.get_by_label("Search relations").press("Enter")
+            page.get_by_text("Labelled 0 of").first.wait_for(timeout=120_000)
+            times = []
+            for i in range(min(clicks, 10)):
+                time.sleep(PAUSE)  # a curator reads before the next click
+                card = page.evaluate(CARDS)[i]  # cards keep their places while labelling
+                page.evaluate(WATCH, [card, "labelled partial"])
+                page.locator(f".{card}").get_by_role("radio", name="Partial").click()
+                elapsed = page.evaluate("window.__kbLatency")
+                if elapsed < 0:
+                    raise RuntimeError(f"{card} never showed its new label")
+                times.append(elapsed / 1000)
+            browser.close()
+        return times
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=20)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("-w", "--workspace", default="/tmp/demo")
+    parser.add_argument("--clicks", type=int, default=10)
+    parser.add_argument("--browser", action="store_true", help="also measure in Chromium")
+    args = parser.parse_args()
+    src = Path(args.workspace).expanduser().resolve()
+    if not (src / "workspace.sqlite").is_file():
+        print(f"{src} is not a workspace: kbcurate demo --no-serve -w {src} -q", file=sys.stderr)
+        return 2
+    os.environ.setdefault("USER", "bench")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = copy_workspace(src, Path(tmp) / "ws")
+        print(summary("apptest (full script rerun)", bench_apptest(root, args.clicks)))
+        if args.browser:
+            print(summary("browser (click -> the card shows its label)",
+                          bench_browser(root, args.clicks)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

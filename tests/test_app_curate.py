@@ -1,0 +1,197 @@
+"""The Curate page (AppTest, no browser): browse, search, highlight, label, undo, suggest."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from app_helpers import APP, add_users, build_app_workspace, label_rows, sign_in
+from streamlit.testing.v1 import AppTest
+
+from curation.jobs import get_job, list_jobs
+from curation.suggestions import list_suggestions
+from curation.workspace import Workspace
+
+
+@pytest.fixture
+def ws_root(tmp_path, monkeypatch):
+    root = build_app_workspace(tmp_path / "ws")
+    add_users(root, alice="curator", boss="admin")
+    monkeypatch.setenv("KBCURATE_WORKSPACE", str(root))
+    return root
+
+
+def braf_page(ws_root) -> AppTest:
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    at.text_input(key="rel_search").set_value("BRAF").run()
+    assert not at.exception and not at.error
+    return at
+
+
+def query_input(at: AppTest):
+    (query,) = [t for t in at.text_input if t.label == "Query (edit freely)"]
+    return query
+
+
+def cards(at: AppTest) -> list[str]:
+    """The HTML of every result card, in page order."""
+    return [m.value for m in at.markdown if m.value.startswith('<div class="kb-meta">')]
+
+
+def doc_html(at: AppTest, doc_id: str) -> str:
+    """The HTML of one result card (first line + highlighted abstract)."""
+    (card,) = [c for c in cards(at) if f">PMID {doc_id}</a>" in c]
+    return card
+
+
+def control(at: AppTest, prefix: str, doc_id: str):
+    """A card's widget by key prefix (``grade`` or ``note``) and document id."""
+    widgets = list(at.segmented_control) + list(at.text_input)
+    return next(w for w in widgets if w.key and w.key.startswith(f"{prefix}_{doc_id}_"))
+
+
+def test_browse_filter_and_templated_query(ws_root):
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    assert at.title[0].value == "kbcurate: KB curation assistant"
+    assert at.selectbox(key="schema").value == "PO"
+    assert query_input(at).value == "Treatment for gene EGFR and variant L858R?"
+    at.text_input(key="flt_PO_treatment").set_value("imatinib").run()
+    at.selectbox(key="flt_PO_level").set_value("B").run()
+    labels = at.selectbox(key="relation_pick_PO").options
+    assert len(labels) == 2 and all("known treatment" in x for x in labels)
+    at.selectbox(key="schema").set_value("PTM").run()
+    assert query_input(at).value.startswith("Catalysts for the phosphorylation of ")
+    at.text_input(key="rel_search").set_value("CAMK2A").run()
+    assert " of CAMK2A at " in query_input(at).value
+    assert not at.exception
+
+
+def test_results_show_pmid_link_badge_year_journal_and_highlights(ws_root):
+    at = braf_page(ws_root)
+    assert query_input(at).value == "Treatment for gene BRAF and variant V600E?"
+    html = doc_html(at, "25265492")
+    assert '<a href="https://pubmed.ncbi.nlm.nih.gov/25265492/" target="_blank"' in html
+    assert "2014" in html and "Test Journal of Oncology" in html
+    assert '<span class="kb-badge">cited by KB</span>' in html
+    assert "cited by KB" not in doc_html(at, "90100001")
+    assert 'data-slot="gene"' in html and 'data-slot="variant"' in html
+    assert 'data-slot="treatment"' in html and "kb-legend" in at.markdown[0].value
+    at.checkbox(key="hl_treatment").uncheck().run()
+    assert 'data-slot="treatment"' not in doc_html(at, "25265492")
+    assert 'data-enabled="false"' in next(m.value for m in at.markdown if "kb-legend" in m.value)
+
+
+def test_label_writes_one_row_with_user_and_model_version_and_undo_removes_it(ws_root):
+    at = braf_page(ws_root)
+    assert "Labelled 0 of 4 shown" in at.get("progress")[0].proto.text
+    control(at, "note", "25265492").input("names both drugs")
+    control(at, "grade", "25265492").set_value("complete").run()
+    rows = label_rows(ws_root)
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["user"], row["doc_id"], row["grade"], row["model_version"]) == (
+        "alice", "25265492", "complete", "bm25")
+    assert row["query_text"] == "Treatment for gene BRAF and variant V600E?"
+    assert row["query_key"] == "gene=gene:673|variant=variant:v600e"
+    assert row["note"] == "names both drugs"
+    assert "Labelled 1 of 4 shown" in at.get("progress")[0].proto.text
+    assert control(at, "grade", "25265492").value == "complete"
+    position = next(i for i, c in enumerate(cards(at)) if ">PMID 25265492</a>" in c)
+    assert position == 3 and "labelled <b>complete</b>" in cards(at)[3]  # it stays in place
+    at.toggle(key="unlabelled_first").set_value(False).run()
+    at.toggle(key="unlabelled_first").set_value(True).run()
+    assert "labelled <b>complete</b>" in cards(at)[-1]  # re-sorted: next unlabelled first
+    at.button(key="undo").click().run()
+    assert label_rows(ws_root) == []
+    assert control(at, "grade", "25265492").value is None
+    assert any("Undid your label 'complete' on 25265492" in i.value for i in at.info)
+
+
+def test_relabel_supersedes_and_rerank_is_the_model_version(ws_root):
+    at = braf_page(ws_root)
+    at.checkbox(key="rerank").check().run()
+    control(at, "grade", "90100001").set_value("partial").run()
+    control(at, "grade", "90100001").set_value("irrelevant").run()
+    rows = label_rows(ws_root)
+    assert [(r["grade"], r["superseded_by"]) for r in rows] == [
+        ("partial", rows[1]["id"]), ("irrelevant", None)]
+    assert {r["model_version"] for r in rows} == {"bm25+rerank"}
+
+
+def test_script_and_img_in_abstracts_render_inert(ws_root):
+    at = braf_page(ws_root)
+    html = doc_html(at, "90100002")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    everything = "\n".join(m.value for m in at.markdown)
+    assert "<script" not in everything and "<img" not in everything
+    assert "&lt;b&gt;Evil&lt;/b&gt; [journal](javascript:alert(1))" in html  # journal: text
+    assert not re.search(r"href=.javascript", everything)
+
+
+def test_typed_entities_search(ws_root):
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    at.radio(key="query_mode").set_value("Type entities").run()
+    assert "Type gene, variant" in at.info[0].value
+    at.text_input(key="typed_PO_gene").input("PDGFRA")
+    at.text_input(key="typed_PO_variant").input("D842V").run()
+    assert query_input(at).value == "Treatment for gene PDGFRA and variant D842V?"
+    assert any(">PMID 90100003</a>" in c for c in cards(at))
+
+
+def test_confirm_a_suggestion_and_errors_show_once(ws_root):
+    at = braf_page(ws_root)
+    picker = at.selectbox(key=next(s.key for s in at.selectbox
+                                   if s.key.startswith("sugg_pick_")))
+    picker.set_value("drug:imatinib").run()
+    comment_key = next(t.key for t in at.text_area if t.key.startswith("sugg_comment_"))
+    at.button(key="sugg_add").click().run()
+    assert [e.value for e in at.error] == [
+        "A source suggestion needs a comment (what the abstract shows); CIViC requires one"]
+    at.run()
+    assert not at.error  # shown once, not on every rerun
+    at.text_area(key=comment_key).input("one patient, no response")
+    at.button(key="sugg_add").click().run()
+    with Workspace.open(ws_root) as ws:
+        (row,) = list_suggestions(ws)
+    assert (row.pmid, row.answer, row.confirmed_by) == ("90100001", "Imatinib", "alice")
+    assert any("Source suggestion" in s.value for s in at.success)
+
+
+def test_missing_index_is_built_by_a_background_job(tmp_path, monkeypatch):
+    root = build_app_workspace(tmp_path / "ws", bm25=False)
+    monkeypatch.setenv("KBCURATE_WORKSPACE", str(root))
+    at = AppTest.from_file(APP, default_timeout=60).run()  # local mode: no users file
+    assert any("Building the bm25 index in the background" in i.value for i in at.info)
+    with Workspace.open(root) as ws:
+        (job,) = list_jobs(ws, "index")
+        deadline = time.time() + 60
+        while not get_job(ws, job.id).finished and time.time() < deadline:
+            time.sleep(0.3)
+        assert get_job(ws, job.id).status.value == "done"
+    at.run()
+    assert cards(at) and "<b>#1</b>" in cards(at)[0]
+    assert not at.exception
+
+
+def test_dense_index_is_offered_as_a_background_build_not_built_in_the_page(ws_root):
+    at = braf_page(ws_root)
+    at.selectbox(key="retriever").set_value("dense").run()
+    assert not at.exception
+    assert any("The dense index is not built for the current documents yet" in i.value
+               for i in at.info)
+    assert at.button(key="build_index").label == "Build the dense index in the background"
+    with Workspace.open(ws_root) as ws:
+        assert list_jobs(ws, "index") == []  # nothing starts until the curator asks
+
+
+def test_a_note_typed_after_the_label_is_stored_with_it(ws_root):
+    at = braf_page(ws_root)
+    control(at, "note", "90100002").input("not labelled yet").run()
+    assert label_rows(ws_root) == []  # a note alone labels nothing
+    control(at, "grade", "90100001").set_value("partial").run()
+    control(at, "note", "90100001").input("only one patient").run()
+    rows = label_rows(ws_root)
+    assert [(r["grade"], r["note"], r["superseded_by"] is None) for r in rows] == [
+        ("partial", "", False), ("partial", "only one patient", True)]

@@ -1,0 +1,88 @@
+"""The Evaluate page (AppTest): admin-only background runs checked on the server side."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from app_helpers import APP, add_users, build_app_workspace, sign_in
+from streamlit.testing.v1 import AppTest
+
+from curation.jobs import JobStatus, get_job, list_jobs
+from curation.workspace import Workspace
+
+REQUEST = {"schema": "PO", "retrievers": ["bm25"], "split": "all"}
+
+
+@pytest.fixture
+def ws_root(tmp_path, monkeypatch):
+    root = build_app_workspace(tmp_path / "ws")
+    add_users(root, alice="curator", boss="admin")
+    monkeypatch.setenv("KBCURATE_WORKSPACE", str(root))
+    return root
+
+
+def evaluate_page(user: str) -> AppTest:
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), user)
+    at.switch_page("app_pages/evaluate.py").run()
+    assert not at.exception and at.subheader[0].value == "Evaluate"
+    return at
+
+
+def jobs(root):
+    with Workspace.open(root) as ws:
+        return list_jobs(ws)
+
+
+def wait_done(root, job_id: int, timeout: float = 120.0):
+    with Workspace.open(root) as ws:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            job = get_job(ws, job_id)
+            if job.finished:
+                return job
+            time.sleep(0.5)
+    raise AssertionError(f"evaluation job {job_id} did not finish in {timeout} s")
+
+
+def test_non_admin_cannot_start_an_evaluation_even_by_setting_state(ws_root):
+    at = evaluate_page("alice")
+    assert "needs the admin role" in at.info[0].value
+    assert not [b for b in at.button if b.key == "eval_start"]  # not offered ...
+    at.session_state["eval_request"] = dict(REQUEST)  # ... and forcing it is refused
+    at.run()
+    assert jobs(ws_root) == []
+    (error,) = at.error
+    assert "Starting a job of kind 'evaluate' needs the admin role; alice (curator) may not" \
+        in error.value
+    at.session_state["eval_schema"] = "PO"
+    at.session_state["eval_retrievers"] = ["bm25"]
+    at.session_state["eval_split"] = "all"
+    at.session_state["eval_request"] = dict(REQUEST)
+    at.run()
+    assert jobs(ws_root) == [] and at.error
+
+
+def test_admin_starts_a_background_run_that_finishes_with_metrics(ws_root):
+    at = evaluate_page("boss")
+    at.selectbox(key="eval_schema").set_value("PO")
+    at.multiselect(key="eval_retrievers").set_value(["bm25"])
+    at.selectbox(key="eval_split").set_value("all")
+    started = time.time()
+    at.button(key="eval_start").click().run()
+    assert time.time() - started < 10  # the page does not wait for the run
+    (job,) = jobs(ws_root)
+    assert job.kind == "evaluate" and job.created_by == "boss"
+    assert job.params == REQUEST
+    assert any(f"Evaluation job {job.id} started" in s.value for s in at.success)
+    assert at.get("progress")  # live progress while it runs (polled by a fragment)
+    done = wait_done(ws_root, job.id)
+    assert done.status is JobStatus.DONE, done.error
+    metrics = done.result["retrievers"]["bm25"]
+    assert 0.0 <= metrics["ndcg@10"] <= 1.0 and metrics["queries"] >= 2
+    # a fresh session (a page refresh) finds the run in the workspace and charts it
+    fresh = evaluate_page("boss")
+    assert fresh.selectbox(key="eval_job").value == job.id
+    charts = fresh.get("plotly_chart")
+    assert len(charts) == 2
+    assert fresh.selectbox(key="eval_metric").value == "ndcg@10"

@@ -1,0 +1,127 @@
+"""Answer-slot candidates from the top abstracts and confirmed source suggestions."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from app_helpers import build_app_workspace
+
+from curation.matching import EntityMatcher
+from curation.relations import list_partial_relations
+from curation.session import fetch_documents
+from curation.suggestions import (
+    add_suggestion,
+    answer_candidates,
+    kb_answer_entities,
+    list_suggestions,
+    remove_suggestion,
+    suggestion_rows,
+    suggestions_csv,
+)
+from curation.users import Role, User
+from curation.workspace import Workspace
+from kb_sources.errors import CurationError
+
+CURATOR, ADMIN = User("cur", Role.CURATOR), User("boss", Role.ADMIN)
+
+
+@pytest.fixture
+def ws(tmp_path):
+    with Workspace.open(build_app_workspace(tmp_path / "ws", bm25=False)) as w:
+        yield w
+
+
+def docs_of(ws, ids):
+    rows = fetch_documents(ws, ids)
+    return [(i, f"{rows[i]['title']} {rows[i]['abstract']}".strip()) for i in ids]
+
+
+def partial_for(ws, schema, **filters):
+    (partial,) = list_partial_relations(ws, schema, filters)
+    return ws.schemas()[schema], partial
+
+
+def test_kb_answer_entities_are_the_schemas_answers(ws):
+    po = ws.schemas()["PO"]
+    names = {e.text for e in kb_answer_entities(ws, po)}
+    assert names == {"Imatinib", "Dabrafenib", "Trametinib", "Gefitinib", "Erlotinib",
+                     "Nilotinib", "Crizotinib", "2,4-pyrimidinediamine", "Selpercatinib"}
+    catalysts = {e.text for e in kb_answer_entities(ws, ws.schemas()["PTM"])}
+    assert {"MTOR", "PDPK1"} <= catalysts and "AKT1" not in catalysts
+
+
+def test_candidates_count_support_and_flag_new_answers(ws):
+    schema, partial = partial_for(ws, "PO", gene="BRAF")
+    docs = docs_of(ws, ["25265492", "90100001", "90100002", "99000001"])
+    found = {c.text: c for c in answer_candidates(ws, schema, partial, docs, EntityMatcher())}
+    assert found["Trametinib"].pmids == ("25265492", "90100002")
+    assert not found["Trametinib"].new and not found["Dabrafenib"].new  # the KB has them
+    assert found["Imatinib"].new and found["Imatinib"].pmids == ("90100001",)
+    assert found["Imatinib"].sources == ("kb",)
+    # a PubTator chemical that no KB record names, counted in every abstract naming it
+    vem = found["vemurafenib"]
+    assert vem.new and vem.sources == ("pubtator",) and vem.pmids == ("90100001", "99000001")
+    # most supported first; among equals the new ones first
+    assert list(found) == ["vemurafenib", "Trametinib", "Imatinib", "Dabrafenib"]
+    assert "BRAF" not in found and "melanoma" not in found
+
+
+def test_ptm_candidates_are_catalysts_not_the_substrate(ws):
+    schema = ws.schemas()["PTM"]
+    partial = next(p for p in list_partial_relations(ws, "PTM", {"substrate": "AKT1"})
+                   if p.query["residue"][0].text == "S473")
+    found = {c.text: c for c in answer_candidates(ws, schema, partial,
+                                                  docs_of(ws, ["90100004"]), EntityMatcher())}
+    assert "AKT1" not in found
+    assert found["MTOR"].pmids == ("90100004",) and not found["MTOR"].new
+    assert found["PDPK1"].new  # a KB catalyst, but of T308, not of this relation
+
+
+def test_add_list_export_and_remove_a_suggestion(ws):
+    schema, partial = partial_for(ws, "PO", gene="BRAF")
+    row = add_suggestion(ws, user=CURATOR, schema=schema, partial=partial, pmid="90100001",
+                         answer="Imatinib", answer_key="drug:imatinib",
+                         comment="one patient, no response")
+    assert (row.pmid, row.confirmed_by, row.slots) == ("90100001", "cur",
+                                                       {"gene": "BRAF", "variant": "V600E"})
+    assert list_suggestions(ws, query_key=partial.query_key) == [row]
+    assert ws.audit_log("source_suggestion")[0]["actor"] == "cur"
+    with pytest.raises(CurationError, match="already suggested"):
+        add_suggestion(ws, user=CURATOR, schema=schema, partial=partial, pmid="90100001",
+                       answer="Imatinib", answer_key="drug:imatinib", comment="again")
+    (exported,) = list(csv.DictReader(io.StringIO(suggestions_csv([row], ws.schemas()))))
+    assert exported == {"pmid": "90100001", "gene": "BRAF", "variant": "V600E",
+                        "therapy": "Imatinib", "comment": "one patient, no response",
+                        "confirmed_by": "cur", "created_at": row.created_at, "schema": "PO"}
+    with pytest.raises(CurationError, match="Only cur or an admin"):
+        remove_suggestion(ws, row.id, user=User("other", Role.CURATOR))
+    remove_suggestion(ws, row.id, user=ADMIN)
+    assert list_suggestions(ws) == []
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"pmid": "NCT0001"}, "not a PubMed id"),
+    ({"comment": "  "}, "needs a comment"),
+    ({"answer": ""}, "Name the treatment"),
+    ({"user": None}, "sign in first"),
+])
+def test_bad_suggestions_are_refused(ws, changes, message):
+    schema, partial = partial_for(ws, "PO", gene="BRAF")
+    args = {"user": CURATOR, "pmid": "90100001", "answer": "Imatinib", "comment": "ok"}
+    args.update(changes)
+    with pytest.raises(CurationError, match=message):
+        add_suggestion(ws, schema=schema, partial=partial, **args)
+    assert list_suggestions(ws) == []
+
+
+def test_rows_of_other_schemas_use_their_slot_names(ws):
+    schema = ws.schemas()["PTM"]
+    partial = list_partial_relations(ws, "PTM", {"substrate": "AKT1"})[0]
+    row = add_suggestion(ws, user=CURATOR, schema=schema, partial=partial, pmid="90100004",
+                         answer="MTOR", comment="mTORC2 phosphorylates S473")
+    (out,) = suggestion_rows([row], ws.schemas())
+    assert set(out) == {"pmid", "substrate", "ptm", "residue", "catalyst", "comment",
+                        "confirmed_by", "created_at", "schema"}
+    assert suggestions_csv([], ws.schemas()).startswith("pmid,gene,variant,therapy,comment")
