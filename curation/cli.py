@@ -123,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir",
                    help=f"sample data folder (default: ${DATA_ENV} or ../shared/data)")
     p.add_argument("--no-serve", action="store_true", help="build only")
+    p.add_argument("--no-index", action="store_true",
+                   help="do not start building the dense index in the background")
     _serve_args(p)
 
     p = sub.add_parser("serve", parents=[common], help="start the curation app (Streamlit)")

@@ -170,8 +170,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(summary)
     if args.no_serve:
         return 0
+    if not args.no_index:
+        _start_dense_index(root)
     args.workspace = str(root)
     return cmd_serve(args)
+
+
+def _start_dense_index(root: object) -> None:
+    """BM25 is ready at once; the dense index builds in a background job the app shows."""
+    from curation.session import ensure_index_job, index_ready
+
+    with Workspace.open(root) as ws:  # type: ignore[arg-type]
+        if not index_ready(ws, "dense"):
+            job = ensure_index_job(ws, "dense", user=None)
+            print(f"building the dense index in the background (job {job.id}); the app offers "
+                  "it when ready")
 
 
 def _env_ws() -> str | None:
