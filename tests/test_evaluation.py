@@ -119,3 +119,26 @@ def test_evaluate_errors(small_ws):
         evaluate_workspace(small_ws, "disease_gene", ["bm26"], progress=False)
     with pytest.raises(CurationError, match="No PO relation cites a document"):
         evaluate_workspace(small_ws, "PO", ["bm25"], progress=False)
+
+
+def test_evaluate_a_kb_imported_through_the_generic_tsv_path(tmp_workspace, fixtures_dir,
+                                                             tmp_path):
+    from curation.importer import import_items
+    from kb_sources.types import Document
+
+    tmp_workspace.add_schema(fixtures_dir / "drug_target_schema.toml")
+    import_file(tmp_workspace, "kb", "tsv", fixtures_dir / "generic_sample.tsv",
+                mapping=str(fixtures_dir / "mapping_sample.toml"), progress=False)
+    docs = [Document("17192538", "Lapatinib inhibits EGFR and ERBB2 (HER2).", "Dual kinase.",
+                     source="t"),
+            Document("11287972", "Imatinib (STI571) in CML.", "ABL1 and KIT inhibition.",
+                     source="t"),
+            Document("20818844", "Vemurafenib in BRAF V600E melanoma.", "PLX4032 trial.",
+                     source="t"),
+            Document("1", "Unrelated abstract on diabetes.", "Insulin.", source="t")]
+    import_items(tmp_workspace, docs, reader="docs:test", path="mem", progress=False)
+    report = evaluate_workspace(tmp_workspace, "drug_target", ["bm25", "bm25+rerank"],
+                                split="all", progress=False)
+    assert report["schema"] == "drug_target" and report["queries"] == 3
+    assert report["retrievers"]["bm25"]["recall@100"] == 1.0
+    assert report["retrievers"]["bm25+rerank"]["entity_recall@10"] > 0
