@@ -24,11 +24,11 @@ from typing import Any
 import streamlit as st
 
 from curation.config import WORKSPACE_ENV
-from curation.indexing import corpus_fingerprint
+from curation.indexing import corpus_fingerprint, index_ready
 from curation.jobs import Job, cancel_job, get_job
 from curation.matching import EntityMatcher
 from curation.relations import PartialRelation, list_partial_relations
-from curation.session import documents_stamp, evidence_levels, index_location, index_ready
+from curation.session import documents_stamp, evidence_levels, index_location
 from curation.signin import resolve_user, users_store
 from curation.users import User
 from curation.workspace import Workspace

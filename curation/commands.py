@@ -178,7 +178,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _start_dense_index(root: object) -> None:
     """BM25 is ready at once; the dense index builds in a background job the app shows."""
-    from curation.session import ensure_index_job, index_ready
+    from curation.indexing import index_ready
+    from curation.session import ensure_index_job
 
     with Workspace.open(root) as ws:  # type: ignore[arg-type]
         if not index_ready(ws, "dense"):

@@ -59,6 +59,23 @@ def index_folder(ws: Workspace, name: str, options: dict[str, Any]) -> Path:
     return ws.root / "indexes" / f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
 
 
+def saved_fingerprint(folder: Path) -> str | None:
+    """The corpus fingerprint a saved index was built for (None when there is none)."""
+    marker = folder / CORPUS_FILE
+    try:
+        return json.loads(marker.read_text(encoding="utf-8")).get("fingerprint")
+    except (OSError, ValueError):
+        return None
+
+
+def index_ready(ws: Workspace, name: str, options: dict[str, Any] | None = None, *,
+                fingerprint: str | None = None) -> bool:
+    """True when the saved index exists and covers the workspace's current documents."""
+    folder = index_folder(ws, name, with_workspace_defaults(ws, name, dict(options or {})))
+    saved = saved_fingerprint(folder)
+    return saved is not None and saved == (fingerprint or corpus_fingerprint(ws))
+
+
 def get_index(
     ws: Workspace,
     name: str,
@@ -79,12 +96,9 @@ def get_index(
     opts = with_workspace_defaults(ws, name, options or {})
     folder = index_folder(ws, name, opts)
     fingerprint = corpus_fingerprint(ws)
-    marker = folder / CORPUS_FILE
-    if not rebuild and marker.is_file():
-        saved = json.loads(marker.read_text(encoding="utf-8"))
-        if saved.get("fingerprint") == fingerprint:
-            logger.info("loading index %s", folder)
-            return load_retriever(folder)
+    if not rebuild and saved_fingerprint(folder) == fingerprint:
+        logger.info("loading index %s", folder)
+        return load_retriever(folder)
     docs = corpus_docs(ws)
     logger.info("building %s index over %d documents in %s", name, len(docs), folder)
     retriever = build_retriever(name, **opts)
@@ -92,9 +106,9 @@ def get_index(
     if folder.exists():
         shutil.rmtree(folder)
     retriever.save(folder)
-    marker.write_text(json.dumps({"fingerprint": fingerprint, "documents": len(docs),
-                                  "retriever": name, "options": opts}, default=str),
-                      encoding="utf-8")
+    manifest = {"fingerprint": fingerprint, "documents": len(docs), "retriever": name,
+                "options": opts}
+    (folder / CORPUS_FILE).write_text(json.dumps(manifest, default=str), encoding="utf-8")
     return retriever
 
 

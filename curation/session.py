@@ -11,7 +11,6 @@ background job (:func:`ensure_index_job`), never in the page's thread.
 from __future__ import annotations
 
 import html
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -21,8 +20,6 @@ from typing import Any
 from curation.evaluation_job import RERANK_SUFFIX
 from curation.importer import query_key as make_query_key
 from curation.indexing import (
-    CORPUS_FILE,
-    corpus_fingerprint,
     index_folder,
     with_workspace_defaults,
 )
@@ -341,19 +338,6 @@ def documents_stamp(ws: Workspace) -> str:
 def index_location(ws: Workspace, name: str, options: Mapping[str, Any] | None = None) -> Path:
     """Folder of a retriever's index over this workspace (as :func:`get_index` names it)."""
     return index_folder(ws, name, with_workspace_defaults(ws, name, dict(options or {})))
-
-
-def index_ready(ws: Workspace, name: str, options: Mapping[str, Any] | None = None, *,
-                fingerprint: str | None = None) -> bool:
-    """True when the index exists and covers the workspace's current documents."""
-    marker = index_location(ws, name, options) / CORPUS_FILE
-    if not marker.is_file():
-        return False
-    try:
-        saved = json.loads(marker.read_text(encoding="utf-8")).get("fingerprint")
-    except (OSError, ValueError):
-        return False
-    return saved == (fingerprint or corpus_fingerprint(ws))
 
 
 def last_index_job(ws: Workspace, name: str,

@@ -6,7 +6,7 @@ import pytest
 from app_helpers import INPUTS, build_app_workspace
 
 from curation.importer import import_file
-from curation.indexing import get_index
+from curation.indexing import get_index, index_ready
 from curation.jobs import JobStatus, list_jobs, submit_job
 from curation.labels import Grade, record_label
 from curation.matching import EntityMatcher
@@ -25,7 +25,6 @@ from curation.session import (
     card_html,
     ensure_index_job,
     evidence_levels,
-    index_ready,
     label_progress,
     queue_order,
     relation_filters,
