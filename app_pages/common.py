@@ -150,8 +150,10 @@ def settle_heap(collect: bool = True) -> None:
     """Move what is loaded so far (libraries, indexes, the matcher's caches) out of the cyclic
     garbage collector's way (``gc.freeze``): otherwise a full collection over them pauses the
     server for 100-300 ms every few label clicks. Called after loads and searches, never on
-    the label path; ``collect`` first frees garbage so it is not frozen with them."""
+    the label path; ``collect`` first thaws what earlier calls froze and frees the garbage among
+    it, so a long-running server does not keep dead search results frozen forever."""
     if collect:
+        gc.unfreeze()
         gc.collect()
     gc.freeze()
 
