@@ -63,6 +63,11 @@ def short_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:10]
 
 
+#: Widget keys whose values survive switching pages.
+PERSISTENT_WIDGETS = ("schema", "retriever", "rerank", "top_k", "query_mode", "rel_search",
+                      "unlabelled_first")
+
+
 def init_state() -> None:
     """The one place session state is initialised (widget defaults and the app's own keys)."""
     defaults: dict[str, Any] = {
@@ -78,6 +83,11 @@ def init_state() -> None:
     }
     for key, value in defaults.items():
         st.session_state.setdefault(key, value)
+    # Streamlit drops a widget's state when a run does not draw it (another page is open);
+    # writing it back once per run keeps the sidebar choices across page switches.
+    for key in PERSISTENT_WIDGETS:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
 
 
 def session_workspace(path: str) -> Workspace:

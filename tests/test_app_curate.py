@@ -195,3 +195,17 @@ def test_a_note_typed_after_the_label_is_stored_with_it(ws_root):
     rows = label_rows(ws_root)
     assert [(r["grade"], r["note"], r["superseded_by"] is None) for r in rows] == [
         ("partial", "", False), ("partial", "only one patient", True)]
+
+
+def test_sidebar_choices_survive_a_page_switch(ws_root):
+    at = braf_page(ws_root)
+    at.selectbox(key="schema").set_value("PTM").run()
+    at.slider(key="top_k").set_value(20).run()
+    at.checkbox(key="rerank").check().run()
+    at.switch_page("app_pages/review.py").run()
+    assert not at.exception
+    at.switch_page("app_pages/curate.py").run()
+    assert not at.exception
+    assert at.selectbox(key="schema").value == "PTM"
+    assert at.slider(key="top_k").value == 20 and at.checkbox(key="rerank").value
+    assert at.text_input(key="rel_search").value == "BRAF"
