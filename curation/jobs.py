@@ -136,10 +136,11 @@ def submit_job(
              now)).lastrowid)
         ws.audit(user.name if user else "", "submit", "job", str(job_id), after=params)
     if start:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "curation.worker", str(ws.root), str(job_id)],
-            stdout=subprocess.DEVNULL, stderr=open(_log_path(ws, job_id), "ab"),  # noqa: SIM115
-            start_new_session=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+        with open(_log_path(ws, job_id), "ab") as log:  # the child keeps its own descriptor
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "curation.worker", str(ws.root), str(job_id)],
+                stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+                env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
         with ws.transaction():
             ws.conn.execute("UPDATE jobs SET pid = ? WHERE id = ?", (proc.pid, job_id))
     return get_job(ws, job_id)
