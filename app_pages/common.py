@@ -204,9 +204,10 @@ def get_retriever(ws: Workspace, name: str) -> Retriever:
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
-def _relations(_ws: Workspace, root: str, schema: str, filters: str,
+def _relations(_ws: Workspace, root: str, schema: str, filters: str, source: str,
                stamp: str) -> list[PartialRelation]:
-    rows = list_partial_relations(_ws, schema, json.loads(filters), limit=2000)
+    rows = list_partial_relations(_ws, schema, json.loads(filters), source=source or None,
+                                  limit=2000)
     if not filters.strip("{}"):  # the big unfiltered lists stay for long
         settle_heap()
     return rows
@@ -217,10 +218,11 @@ def _relations_stamp(ws: Workspace) -> str:
     return f"{n}:{last}"
 
 
-def partial_relations(ws: Workspace, schema: str, filters: dict[str, str]) -> list[PartialRelation]:
-    """Partial relations of a schema (cached until the relations change)."""
+def partial_relations(ws: Workspace, schema: str, filters: dict[str, str],
+                      source: str | None = None) -> list[PartialRelation]:
+    """Partial relations of a schema, optionally of one KB (cached until the relations change)."""
     return _relations(ws, str(ws.root), schema, json.dumps(filters, sort_keys=True),
-                      _relations_stamp(ws))
+                      source or "", _relations_stamp(ws))
 
 
 @st.cache_data(show_spinner=False, max_entries=32)

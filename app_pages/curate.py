@@ -35,6 +35,7 @@ from curation.session import (
     relation_filters,
     relation_label,
     run_search,
+    schema_sources,
     schemas_with_relations,
     search_relations,
     typed_partial,
@@ -48,6 +49,9 @@ CACHED_SEARCHES = 16
 KNOWN_SHOWN = 8  # known answers named under the query
 
 
+ALL_KBS = "(all)"
+
+
 def pick_schema(ctx: AppContext) -> Schema:
     schemas = ctx.ws.schemas()
     names = [n for n in schemas_with_relations(ctx.ws) if n in schemas] or list(schemas)
@@ -56,6 +60,9 @@ def pick_schema(ctx: AppContext) -> Schema:
         st.session_state["schema"] = names[0]
     name = st.sidebar.selectbox("Relation schema", names, key="schema")
     st.sidebar.caption(schemas[name].description)
+    sources = schema_sources(ctx.ws, name)
+    if len(sources) > 1:
+        st.sidebar.selectbox("Knowledge base", [ALL_KBS, *sources], key=f"kb_{name}")
     return schemas[name]
 
 
@@ -100,7 +107,9 @@ def _browse(ctx: AppContext, schema: Schema) -> list[PartialRelation]:
         level = cols[-1].selectbox("Evidence level", ["(any)", *known],
                                    key=f"flt_{schema.name}_level", disabled=not known)
     filters = relation_filters(schema, values, None if level == "(any)" else level)
-    rows = search_relations(partial_relations(ctx.ws, schema.name, filters), search)
+    source = st.session_state.get(f"kb_{schema.name}", ALL_KBS)
+    rows = search_relations(partial_relations(ctx.ws, schema.name, filters,
+                                              None if source == ALL_KBS else source), search)
     if not rows:
         st.info("No partial relation matches. Clear the search or filters, or import a KB.")
         st.stop()

@@ -272,6 +272,12 @@ def corpus_counts(ws: Workspace) -> tuple[int, int]:
     return int(docs), int(rels)
 
 
+def schema_sources(ws: Workspace, schema: str) -> list[str]:
+    """The knowledge bases (relation sources) that hold relations of ``schema``."""
+    return [r[0] for r in ws.conn.execute(
+        "SELECT DISTINCT source FROM relations WHERE schema = ? ORDER BY source", (schema,))]
+
+
 def evidence_levels(ws: Workspace, schema: str) -> list[str]:
     """Distinct evidence levels of a schema's relations (empty when none has one)."""
     rows = ws.conn.execute(

@@ -209,3 +209,24 @@ def test_sidebar_choices_survive_a_page_switch(ws_root):
     assert at.selectbox(key="schema").value == "PTM"
     assert at.slider(key="top_k").value == 20 and at.checkbox(key="rerank").value
     assert at.text_input(key="rel_search").value == "BRAF"
+
+
+def test_choose_the_knowledge_base(tmp_path, monkeypatch, fixtures_dir):
+    root = build_app_workspace(tmp_path / "ws")
+    with Workspace.open(root) as ws:
+        from curation.importer import import_file
+
+        import_file(ws, "kb", "oncokb", fixtures_dir / "oncokb_actionable_sample.tsv",
+                    progress=False)
+    monkeypatch.setenv("KBCURATE_WORKSPACE", str(root))
+    at = AppTest.from_file(APP, default_timeout=60).run()  # local mode (no users file)
+    assert at.selectbox(key="kb_PO").options == ["(all)", "civic", "oncokb"]
+    at.selectbox(key="kb_PO").set_value("oncokb").run()
+    assert not at.exception
+    with Workspace.open(root) as ws:
+        from curation.relations import list_partial_relations
+
+        expected = len(list_partial_relations(ws, "PO", source="oncokb"))
+        total = len(list_partial_relations(ws, "PO"))
+    assert f"{expected:,} partial relations" in " ".join(c.value for c in at.caption)
+    assert expected < total
