@@ -18,6 +18,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -163,6 +164,24 @@ def get_job(ws: Workspace, job_id: int) -> Job:
                 f"see {_log_path(ws, job_id)}")
         return get_job(ws, job_id)
     return job
+
+
+def wait_for_job(ws: Workspace, job_id: int, timeout: float = 60.0,
+                 poll: float = 0.2) -> Job:
+    """Block until the job is done, failed or cancelled (scripts and tests; never the UI).
+
+    Raises:
+        CurationError: The job is still unfinished after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        job = get_job(ws, job_id)
+        if job.finished:
+            return job
+        if time.monotonic() >= deadline:
+            raise CurationError(f"Job {job_id} is still {job.status.value} after {timeout:g} s "
+                                f"({job.message or 'no progress message'})")
+        time.sleep(poll)
 
 
 def list_jobs(ws: Workspace, kind: str | None = None, limit: int = 50) -> list[Job]:

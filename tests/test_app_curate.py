@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from app_helpers import APP, add_users, build_app_workspace, label_rows, sign_in
 from streamlit.testing.v1 import AppTest
 
-from curation.jobs import get_job, list_jobs
+from curation.jobs import list_jobs, wait_for_job
 from curation.suggestions import list_suggestions
 from curation.workspace import Workspace
 
@@ -166,10 +165,7 @@ def test_missing_index_is_built_by_a_background_job(tmp_path, monkeypatch):
     assert any("Building the bm25 index in the background" in i.value for i in at.info)
     with Workspace.open(root) as ws:
         (job,) = list_jobs(ws, "index")
-        deadline = time.time() + 60
-        while not get_job(ws, job.id).finished and time.time() < deadline:
-            time.sleep(0.3)
-        assert get_job(ws, job.id).status.value == "done"
+        assert wait_for_job(ws, job.id).status.value == "done"
     at.run()
     assert cards(at) and "<b>#1</b>" in cards(at)[0]
     assert not at.exception

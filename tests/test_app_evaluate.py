@@ -8,7 +8,7 @@ import pytest
 from app_helpers import APP, add_users, build_app_workspace, sign_in
 from streamlit.testing.v1 import AppTest
 
-from curation.jobs import JobStatus, get_job, list_jobs
+from curation.jobs import JobStatus, list_jobs, wait_for_job
 from curation.workspace import Workspace
 
 REQUEST = {"schema": "PO", "retrievers": ["bm25"], "split": "all"}
@@ -32,17 +32,6 @@ def evaluate_page(user: str) -> AppTest:
 def jobs(root):
     with Workspace.open(root) as ws:
         return list_jobs(ws)
-
-
-def wait_done(root, job_id: int, timeout: float = 120.0):
-    with Workspace.open(root) as ws:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            job = get_job(ws, job_id)
-            if job.finished:
-                return job
-            time.sleep(0.5)
-    raise AssertionError(f"evaluation job {job_id} did not finish in {timeout} s")
 
 
 def test_non_admin_cannot_start_an_evaluation_even_by_setting_state(ws_root):
@@ -76,7 +65,8 @@ def test_admin_starts_a_background_run_that_finishes_with_metrics(ws_root):
     assert job.params == REQUEST
     assert any(f"Evaluation job {job.id} started" in s.value for s in at.success)
     assert at.get("progress")  # live progress while it runs (polled by a fragment)
-    done = wait_done(ws_root, job.id)
+    with Workspace.open(ws_root) as ws:
+        done = wait_for_job(ws, job.id, timeout=120)
     assert done.status is JobStatus.DONE, done.error
     metrics = done.result["retrievers"]["bm25"]
     assert 0.0 <= metrics["ndcg@10"] <= 1.0 and metrics["queries"] >= 2

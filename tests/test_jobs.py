@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
-from curation.jobs import JobStatus, cancel_job, get_job, list_jobs, run_job, submit_job
+from curation.jobs import (
+    JobStatus,
+    cancel_job,
+    get_job,
+    list_jobs,
+    run_job,
+    submit_job,
+    wait_for_job,
+)
 from curation.users import PermissionDenied, Role, User
 from kb_sources.errors import UnknownNameError
 
@@ -15,20 +22,12 @@ ADMIN = User("root", Role.ADMIN)
 CURATOR = User("cur", Role.CURATOR)
 
 
-def wait(ws, job_id, timeout=60.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        job = get_job(ws, job_id)
-        if job.finished:
-            return job
-        time.sleep(0.2)
-    raise AssertionError(f"job {job_id} did not finish: {get_job(ws, job_id)}")
 
 
 def test_admin_job_runs_in_worker_process(tmp_workspace):
     job = submit_job(tmp_workspace, "selftest", {"steps": 4}, user=ADMIN)
     assert job.status is JobStatus.QUEUED and job.pid and job.pid != os.getpid()
-    done = wait(tmp_workspace, job.id)
+    done = wait_for_job(tmp_workspace, job.id)
     assert done.status is JobStatus.DONE, done.error
     assert done.result == {"steps": 4, "pid": done.pid} and done.progress == 1.0
     assert done.message == "step 4 of 4" and done.created_by == "root"
@@ -69,3 +68,11 @@ def test_dead_worker_is_reported(tmp_workspace):
                                    (job.id,))
     failed = get_job(tmp_workspace, job.id)
     assert failed.status is JobStatus.FAILED and "stopped unexpectedly" in failed.error
+
+
+def test_wait_for_job_times_out_with_the_state(tmp_workspace):
+    from kb_sources.errors import CurationError
+
+    job = submit_job(tmp_workspace, "selftest", {}, user=ADMIN, start=False)
+    with pytest.raises(CurationError, match=f"Job {job.id} is still queued after 0.3 s"):
+        wait_for_job(tmp_workspace, job.id, timeout=0.3, poll=0.1)
