@@ -95,7 +95,7 @@ def remove_curator_synonym(ws: Workspace, entity_key: str, synonym: str, actor: 
 
     Synonyms from KB records and corpora are not removed: they return at the next import.
     """
-    text = " ".join(synonym.split())
+    text = _clean(synonym)
     with ws.transaction():
         cursor = ws.conn.execute(
             "DELETE FROM synonyms WHERE entity_key = ? AND synonym = ? AND source = ?",

@@ -31,7 +31,6 @@ warning (they cannot become queries); an empty answer slot is kept empty for bro
 from __future__ import annotations
 
 import logging
-import tomllib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,14 @@ from typing import Any
 
 from kb_sources.errors import CurationError, InputFormatError, SchemaError
 from kb_sources.io import iter_tsv, split_list
-from kb_sources.schema import Schema, get_schema, load_schema, load_schemas, parse_schema
+from kb_sources.schema import (
+    Schema,
+    get_schema,
+    load_schema,
+    load_schemas,
+    parse_schema,
+    read_toml,
+)
 from kb_sources.types import Entity, Relation
 
 logger = logging.getLogger(__name__)
@@ -159,13 +165,7 @@ def load_mapping(path: str | Path, *, schema_dirs: Iterable[str | Path] = ()) ->
             column, an unknown schema.
     """
     p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise SchemaError(f"{p}: mapping file not found") from exc
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise SchemaError(f"{p}: not a valid UTF-8 TOML file ({exc})") from exc
-    return parse_mapping(data, p, schema_dirs=schema_dirs)
+    return parse_mapping(read_toml(p, "mapping"), p, schema_dirs=schema_dirs)
 
 
 # ------------------------------------------------------------------------------------ normalise

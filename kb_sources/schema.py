@@ -157,20 +157,28 @@ def _template_fields(template: str, origin: str) -> set[str]:
                           "use {slot} placeholders and double braces for literal braces") from exc
 
 
+def read_toml(path: str | Path, what: str) -> dict:
+    """Parse a TOML configuration file (a schema, a column mapping).
+
+    Raises:
+        SchemaError: The file is missing or not valid UTF-8 TOML; ``what`` names it.
+    """
+    p = Path(path)
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise SchemaError(f"{p}: {what} file not found") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SchemaError(f"{p}: not a valid UTF-8 TOML file ({exc})") from exc
+
+
 def load_schema(path: str | Path) -> Schema:
     """Load one schema TOML file.
 
     Raises:
         SchemaError: The file is missing, not TOML, or not a valid schema.
     """
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise SchemaError(f"{p}: schema file not found") from exc
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise SchemaError(f"{p}: not a valid UTF-8 TOML file ({exc})") from exc
-    return parse_schema(data, str(p))
+    return parse_schema(read_toml(path, "schema"), str(path))
 
 
 def builtin_schemas() -> dict[str, Schema]:

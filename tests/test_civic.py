@@ -143,8 +143,11 @@ def test_v2_ash_abstract_is_marked_non_pubmed(v2: dict[str, Relation]) -> None:
 
 def test_relations_fit_the_po_schema(v1: dict[str, Relation], v2: dict[str, Relation]) -> None:
     schema = builtin_schemas()["PO"]
-    for rel in [*v1.values(), *v2.values()]:
-        schema.validate_relation(rel)
+    rels = [*v1.values(), *v2.values()]
+    assert rels and {r.schema for r in rels} == {"PO"}
+    for rel in rels:
+        schema.validate_relation(rel)  # raises SchemaError on an unknown or empty query slot
+        assert rel.slots["treatment"] and all(e.type == "drug" for e in rel.slots["treatment"])
 
 
 def test_detect_layout(fixtures_dir: Path) -> None:

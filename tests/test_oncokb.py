@@ -103,8 +103,12 @@ def test_relations_fit_the_po_schema(
     actionable: dict[str, Relation], annotated: dict[str, Relation]
 ) -> None:
     schema = builtin_schemas()["PO"]
-    for rel in [*actionable.values(), *annotated.values()]:
-        schema.validate_relation(rel)
+    rels = [*actionable.values(), *annotated.values()]
+    assert rels and {r.schema for r in rels} == {"PO"}
+    for rel in rels:
+        schema.validate_relation(rel)  # raises SchemaError on an unknown or empty query slot
+    assert all(r.slots.get("treatment") for r in actionable.values())
+    assert not any(r.slots.get("treatment") for r in annotated.values())
 
 
 def test_detect_layout(fixtures_dir: Path, tmp_path: Path) -> None:
