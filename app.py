@@ -16,9 +16,9 @@ import streamlit as st
 
 from app_pages.common import init_state, load_css, plain, session_workspace, workspace_arg
 from app_pages.signin import gate, sign_out
-from curation.config import WORKSPACE_ENV
-from curation.session import corpus_counts
-from curation.users import User
+from curation.access.users import User
+from curation.search.session import corpus_counts
+from curation.store.config import WORKSPACE_ENV
 from kb_sources.errors import CurationError
 
 PAGES = Path(__file__).resolve().parent / "app_pages"

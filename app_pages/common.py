@@ -23,15 +23,15 @@ from typing import Any
 
 import streamlit as st
 
-from curation.config import WORKSPACE_ENV
-from curation.indexing import corpus_fingerprint, index_ready
-from curation.jobs import Job, cancel_job, get_job
-from curation.matching import EntityMatcher
-from curation.relations import PartialRelation, list_partial_relations
-from curation.session import documents_stamp, evidence_levels, index_location
-from curation.signin import resolve_user, users_store
-from curation.users import User
-from curation.workspace import Workspace
+from curation.access.signin import resolve_user, users_store
+from curation.access.users import User
+from curation.jobs.queue import Job, cancel_job, get_job
+from curation.matching.matcher import EntityMatcher
+from curation.search.indexing import corpus_fingerprint, index_ready
+from curation.search.session import documents_stamp, evidence_levels, index_location
+from curation.store.config import WORKSPACE_ENV
+from curation.store.relations import PartialRelation, list_partial_relations
+from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from retrievers.base import Retriever
 from retrievers.errors import RetrieverError
@@ -71,7 +71,7 @@ PERSISTENT_WIDGETS = ("schema", "retriever", "rerank", "top_k", "query_mode", "r
 def init_state() -> None:
     """The one place session state is initialised (widget defaults and the app's own keys)."""
     defaults: dict[str, Any] = {
-        "auth": None,  # curation.signin.Session once signed in
+        "auth": None,  # curation.access.signin.Session once signed in
         "workspaces": {},  # path -> this session's Workspace connection
         "flash": [],  # (kind, text) messages shown once
         "search_cache": {},  # (schema, query_key, text, retriever, rerank, k) -> SearchResult

@@ -25,10 +25,9 @@ from app_pages.common import (
 )
 from app_pages.curate_results import results_panel
 from app_pages.curate_suggestions import suggestions_panel
-from curation.commands import relations_frame
-from curation.jobs import JobStatus, get_job
-from curation.relations import PartialRelation
-from curation.session import (
+from curation.cli.commands import relations_frame
+from curation.jobs.queue import JobStatus, get_job
+from curation.search.session import (
     SearchResult,
     ensure_index_job,
     last_index_job,
@@ -40,6 +39,7 @@ from curation.session import (
     search_relations,
     typed_partial,
 )
+from curation.store.relations import PartialRelation
 from kb_sources.schema import Schema
 from retrievers.registry import retriever_names
 

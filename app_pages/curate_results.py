@@ -12,11 +12,11 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app_pages.common import AppContext, current_user, flash, short_hash, show_flash
-from curation.highlight import render_highlighted, render_legend, slot_colours
-from curation.labels import Grade, labelled_grades, record_label, undo_last_label
-from curation.relations import PartialRelation
-from curation.session import RankedDoc, SearchResult, card_html, label_progress, queue_order
-from curation.workspace import Workspace
+from curation.matching.highlight import render_highlighted, render_legend, slot_colours
+from curation.search.session import RankedDoc, SearchResult, card_html, label_progress, queue_order
+from curation.store.labels import Grade, labelled_grades, record_label, undo_last_label
+from curation.store.relations import PartialRelation
+from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
 

@@ -10,15 +10,15 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import AppContext, current_user, flash, short_hash
-from curation.relations import PartialRelation
-from curation.session import SearchResult
-from curation.suggestions import (
+from curation.search.session import SearchResult
+from curation.search.suggestions import (
     Candidate,
     add_suggestion,
     is_pmid,
     list_suggestions,
     suggestions_csv,
 )
+from curation.store.relations import PartialRelation
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
 

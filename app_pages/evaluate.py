@@ -1,10 +1,10 @@
 """Evaluate: run the evaluation harness as a background job and chart its metrics.
 
-Starting a run is for admins, and the check is on the server side: the Start button only records
-a request in session state; the page hands every request to
-:func:`curation.reporting.start_evaluation`, whose :func:`curation.jobs.submit_job` refuses a
-non-admin whatever the widgets or the session state say. Jobs live in the workspace, so their
-state and results survive a page refresh; the page polls a running job in a fragment and keeps
+Starting a run is for admins, and the check is on the server side: the Start button only records a
+request in session state; the page hands every request to
+:func:`curation.evaluation.reporting.start_evaluation`, whose :func:`curation.jobs.queue.submit_job`
+refuses a non-admin whatever the widgets or the session state say. Jobs live in the workspace, so
+their state and results survive a page refresh; the page polls a running job in a fragment and keeps
 working meanwhile. Training and retraining jobs (a later issue) plug into the same job list.
 """
 
@@ -13,8 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages.common import AppContext, flash, job_status, run_page, show_flash
-from curation.jobs import Job, get_job, list_jobs
-from curation.reporting import (
+from curation.evaluation.reporting import (
     EVAL_SPLITS,
     evaluable_schemas,
     evaluation_choices,
@@ -23,6 +22,7 @@ from curation.reporting import (
     per_query_frame,
     start_evaluation,
 )
+from curation.jobs.queue import Job, get_job, list_jobs
 from kb_sources.errors import CurationError
 from retrievers.errors import RetrieverError
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages.common import AppContext, current_user, flash, run_page, show_flash
-from curation.labels import Grade, Label, agreement, list_labels, record_label
-from curation.reporting import (
+from curation.evaluation.reporting import (
     export_labels_bytes,
     label_history,
     label_users,
     labels_frame,
     model_versions,
 )
-from curation.suggestions import list_suggestions, suggestions_csv
+from curation.search.suggestions import list_suggestions, suggestions_csv
+from curation.store.labels import Grade, Label, agreement, list_labels, record_label
 from kb_sources.errors import CurationError
 
 ALL = "(all)"

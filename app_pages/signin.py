@@ -1,7 +1,7 @@
 """The sign-in gate: users file (name + password), Streamlit OIDC, or local single-user mode.
 
 ``gate(ws)`` returns the signed-in user or draws the sign-in form and stops the run. The role is
-never taken from session state: :func:`curation.signin.resolve_user` looks it up every run.
+never taken from session state: :func:`curation.access.signin.resolve_user` looks it up every run.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages.common import current_user, flash, oidc_configured, show_flash
-from curation.signin import (
+from curation.access.signin import (
     LOCAL_NOTICE,
     AuthMode,
     Session,
@@ -18,8 +18,8 @@ from curation.signin import (
     password_sign_in,
     users_store,
 )
-from curation.users import User
-from curation.workspace import Workspace
+from curation.access.users import User
+from curation.store.workspace import Workspace
 
 
 def _oidc_email() -> str | None:

@@ -28,10 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from curation.abbreviations import abbreviation_pipeline  # noqa: E402
-from curation.config import resolve_data_dir  # noqa: E402
-from curation.highlight import render_highlighted, slot_colours  # noqa: E402
-from curation.matching import EntityMatcher, compile_entity  # noqa: E402
+from curation.matching.abbreviations import abbreviation_pipeline  # noqa: E402
+from curation.matching.highlight import render_highlighted, slot_colours  # noqa: E402
+from curation.matching.matcher import EntityMatcher, compile_entity  # noqa: E402
+from curation.store.config import resolve_data_dir  # noqa: E402
 from kb_sources.types import Document, Entity  # noqa: E402
 
 RELATION = {

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from curation.importer import import_file
-from curation.indexing import get_index
-from curation.workspace import Workspace
+from curation.search.indexing import get_index
+from curation.store.importer import import_file
+from curation.store.workspace import Workspace
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parents[1]
@@ -31,7 +31,7 @@ def build_app_workspace(root: Path, *, bm25: bool = True) -> Path:
 
 def add_users(root: Path, **users: str) -> None:
     """Users file entries ``name=role`` (password: ``<name>-password``)."""
-    from curation.users import USERS_FILE, UserStore
+    from curation.access.users import USERS_FILE, UserStore
 
     store = UserStore(root / USERS_FILE)
     for name, role in users.items():

@@ -23,7 +23,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture(scope="session")
 def data_dir(request: pytest.FixtureRequest) -> Path:
     """The real data folder. Missing data is a failure, never a skip (CI has it)."""
-    from curation.config import resolve_data_dir
+    from curation.store.config import resolve_data_dir
 
     path = resolve_data_dir(request.config.getoption("--data-dir"))
     if not path.is_dir():
@@ -61,7 +61,7 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def tmp_workspace(tmp_path: Path):
     """A fresh, initialised workspace."""
-    from curation.workspace import Workspace
+    from curation.store.workspace import Workspace
 
     ws = Workspace.init(tmp_path / "ws")
     yield ws

@@ -8,9 +8,9 @@ import pytest
 from app_helpers import APP, add_users, build_app_workspace, label_rows, sign_in
 from streamlit.testing.v1 import AppTest
 
-from curation.jobs import list_jobs, wait_for_job
-from curation.suggestions import list_suggestions
-from curation.workspace import Workspace
+from curation.jobs.queue import list_jobs, wait_for_job
+from curation.search.suggestions import list_suggestions
+from curation.store.workspace import Workspace
 
 
 @pytest.fixture
@@ -210,7 +210,7 @@ def test_sidebar_choices_survive_a_page_switch(ws_root):
 def test_choose_the_knowledge_base(tmp_path, monkeypatch, fixtures_dir):
     root = build_app_workspace(tmp_path / "ws")
     with Workspace.open(root) as ws:
-        from curation.importer import import_file
+        from curation.store.importer import import_file
 
         import_file(ws, "kb", "oncokb", fixtures_dir / "oncokb_actionable_sample.tsv",
                     progress=False)
@@ -220,7 +220,7 @@ def test_choose_the_knowledge_base(tmp_path, monkeypatch, fixtures_dir):
     at.selectbox(key="kb_PO").set_value("oncokb").run()
     assert not at.exception
     with Workspace.open(root) as ws:
-        from curation.relations import list_partial_relations
+        from curation.store.relations import list_partial_relations
 
         expected = len(list_partial_relations(ws, "PO", source="oncokb"))
         total = len(list_partial_relations(ws, "PO"))

@@ -8,8 +8,8 @@ import pytest
 from app_helpers import APP, add_users, build_app_workspace, sign_in
 from streamlit.testing.v1 import AppTest
 
-from curation.jobs import JobStatus, list_jobs, wait_for_job
-from curation.workspace import Workspace
+from curation.jobs.queue import JobStatus, list_jobs, wait_for_job
+from curation.store.workspace import Workspace
 
 REQUEST = {"schema": "PO", "retrievers": ["bm25"], "split": "all"}
 

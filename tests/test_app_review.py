@@ -10,9 +10,9 @@ import pytest
 from app_helpers import APP, add_users, build_app_workspace, label_rows, sign_in
 from streamlit.testing.v1 import AppTest
 
-from curation.labels import list_labels, record_label
-from curation.reporting import export_labels_bytes
-from curation.workspace import Workspace
+from curation.evaluation.reporting import export_labels_bytes
+from curation.store.labels import list_labels, record_label
+from curation.store.workspace import Workspace
 
 ITEMS = (("1", "complete", "complete"), ("2", "irrelevant", "irrelevant"),
          ("3", "partial", "complete"), ("4", "skip", "partial"))

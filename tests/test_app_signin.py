@@ -6,8 +6,8 @@ import pytest
 from app_helpers import APP, add_users, build_app_workspace, sign_in
 from streamlit.testing.v1 import AppTest
 
-from curation.signin import AuthMode, Session
-from curation.users import USERS_FILE
+from curation.access.signin import AuthMode, Session
+from curation.access.users import USERS_FILE
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@ asserted: speed is measured by running the command, not by tests)."""
 
 from __future__ import annotations
 
-from curation.bench import bench_encoding, run_bench
-from curation.importer import import_file
+from curation.evaluation.bench import bench_encoding, run_bench
+from curation.store.importer import import_file
 
 
 def test_bench_prints_ratios_and_latency(tmp_workspace, fixtures_dir, tiny_model_path):

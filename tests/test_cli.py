@@ -11,8 +11,8 @@ import urllib.request
 
 import pytest
 
-from curation.cli import main
-from curation.serve import streamlit_command
+from curation.cli.main import main
+from curation.cli.serve import streamlit_command
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -113,8 +113,8 @@ def test_serve_answers_http_on_loopback(tmp_path, capsys):
 def test_users_and_labels_commands(tmp_path, capsys, monkeypatch):
     import io
 
-    from curation.labels import record_label
-    from curation.workspace import Workspace
+    from curation.store.labels import record_label
+    from curation.store.workspace import Workspace
 
     ws = str(tmp_path / "ws")
     run_cli(capsys, "init", ws)
@@ -144,7 +144,7 @@ def test_fetch_pubmed_imports_into_workspace(tmp_path, capsys, monkeypatch, fixt
         seen["pmids"], seen["settings"] = list(pmids), settings
         yield from read_pubmed_xml(fixtures_dir / "pubmed_sample.xml")
 
-    monkeypatch.setattr("curation.online.fetch_pubmed", fake_fetch)
+    monkeypatch.setattr("curation.cli.online.fetch_pubmed", fake_fetch)
     ws = tmp_path / "ws"
     run_cli(capsys, "init", str(ws))
     code, _, err = run_cli(capsys, "fetch", "pubmed", "1", "2", "-w", str(ws))

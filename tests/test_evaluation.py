@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from curation.evaluation import (
+from curation.evaluation.harness import (
     EvalQuery,
     assign_splits,
     build_task,
@@ -14,10 +14,10 @@ from curation.evaluation import (
     format_table,
     trec_metrics,
 )
-from curation.evaluation_job import evaluate_workspace
-from curation.importer import import_file
-from curation.matching import EntityMatcher
-from curation.rerank import EntityReranker, RerankConfig
+from curation.evaluation.runner import evaluate_workspace
+from curation.matching.matcher import EntityMatcher
+from curation.search.rerank import EntityReranker, RerankConfig
+from curation.store.importer import import_file
 from kb_sources.errors import CurationError
 from kb_sources.types import Entity
 from retrievers.base import Hit
@@ -123,7 +123,7 @@ def test_evaluate_errors(small_ws):
 
 def test_evaluate_a_kb_imported_through_the_generic_tsv_path(tmp_workspace, fixtures_dir,
                                                              tmp_path):
-    from curation.importer import import_items
+    from curation.store.importer import import_items
     from kb_sources.types import Document
 
     tmp_workspace.add_schema(fixtures_dir / "drug_target_schema.toml")

@@ -7,14 +7,14 @@ import re
 
 import pytest
 
-from curation.highlight import (
+from curation.matching.highlight import (
     css_class,
     render_highlighted,
     render_legend,
     slot_colours,
     visible_spans,
 )
-from curation.matching import EntityMatcher, MatchKind, Span
+from curation.matching.matcher import EntityMatcher, MatchKind, Span
 from kb_sources.errors import CurationError
 from kb_sources.types import Document, Entity
 

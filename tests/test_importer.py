@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from curation.importer import import_items
-from curation.relations import list_partial_relations
+from curation.store.importer import import_items
+from curation.store.relations import list_partial_relations
 from kb_sources.errors import InputFormatError, SchemaError
 from kb_sources.types import Annotation, Document, Entity, Relation
 

@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from curation.jobs import (
+from curation.access.users import PermissionDenied, Role, User
+from curation.jobs.queue import (
     JobStatus,
     cancel_job,
     get_job,
@@ -15,7 +16,6 @@ from curation.jobs import (
     submit_job,
     wait_for_job,
 )
-from curation.users import PermissionDenied, Role, User
 from kb_sources.errors import UnknownNameError
 
 ADMIN = User("root", Role.ADMIN)

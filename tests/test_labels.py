@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from curation.labels import (
+from curation.store.labels import (
     Grade,
     agreement,
     export_labels,

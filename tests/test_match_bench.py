@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from curation.match_bench import (
+from curation.matching.bench import (
     MatchBenchResult,
     entity_for,
     format_table,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from curation.abbreviations import abbreviation_map, find_abbreviations
-from curation.fuzzy import FuzzyVocabulary, is_near_spelling, pigeonhole_chunks
-from curation.matching import (
+from curation.matching.abbreviations import abbreviation_map, find_abbreviations
+from curation.matching.fuzzy import FuzzyVocabulary, is_near_spelling, pigeonhole_chunks
+from curation.matching.matcher import (
     EntityMatcher,
     MatchConfig,
     MatchKind,

@@ -1,12 +1,11 @@
 """Normalisation rules, each with real examples: variants, residues, PTM types, Greek letters,
-hyphens, case and inflection (curation.normalize, curation.variants)."""
+hyphens, case and inflection (curation.matching.normalize, curation.matching.variants)."""
 
 from __future__ import annotations
 
 import pytest
 
-from curation.entity_patterns import FormRegex
-from curation.normalize import (
+from curation.matching.normalize import (
     fold,
     is_symbol,
     parse_residue,
@@ -16,7 +15,8 @@ from curation.normalize import (
     surface_pattern,
     tokens,
 )
-from curation.variants import key_family, keys_from_id, scan_variants, variant_keys
+from curation.matching.patterns import FormRegex
+from curation.matching.variants import key_family, keys_from_id, scan_variants, variant_keys
 
 
 def found(pattern, text: str) -> list[str]:

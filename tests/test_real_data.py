@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from curation.demo import DEMO_IMPORTS, build_demo_workspace
-from curation.importer import import_file
-from curation.relations import list_partial_relations
-from curation.workspace import Workspace
+from curation.cli.demo import DEMO_IMPORTS, build_demo_workspace
+from curation.store.importer import import_file
+from curation.store.relations import list_partial_relations
+from curation.store.workspace import Workspace
 from kb_sources.mesh import read_mesh_trees
 
 
@@ -84,7 +84,7 @@ def test_demo_twice_adds_nothing(data_dir, demo_ws):
 
 
 def test_evaluate_cli_json_report_on_biored_task(demo_ws, tmp_path, capsys):
-    from curation.cli import main
+    from curation.cli.main import main
 
     out = tmp_path / "report.json"
     code = main(["evaluate", "-w", str(demo_ws.root), "--schema", "disease_gene",

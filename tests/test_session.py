@@ -5,13 +5,18 @@ from __future__ import annotations
 import pytest
 from app_helpers import INPUTS, build_app_workspace
 
-from curation.importer import import_file
-from curation.indexing import get_index, index_ready
-from curation.jobs import JobStatus, list_jobs, submit_job
-from curation.labels import Grade, record_label
-from curation.matching import EntityMatcher
-from curation.relations import list_partial_relations
-from curation.reporting import (
+from curation.access.signin import (
+    AuthMode,
+    Session,
+    auth_modes,
+    local_user,
+    password_sign_in,
+    resolve_user,
+    user_for_email,
+    users_store,
+)
+from curation.access.users import PermissionDenied, Role, User
+from curation.evaluation.reporting import (
     evaluable_schemas,
     evaluation_choices,
     label_history,
@@ -20,7 +25,10 @@ from curation.reporting import (
     per_query_frame,
     start_evaluation,
 )
-from curation.session import (
+from curation.jobs.queue import JobStatus, list_jobs, submit_job
+from curation.matching.matcher import EntityMatcher
+from curation.search.indexing import get_index, index_ready
+from curation.search.session import (
     RankedDoc,
     card_html,
     ensure_index_job,
@@ -33,18 +41,10 @@ from curation.session import (
     search_relations,
     typed_partial,
 )
-from curation.signin import (
-    AuthMode,
-    Session,
-    auth_modes,
-    local_user,
-    password_sign_in,
-    resolve_user,
-    user_for_email,
-    users_store,
-)
-from curation.users import PermissionDenied, Role, User
-from curation.workspace import Workspace
+from curation.store.importer import import_file
+from curation.store.labels import Grade, record_label
+from curation.store.relations import list_partial_relations
+from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
 ADMIN, CURATOR = User("root", Role.ADMIN), User("cur", Role.CURATOR)

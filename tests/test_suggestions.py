@@ -8,10 +8,10 @@ import io
 import pytest
 from app_helpers import build_app_workspace
 
-from curation.matching import EntityMatcher
-from curation.relations import list_partial_relations
-from curation.session import fetch_documents
-from curation.suggestions import (
+from curation.access.users import Role, User
+from curation.matching.matcher import EntityMatcher
+from curation.search.session import fetch_documents
+from curation.search.suggestions import (
     add_suggestion,
     answer_candidates,
     kb_answer_entities,
@@ -20,8 +20,8 @@ from curation.suggestions import (
     suggestion_rows,
     suggestions_csv,
 )
-from curation.users import Role, User
-from curation.workspace import Workspace
+from curation.store.relations import list_partial_relations
+from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
 CURATOR, ADMIN = User("cur", Role.CURATOR), User("boss", Role.ADMIN)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from curation.importer import add_entity, import_items
-from curation.matching import EntityMatcher
-from curation.synonyms import (
+from curation.matching.matcher import EntityMatcher
+from curation.store.importer import add_entity, import_items
+from curation.store.synonyms import (
     add_curator_synonym,
     add_synonyms,
     entity_from_store,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from curation.users import PermissionDenied, Role, User, UserStore, require_admin
+from curation.access.users import PermissionDenied, Role, User, UserStore, require_admin
 from kb_sources.errors import CurationError
 
 

@@ -6,8 +6,8 @@ import sqlite3
 
 import pytest
 
-from curation.migrations import SCHEMA_VERSION
-from curation.workspace import AREAS, DB_NAME, Workspace, WorkspaceError
+from curation.store.migrations import SCHEMA_VERSION
+from curation.store.workspace import AREAS, DB_NAME, Workspace, WorkspaceError
 from kb_sources.errors import SchemaError
 
 
@@ -50,7 +50,7 @@ def test_open_rejects_non_sqlite_file(tmp_path):
 
 
 def test_forward_migration_applies_new_steps(tmp_path):
-    from curation.migrations import MIGRATIONS
+    from curation.store.migrations import MIGRATIONS
 
     with Workspace.init(tmp_path / "ws") as ws:
         extra = [*MIGRATIONS, "ALTER TABLE documents ADD COLUMN doi TEXT NOT NULL DEFAULT ''"]
@@ -69,7 +69,7 @@ def test_newer_database_is_refused(tmp_path):
 
 
 def test_failed_migration_rolls_back(tmp_path):
-    from curation.migrations import MIGRATIONS
+    from curation.store.migrations import MIGRATIONS
 
     with Workspace.init(tmp_path / "ws") as ws:
         bad = [*MIGRATIONS, "CREATE TABLE t1 (x INTEGER); CREATE TABLE documents (y INTEGER)"]
@@ -104,8 +104,8 @@ def test_add_schema_copies_and_validates(tmp_workspace, tmp_path):
 
 
 def test_version_1_workspace_is_migrated_on_open(tmp_path):
-    from curation.migrations import MIGRATIONS
-    from curation.workspace import _connect
+    from curation.store.migrations import MIGRATIONS
+    from curation.store.workspace import _connect
 
     root = tmp_path / "old"
     root.mkdir()

@@ -1,0 +1,312 @@
+"""Implementations of the ``kbcurate`` sub-commands (argument parsing lives in cli.py)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+
+import pandas as pd
+
+from curation.cli.common import print_json, workspace_path
+from curation.store.importer import import_file
+from curation.store.relations import PartialRelation, list_partial_relations
+from curation.store.workspace import Workspace
+from curation.templates import render_query
+from kb_sources.errors import CurationError
+from kb_sources.schema import get_schema
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Run the command named by ``args.command``."""
+    handler = {
+        "init": cmd_init, "import": cmd_import, "stats": cmd_stats,
+        "relations": cmd_relations, "query": cmd_query, "schema": cmd_schema,
+        "demo": cmd_demo, "serve": cmd_serve, "fetch": cmd_fetch, "users": cmd_users,
+        "labels": cmd_labels, "evaluate": cmd_evaluate, "match-bench": cmd_match_bench,
+        "bench": cmd_bench,
+    }[args.command]
+    return handler(args)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    root = args.dir or workspace_path(args)
+    with Workspace.init(root) as ws:
+        print(f"workspace ready at {ws.root} (schema version {ws.schema_version})")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from curation.store.importer import import_citations, import_mesh_tree
+
+    with Workspace.open(workspace_path(args)) as ws:
+        progress = not args.quiet
+        if args.what == "mesh":
+            n = import_mesh_tree(ws, args.file, progress=progress)
+            print(f"{args.file}: {n} MeSH tree numbers added")
+            return 0
+        if args.what == "mesh-headings":
+            from curation.store.importer import import_mesh_headings
+
+            n = import_mesh_headings(ws, args.file, progress=progress)
+            print(f"{args.file}: {n} documents given MeSH headings")
+            return 0
+        if args.what == "citations":
+            n = import_citations(ws, args.file, progress=progress)
+            print(f"{args.file}: {n} citation edges added")
+            return 0
+        options = {k: v for k in ("mapping", "source") if (v := getattr(args, k, None))}
+        report = import_file(ws, args.what, args.reader, args.file, progress=progress, **options)
+        print(report.summary())
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with Workspace.open(workspace_path(args)) as ws:
+        stats = ws.stats()
+    if args.json:
+        print_json(stats.to_json())
+        return 0
+    rows = [("documents", stats.documents), ("annotations", stats.annotations),
+            ("relations", stats.relations), ("relations with PMIDs", stats.relations_with_pmids),
+            ("entities", stats.entities), ("synonyms", stats.synonyms),
+            ("citation edges", stats.citations), ("MeSH terms", stats.mesh_terms),
+            ("labels", stats.labels), ("model versions", len(stats.model_versions))]
+    for name, value in rows:
+        print(f"{name:<22}{value:>10,}")
+    for title, data in (("documents by source", stats.documents_by_source),
+                        ("relations by source", stats.relations_by_source),
+                        ("relations by schema", stats.relations_by_schema),
+                        ("partial relations by schema", stats.partial_relations_by_schema)):
+        if data:
+            print(f"\n{title}:")
+            for key, value in sorted(data.items()):
+                print(f"  {key:<20}{value:>10,}")
+    return 0
+
+
+def _parse_pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise CurationError(f"{what} {item!r} is not NAME=TEXT (e.g. gene=BRAF)")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def relations_frame(rows: list[PartialRelation], schema_answer: str) -> pd.DataFrame:
+    """Partial relations as a table (one row each): query slots, known answers, PMIDs."""
+    records = []
+    for p in rows:
+        rec = {slot: " / ".join(e.text for e in ents) for slot, ents in p.query.items()}
+        answers = p.answer_texts()
+        rec[f"known {schema_answer}"] = "; ".join(answers[:5]) + (" ..." if len(answers) > 5
+                                                                   else "")
+        rec["n_answers"] = len(answers)
+        rec["n_pmids"] = len(p.pmids)
+        rec["sources"] = ",".join(p.sources)
+        records.append(rec)
+    return pd.DataFrame.from_records(records)
+
+
+def cmd_relations(args: argparse.Namespace) -> int:
+    filters = _parse_pairs(args.where, "filter")
+    with Workspace.open(workspace_path(args)) as ws:
+        schema = get_schema(args.schema, ws.schemas())
+        rows = list_partial_relations(ws, schema.name, filters, source=args.source,
+                                      limit=args.limit)
+    if args.format == "json":
+        print_json([{"schema": p.schema, "query_key": p.query_key,
+                     "query": {s: [e.text for e in ents] for s, ents in p.query.items()},
+                     "query_text": p.render(schema).text, "answers": p.answer_texts(),
+                     "pmids": list(p.pmids), "sources": list(p.sources),
+                     "n_records": p.n_records} for p in rows])
+        return 0
+    frame = relations_frame(rows, schema.answer)
+    if frame.empty:
+        print(f"no partial relations of schema {schema.name} match")
+        return 0
+    if args.format == "tsv":
+        frame.to_csv(sys.stdout, sep="\t", index=False, quoting=csv.QUOTE_MINIMAL)
+    else:
+        with pd.option_context("display.max_colwidth", 60, "display.width", 200):
+            print(frame.to_string(index=False))
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    values = _parse_pairs(args.values, "slot value")
+    template: str | int | None = args.template
+    if template is not None and template.isdigit():
+        template = int(template)
+    with Workspace.open(workspace_path(args)) as ws:
+        schema = get_schema(args.schema, ws.schemas())
+    print(render_query(schema, values, template).text)
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    with Workspace.open(workspace_path(args)) as ws:
+        if args.action == "add":
+            if not args.file:
+                raise CurationError("schema add needs a TOML file: kbcurate schema add FILE.toml")
+            schema = ws.add_schema(args.file)
+            print(f"schema {schema.name} added to {ws.root / 'schemas'}")
+            return 0
+        for schema in ws.schemas().values():
+            slots = ", ".join(f"{s.name}:{s.type}{'?' if s.query else ''}" for s in schema.slots)
+            print(f"{schema.name:<16} {slots}  -> {schema.answer}   {schema.templates[0]}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from curation.cli.demo import build_demo_workspace, default_demo_path
+    from curation.store.config import resolve_data_dir
+
+    root = workspace_path(args) if (args.workspace or _env_ws()) else default_demo_path()
+    summary = build_demo_workspace(root, resolve_data_dir(args.data_dir),
+                                   progress=not args.quiet)
+    print(summary)
+    if args.no_serve:
+        return 0
+    if not args.no_index:
+        _start_dense_index(root)
+    args.workspace = str(root)
+    return cmd_serve(args)
+
+
+def _start_dense_index(root: object) -> None:
+    """BM25 is ready at once; the dense index builds in a background job the app shows."""
+    from curation.search.indexing import index_ready
+    from curation.search.session import ensure_index_job
+
+    with Workspace.open(root) as ws:  # type: ignore[arg-type]
+        if not index_ready(ws, "dense"):
+            job = ensure_index_job(ws, "dense", user=None)
+            print(f"building the dense index in the background (job {job.id}); the app offers "
+                  "it when ready")
+
+
+def _env_ws() -> str | None:
+    import os
+
+    from curation.store.config import WORKSPACE_ENV
+    return os.environ.get(WORKSPACE_ENV)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from curation.cli.serve import serve
+
+    return serve(workspace_path(args), host=args.host, port=args.port)
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from curation.cli.online import fetch_citations_into, fetch_civic, fetch_pubmed_into
+
+    with Workspace.open(workspace_path(args)) as ws:
+        if args.what == "civic":
+            path, report = fetch_civic(ws, args.dest, do_import=args.do_import,
+                                       progress=not args.quiet)
+            print(f"downloaded {path}" + (f"; {report.summary()}" if report else ""))
+            return 0
+        pmids = _pmid_args(args)
+        if args.what == "pubmed":
+            report = fetch_pubmed_into(ws, pmids, email=args.email, api_key=args.api_key,
+                                       progress=not args.quiet)
+            print(report.summary())
+        else:
+            n = fetch_citations_into(ws, pmids, email=args.email, api_key=args.api_key)
+            print(f"{n} citation edges added")
+    return 0
+
+
+def _pmid_args(args: argparse.Namespace) -> list[str]:
+    pmids = list(args.pmids)
+    if args.from_file:
+        from kb_sources.io import iter_lines
+
+        pmids += [line.strip() for _, line in iter_lines(args.from_file) if line.strip()]
+    if not pmids:
+        raise CurationError("No PMIDs given: list them or pass --from-file FILE")
+    return pmids
+
+
+def cmd_users(args: argparse.Namespace) -> int:
+    import getpass
+
+    from curation.access.users import USERS_FILE, UserStore
+
+    store = UserStore(workspace_path(args) / USERS_FILE)
+    if args.action == "list":
+        for user in store.users():
+            print(f"{user.name:<20}{user.role.value}")
+        return 0
+    if not args.name:
+        raise CurationError(f"users {args.action} needs a user name")
+    if args.action == "remove":
+        store.remove(args.name)
+        print(f"removed {args.name}")
+        return 0
+    password = (sys.stdin.readline().rstrip("\n") if args.password_stdin
+                else getpass.getpass(f"password for {args.name}: "))
+    user = store.add(args.name, password, args.role)
+    print(f"user {user.name} ({user.role.value}) saved in {store.path}")
+    return 0
+
+
+def cmd_labels(args: argparse.Namespace) -> int:
+    from curation.store.labels import agreement, export_labels, list_labels
+
+    with Workspace.open(workspace_path(args)) as ws:
+        if args.action == "agreement":
+            if len(args.args) != 2:
+                raise CurationError("labels agreement needs two user names")
+            result = agreement(ws, *args.args)
+            print(f"{result.shared} shared items; observed agreement {result.observed:.3f}; "
+                  f"Cohen's kappa {result.kappa:.3f}")
+            return 0
+        if len(args.args) != 1:
+            raise CurationError("labels export needs one output file (.csv, .tsv or .jsonl)")
+        labels = list_labels(ws, user=args.user, schema=args.schema, grade=args.grade)
+        path = export_labels(labels, args.args[0])
+    print(f"{len(labels)} labels written to {path}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from curation.evaluation.harness import format_table
+    from curation.evaluation.runner import evaluate_workspace
+
+    options = {}
+    if args.model:
+        options = {"dense": {"model": args.model}, "hybrid": {"dense": {"model": args.model}}}
+    with Workspace.open(workspace_path(args)) as ws:
+        report = evaluate_workspace(ws, args.schema, args.retriever or ["bm25"],
+                                    split=args.split, options=options, progress=not args.quiet)
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
+    print(format_table(report))
+    return 0
+
+
+def cmd_match_bench(args: argparse.Namespace) -> int:
+    from curation.matching.bench import match_bench_report
+
+    print(match_bench_report(args.file, args.types or None, as_json=args.json,
+                             held_out=args.held_out))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from curation.evaluation.bench import run_bench
+
+    with Workspace.open(workspace_path(args)) as ws:
+        lines = run_bench(ws, retrievers=args.retriever or ("bm25", "dense", "hybrid"),
+                          docs=args.docs, queries=args.queries, schema=args.schema,
+                          model=args.model, max_seq_length=args.max_seq_length)
+    print("\n".join(lines))
+    return 0

@@ -1,0 +1,195 @@
+"""The ``kbcurate`` command line.
+
+Every command takes ``--workspace DIR`` (default: ``$KBCURATE_WORKSPACE``). Errors the user can fix
+(:class:`~kb_sources.errors.CurationError`) are printed as one message with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from curation.store.config import DATA_ENV, WORKSPACE_ENV
+from kb_sources.errors import CurationError
+from kb_sources.registry import readers
+from retrievers.errors import RetrieverError
+
+logger = logging.getLogger("kbcurate")
+
+
+def _reader_help(kind: str) -> str:
+    return "\n".join(f"  {s.name:<12} {s.description}" for s in readers(kind))  # type: ignore[arg-type]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (reader names and descriptions come from the registry)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--workspace", "-w", default=None,
+                        help=f"workspace folder (default: ${WORKSPACE_ENV})")
+    common.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+    common.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="kbcurate", formatter_class=fmt,
+        description="Knowledge-base curation assistant: find PubMed abstracts that complete "
+                    "partial KB relations.",
+        epilog=f"KB readers:\n{_reader_help('kb')}\n\ndocument readers:\n{_reader_help('docs')}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("init", parents=[common], help="create a workspace")
+    p.add_argument("dir", nargs="?", help="folder to create (default: --workspace)")
+
+    p = sub.add_parser("import", parents=[common], help="import KB records or documents",
+                       formatter_class=fmt)
+    isub = p.add_subparsers(dest="what", required=True, metavar="WHAT")
+    pk = isub.add_parser("kb", parents=[common], formatter_class=fmt,
+                         help="KB records (relations)", epilog=f"readers:\n{_reader_help('kb')}")
+    pk.add_argument("reader", help="one of: " + ", ".join(s.name for s in readers("kb")))
+    pk.add_argument("file")
+    pk.add_argument("--mapping", help="column-mapping TOML (reader 'tsv')")
+    pk.add_argument("--source", help="source name to record (readers 'pubtator', 'tsv')")
+    pd = isub.add_parser("docs", parents=[common], formatter_class=fmt, help="documents",
+                         epilog=f"readers:\n{_reader_help('docs')}")
+    pd.add_argument("reader", help="one of: " + ", ".join(s.name for s in readers("docs")))
+    pd.add_argument("file")
+    pd.add_argument("--source", help="source name to record")
+    for name, text in (("mesh", "MeSH tree file (mtrees Term;TreeNumber)"),
+                       ("mesh-headings", "MeSH headings per PMID TSV (pmid, descriptor)"),
+                       ("citations", "citation edges TSV (citing_pmid, cited_pmid)")):
+        isub.add_parser(name, parents=[common], help=text).add_argument("file")
+
+    _fetch_parser(sub, common)
+    _users_parser(sub, common)
+    _labels_parser(sub, common)
+
+    p = sub.add_parser("stats", parents=[common], help="counts of what the workspace holds")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+    p = sub.add_parser("relations", parents=[common], help="list partial relations")
+    p.add_argument("--schema", default="PO", help="schema name (default PO)")
+    p.add_argument("--where", action="append", default=[], metavar="NAME=TEXT",
+                   help="filter on a slot or attribute, e.g. gene=BRAF or evidence_level=A")
+    p.add_argument("--source", help="only records from this KB")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--format", choices=("table", "json", "tsv"), default="table")
+
+    p = sub.add_parser("evaluate", parents=[common],
+                       help="evaluate retrievers on a schema's held-out queries")
+    p.add_argument("--schema", required=True, help="schema whose KB relations are the queries")
+    p.add_argument("--retriever", action="append", default=[], metavar="NAME",
+                   help="retriever (repeatable): bm25, dense, hybrid, each optionally with "
+                        "+rerank (entity-aware rerank); default bm25")
+    p.add_argument("--split", default="test", choices=("train", "dev", "test", "all"))
+    p.add_argument("--model", help="dense model: Hugging Face name or local folder "
+                                   "(default: the packaged all-MiniLM-L6-v2)")
+    p.add_argument("--out", help="write the JSON report here")
+
+    p = sub.add_parser("match-bench", parents=[common],
+                       help="recall/precision of entity matching against a PubTator file")
+    p.add_argument("file", help="PubTator-format file with gold annotations")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--types", nargs="*", help="entity types to report (default: all)")
+    p.add_argument("--held-out", action="store_true",
+                   help="build each entity without the mentions of the document being matched")
+
+    p = sub.add_parser("bench", parents=[common],
+                       help="speed figures: encoding throughput ratios and query latency")
+    p.add_argument("--max-seq-length", type=int, default=256,
+                   help="token limit for the throughput test (default 256)")
+    p.add_argument("--docs", type=int, default=256,
+                   help="documents for the encoding benchmark (0 to skip)")
+    p.add_argument("--queries", type=int, default=50, help="queries per retriever")
+    p.add_argument("--retriever", action="append", default=[], metavar="NAME",
+                   help="retrievers to time (repeatable; default bm25, dense, hybrid)")
+    p.add_argument("--schema", default="PO", help="schema whose partial relations are queried")
+    p.add_argument("--model", default="all-MiniLM-L6-v2", help="encoder for the throughput test")
+
+    p = sub.add_parser("query", parents=[common], help="render a templated query")
+    p.add_argument("--schema", default="PO")
+    p.add_argument("--template", help="template index or text")
+    p.add_argument("values", nargs="+", metavar="SLOT=TEXT")
+
+    p = sub.add_parser("schema", parents=[common], help="list or add relation schemas")
+    p.add_argument("action", choices=("list", "add"))
+    p.add_argument("file", nargs="?", help="schema TOML (for add)")
+
+    p = sub.add_parser("demo", parents=[common],
+                       help="build the sample workspace from real data, then serve the app")
+    p.add_argument("--data-dir",
+                   help=f"sample data folder (default: ${DATA_ENV} or ../shared/data)")
+    p.add_argument("--no-serve", action="store_true", help="build only")
+    p.add_argument("--no-index", action="store_true",
+                   help="do not start building the dense index in the background")
+    _serve_args(p)
+
+    p = sub.add_parser("serve", parents=[common], help="start the curation app (Streamlit)")
+    _serve_args(p)
+    return parser
+
+
+def _fetch_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("fetch", parents=[common], help="download from NCBI / CIViC (online)")
+    fsub = p.add_subparsers(dest="what", required=True, metavar="WHAT")
+    for name, text in (("pubmed", "PubMed records by PMID (efetch) into the workspace"),
+                       ("citations", "cited PMIDs (elink pubmed_pubmed_refs) into the workspace")):
+        q = fsub.add_parser(name, parents=[common], help=text)
+        q.add_argument("pmids", nargs="*", help="PMIDs (or use --from-file)")
+        q.add_argument("--from-file", help="file with one PMID per line")
+        q.add_argument("--email", default=os.environ.get("NCBI_EMAIL"),
+                       help="contact email NCBI requires (default: $NCBI_EMAIL)")
+        q.add_argument("--api-key", default=os.environ.get("NCBI_API_KEY"),
+                       help="NCBI API key: 10 instead of 3 requests/s (default: $NCBI_API_KEY)")
+    q = fsub.add_parser("civic", parents=[common], help="CIViC nightly evidence TSV")
+    q.add_argument("--dest", help="file to write (default: WS/cache/civic-nightly.tsv)")
+    q.add_argument("--import", dest="do_import", action="store_true",
+                   help="import it into the workspace after downloading")
+
+
+def _users_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("users", parents=[common], help="manage app users (WS/users.toml)")
+    p.add_argument("action", choices=("list", "add", "remove"))
+    p.add_argument("name", nargs="?")
+    p.add_argument("--role", default="curator", help="annotator, curator or admin")
+    p.add_argument("--password-stdin", action="store_true",
+                   help="read the password from standard input instead of a prompt")
+
+
+def _labels_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("labels", parents=[common], help="export labels or show agreement")
+    p.add_argument("action", choices=("export", "agreement"))
+    p.add_argument("args", nargs="*", help="export: FILE(.csv|.tsv|.jsonl); agreement: USER USER")
+    p.add_argument("--user")
+    p.add_argument("--schema")
+    p.add_argument("--grade")
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8501)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kbcurate`` console script."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    from curation.cli import commands
+
+    try:
+        return commands.dispatch(args)
+    except (CurationError, RetrieverError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; nothing was written by the unfinished step", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # output piped into head, less, ...: stop quietly (Python docs)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,119 @@
+"""Running an evaluation: build/load the indexes, rank every query, score, report.
+
+Used by ``kbcurate evaluate`` (foreground, progress bars) and by the ``evaluate`` background job
+of the app (progress into the job row).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from curation.evaluation.harness import EvalQuery, build_task, report_json, score_run
+from curation.matching.matcher import EntityMatcher
+from curation.search.indexing import get_index
+from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
+from curation.store.workspace import Workspace
+from kb_sources.errors import CurationError
+from retrievers.base import Hit
+from retrievers.registry import retriever_names
+
+logger = logging.getLogger(__name__)
+
+#: Hits kept per query (Recall@100 needs 100).
+DEPTH = 100
+Report = Callable[[float, str], None]
+
+
+def check_retriever_names(names: Sequence[str]) -> None:
+    """Fail early, listing the options, when a retriever name is unknown."""
+    available = retriever_names()
+    for name in names:
+        base = name.removesuffix(RERANK_SUFFIX)
+        if base not in available:
+            options = ", ".join(available + [n + RERANK_SUFFIX for n in available])
+            raise CurationError(f"Unknown retriever {name!r}. Available options: {options}")
+
+
+def evaluate_workspace(
+    ws: Workspace,
+    schema: str,
+    retrievers: Sequence[str],
+    *,
+    split: str = "test",
+    options: dict[str, dict[str, Any]] | None = None,
+    report: Report | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Evaluate retrievers on a schema's queries; returns the JSON report.
+
+    Args:
+        ws: Workspace with the KB relations and the corpus.
+        schema: Schema whose relations are the queries.
+        retrievers: Registered names, each optionally with "+rerank" (entity-aware rerank).
+        split: "train", "dev", "test" or "all".
+        options: Retriever name -> options (e.g. {"dense": {"model": "/path/to/model"}}).
+        report: Progress callback ``(fraction, message)`` (background jobs).
+        progress: Show progress bars (CLI).
+    """
+    check_retriever_names(retrievers)
+    task = build_task(ws, schema)
+    queries = task.split(split)
+    if not queries:
+        raise CurationError(f"The {split} split of {task.schema} has no query; use --split all")
+    texts = dict(ws.conn.execute("SELECT doc_id, title || ' ' || abstract FROM documents"))
+    matcher = EntityMatcher()
+    results = []
+    for i, name in enumerate(retrievers):
+        step = _scaled(report, i, len(retrievers), name) if report else None
+        run = rank_queries(ws, name, queries, texts.__getitem__, matcher,
+                           options=(options or {}).get(name.removesuffix(RERANK_SUFFIX), {}),
+                           report=step, progress=progress)
+        if step:
+            step(0.95, "scoring")
+        results.append(score_run(queries, run, name, texts.__getitem__, matcher))
+    if report:
+        report(1.0, "done")
+    return report_json(task, split, results)
+
+
+def _scaled(report: Report, i: int, n: int, name: str) -> Report:
+    """Map one retriever's progress (0..1) onto its share of the whole evaluation."""
+    def step(fraction: float, message: str) -> None:
+        report((i + fraction) / n, f"{name}: {message}")
+    return step
+
+
+def rank_queries(ws: Workspace, name: str, queries: Sequence[EvalQuery],
+                 doc_text: Callable[[str], str], matcher: EntityMatcher, *,
+                 options: dict[str, Any], report: Report | None,
+                 progress: bool) -> dict[str, list[Hit]]:
+    """qid -> top-DEPTH hits of one retriever (optionally entity-reranked)."""
+    base_name = name.removesuffix(RERANK_SUFFIX)
+
+    def index_progress(done: int, total: int) -> None:
+        if report:
+            report(0.8 * done / max(total, 1), f"indexing {done:,}/{total:,}")
+
+    base = get_index(ws, base_name, options, progress=index_progress if report else progress)
+    reranker = (EntityReranker(base, doc_text, matcher, RerankConfig(depth=DEPTH))
+                if name.endswith(RERANK_SUFFIX) else None)
+    run = {}
+    for j, q in enumerate(tqdm(queries, desc=f"rank {name}", disable=not progress or bool(report),
+                               mininterval=0.5)):
+        entities = [e for ents in q.query.values() for e in ents]
+        run[q.qid] = (reranker.search(q.text, entities, DEPTH) if reranker
+                      else base.search(q.text, DEPTH))
+        if report and j % 20 == 0:
+            report(0.8 + 0.15 * j / len(queries), f"ranking {j}/{len(queries)} queries")
+    return run
+
+
+def run_evaluation(ctx: Any, schema: str, retrievers: list[str], split: str = "test",
+                   options: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Background job entry point (see :mod:`curation.jobs.queue`)."""
+    return evaluate_workspace(ctx.ws, schema, retrievers, split=split, options=options,
+                              report=ctx.progress, progress=False)

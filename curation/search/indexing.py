@@ -1,0 +1,124 @@
+"""Retriever indexes over a workspace's documents, built once and reused.
+
+An index lives in ``WS/indexes/<name>-<options hash>/`` as the retriever's own plain files plus
+``corpus.json`` (a fingerprint of the documents it covers). :func:`get_index` loads it when the
+fingerprint still matches the workspace and rebuilds it otherwise; dense retrievers keep an
+embedding cache in ``WS/cache/embeddings`` so a rebuild encodes only new or changed documents.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from curation.store.workspace import Workspace
+from retrievers.base import Retriever
+from retrievers.registry import build_retriever, load_retriever
+
+logger = logging.getLogger(__name__)
+
+CORPUS_FILE = "corpus.json"
+
+
+def corpus_fingerprint(ws: Workspace) -> str:
+    """SHA-256 over every (doc_id, content hash): changes when any document changes."""
+    h = hashlib.sha256()
+    for doc_id, digest in ws.conn.execute(
+            "SELECT doc_id, content_hash FROM documents ORDER BY doc_id"):
+        h.update(f"{doc_id}\t{digest}\n".encode())
+    return h.hexdigest()
+
+
+def corpus_docs(ws: Workspace) -> list[tuple[str, str]]:
+    """All documents as (doc_id, title + " " + abstract), in doc_id order."""
+    return [(r[0], f"{r[1]} {r[2]}".strip()) for r in ws.conn.execute(
+        "SELECT doc_id, title, abstract FROM documents ORDER BY doc_id")]
+
+
+def with_workspace_defaults(ws: Workspace, name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Fill in the workspace embedding cache for dense components."""
+    opts = dict(options)
+    cache = str(ws.root / "cache" / "embeddings")
+    if name == "dense":
+        opts.setdefault("cache_dir", cache)
+    elif name == "hybrid":
+        dense = dict(opts.get("dense", {}))
+        dense.setdefault("cache_dir", cache)
+        opts["dense"] = dense
+    return opts
+
+
+def index_folder(ws: Workspace, name: str, options: dict[str, Any]) -> Path:
+    """Where the index of ``name`` with ``options`` lives."""
+    blob = json.dumps(options, sort_keys=True, default=str)
+    return ws.root / "indexes" / f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
+
+
+def saved_fingerprint(folder: Path) -> str | None:
+    """The corpus fingerprint a saved index was built for (None when there is none)."""
+    marker = folder / CORPUS_FILE
+    try:
+        return json.loads(marker.read_text(encoding="utf-8")).get("fingerprint")
+    except (OSError, ValueError):
+        return None
+
+
+def index_ready(ws: Workspace, name: str, options: dict[str, Any] | None = None, *,
+                fingerprint: str | None = None) -> bool:
+    """True when the saved index exists and covers the workspace's current documents."""
+    folder = index_folder(ws, name, with_workspace_defaults(ws, name, dict(options or {})))
+    saved = saved_fingerprint(folder)
+    return saved is not None and saved == (fingerprint or corpus_fingerprint(ws))
+
+
+def get_index(
+    ws: Workspace,
+    name: str,
+    options: dict[str, Any] | None = None,
+    *,
+    progress: bool | Callable[[int, int], None] = True,
+    rebuild: bool = False,
+) -> Retriever:
+    """A retriever indexed over the workspace's current documents (loaded or built).
+
+    Args:
+        ws: The workspace.
+        name: Registered retriever name ("bm25", "dense", "hybrid").
+        options: Retriever options (see ``retrievers.registry``).
+        progress: tqdm bar (True), none (False) or a ``(done, total)`` callback.
+        rebuild: Ignore a saved index.
+    """
+    opts = with_workspace_defaults(ws, name, options or {})
+    folder = index_folder(ws, name, opts)
+    fingerprint = corpus_fingerprint(ws)
+    if not rebuild and saved_fingerprint(folder) == fingerprint:
+        logger.info("loading index %s", folder)
+        return load_retriever(folder)
+    docs = corpus_docs(ws)
+    logger.info("building %s index over %d documents in %s", name, len(docs), folder)
+    retriever = build_retriever(name, **opts)
+    retriever.index(docs, progress=progress)
+    if folder.exists():
+        shutil.rmtree(folder)
+    retriever.save(folder)
+    manifest = {"fingerprint": fingerprint, "documents": len(docs), "retriever": name,
+                "options": opts}
+    (folder / CORPUS_FILE).write_text(json.dumps(manifest, default=str), encoding="utf-8")
+    return retriever
+
+
+def run_index_job(ctx: Any, retriever: str = "dense", options: dict[str, Any] | None = None,
+                  rebuild: bool = False) -> dict[str, Any]:
+    """Background job: build (or refresh) an index with progress in the job row."""
+    def report(done: int, total: int) -> None:
+        ctx.progress(done / total if total else 1.0, f"indexed {done:,} of {total:,} documents")
+
+    index = get_index(ctx.ws, retriever, options, progress=report, rebuild=rebuild)
+    return {"retriever": retriever, "documents": len(index),
+            "folder": str(index_folder(ctx.ws, retriever,
+                                       with_workspace_defaults(ctx.ws, retriever, options or {})))}

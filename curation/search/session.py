@@ -1,0 +1,374 @@
+"""Domain services behind the curator app (no Streamlit here, so tests reach all of it).
+
+The Curate page asks: which partial relation (a KB one, or entities typed by the curator), which
+ranked abstracts for its query (:func:`run_search`: title, PMID, year, journal, score, whether the
+KB already cites it, entity spans for highlighting, the model version that ranked it), which
+answers those abstracts suggest (:mod:`curation.search.suggestions`), and how far labelling has come
+(:func:`label_progress`, next unlabelled first). Indexes other than a ready one are built by a
+background job (:func:`ensure_index_job`), never in the page's thread.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from curation.access.users import User
+from curation.jobs.queue import Job, list_jobs, submit_job
+from curation.matching.matcher import EntityMatcher, Span
+from curation.search.indexing import (
+    index_folder,
+    with_workspace_defaults,
+)
+from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
+from curation.search.suggestions import Candidate, answer_candidates, is_pmid
+from curation.store.importer import query_key as make_query_key
+from curation.store.labels import Grade
+from curation.store.relations import PartialRelation, list_partial_relations
+from curation.store.synonyms import entity_from_store
+from curation.store.workspace import Workspace
+from kb_sources.errors import CurationError
+from kb_sources.schema import Schema
+from kb_sources.types import Entity
+from retrievers.base import Hit, Retriever
+
+logger = logging.getLogger(__name__)
+
+PUBMED_URL = "https://pubmed.ncbi.nlm.nih.gov/{pmid}/"
+#: Hits of the base retriever that entity-aware reranking reorders.
+RERANK_DEPTH = 50
+
+
+@dataclass(frozen=True)
+class RankedDoc:
+    """One ranked abstract as the Curate page shows it.
+
+    Attributes:
+        doc_id: Document id (the PMID for PubMed records).
+        title: Title (untrusted text: escape before display).
+        abstract: Abstract (untrusted text).
+        year: Publication year, when known.
+        journal: Journal name ("" when unknown; untrusted text).
+        score: Retriever score (comparable within one ranking).
+        rank: 1-based rank.
+        cited_by_kb: The KB already cites this PMID for the partial relation.
+        spans: Entity mentions (offsets into ``title + " " + abstract``) per slot.
+        model_version: What ranked it (the hit's retriever label, "+rerank" when reranked).
+    """
+
+    doc_id: str
+    title: str
+    abstract: str
+    year: int | None
+    journal: str
+    score: float
+    rank: int
+    cited_by_kb: bool
+    spans: tuple[Span, ...]
+    model_version: str
+
+    @property
+    def text(self) -> str:
+        """Title and abstract joined as the span offsets expect."""
+        if self.title and self.abstract:
+            return f"{self.title} {self.abstract}"
+        return self.title or self.abstract
+
+    @property
+    def pmid(self) -> str | None:
+        """The PMID (digits), or None for a document that is not a PubMed record."""
+        return self.doc_id if is_pmid(self.doc_id) else None
+
+    @property
+    def pubmed_url(self) -> str | None:
+        return PUBMED_URL.format(pmid=self.pmid) if self.pmid else None
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Ranked abstracts of one query with the answer candidates found in them."""
+
+    query_text: str
+    model_version: str
+    docs: tuple[RankedDoc, ...]
+    candidates: tuple[Candidate, ...]
+
+
+def slot_entities(schema: Schema, partial: PartialRelation,
+                  extra_answers: Sequence[Entity] = ()) -> dict[str, tuple[Entity, ...]]:
+    """Entities to highlight per slot: the query slots, and the answer slot with the KB's known
+    answers plus ``extra_answers`` (candidates found in the abstracts)."""
+    out = {slot: tuple(ents) for slot, ents in partial.query.items() if ents}
+    answers = {e.key: e for ents in partial.answers for e in ents}
+    for e in extra_answers:
+        answers.setdefault(e.key, e)
+    if answers:
+        out[schema.answer] = tuple(answers.values())
+    return out
+
+
+def fetch_documents(ws: Workspace, doc_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """doc_id -> {title, abstract, year, journal} for the given ids (one query per 500)."""
+    out: dict[str, dict[str, Any]] = {}
+    ids = list(dict.fromkeys(doc_ids))
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        rows = ws.conn.execute(
+            "SELECT doc_id, title, abstract, year, journal FROM documents WHERE doc_id IN "
+            f"({','.join('?' * len(chunk))})", chunk)
+        out.update({r["doc_id"]: dict(r) for r in rows})
+    return out
+
+
+def rank(retriever: Retriever, query_text: str, k: int, *, entities: Sequence[Entity] = (),
+         rerank: bool = False, doc_text: Any = None,
+         matcher: EntityMatcher | None = None) -> tuple[list[Hit], str]:
+    """Top-k hits and the model-version label (the hits' retriever label, "+rerank" when the
+    query entities reordered the base retriever's top :data:`RERANK_DEPTH`)."""
+    if not query_text.strip():
+        raise CurationError("The query is empty; pick a relation or type a question")
+    base = retriever.search(query_text, max(k, RERANK_DEPTH) if rerank else k)
+    label = base[0].retriever if base else getattr(retriever, "name", "retriever")
+    if not rerank:
+        return base, label
+    reranker = EntityReranker(retriever, doc_text, matcher, RerankConfig(depth=RERANK_DEPTH))
+    return reranker.rerank(base, entities, k), label + RERANK_SUFFIX
+
+
+def run_search(
+    ws: Workspace,
+    retriever: Retriever,
+    schema: Schema,
+    partial: PartialRelation,
+    query_text: str,
+    k: int = 10,
+    *,
+    matcher: EntityMatcher,
+    rerank: bool = False,
+) -> SearchResult:
+    """Rank abstracts for a partial relation's query, with highlights and answer candidates.
+
+    Raises:
+        CurationError: Empty query text.
+    """
+    entities = [e for ents in partial.query.values() for e in ents]
+    texts: dict[str, dict[str, Any]] = {}
+
+    def doc_text(doc_id: str) -> str:
+        if doc_id not in texts:
+            texts.update(fetch_documents(ws, [doc_id]))
+        row = texts.get(doc_id, {})
+        return f"{row.get('title', '')} {row.get('abstract', '')}".strip()
+
+    hits, version = rank(retriever, query_text, k, entities=entities, rerank=rerank,
+                         doc_text=doc_text, matcher=matcher)
+    texts.update(fetch_documents(ws, [h.doc_id for h in hits if h.doc_id not in texts]))
+    cited = set(partial.pmids)
+    docs = [_ranked_doc(texts.get(h.doc_id, {}), h, h.doc_id in cited, version) for h in hits]
+    candidates = answer_candidates(ws, schema, partial, [(d.doc_id, d.text) for d in docs],
+                                   matcher)
+    highlight = slot_entities(schema, partial, [c.entity for c in candidates])
+    docs = [replace(d, spans=tuple(matcher.find_spans(highlight, d.text))) for d in docs]
+    return SearchResult(query_text, version, tuple(docs), tuple(candidates))
+
+
+def _ranked_doc(row: Mapping[str, Any], hit: Hit, cited: bool, version: str) -> RankedDoc:
+    year = row.get("year")
+    return RankedDoc(doc_id=hit.doc_id, title=row.get("title") or "",
+                     abstract=row.get("abstract") or "",
+                     year=int(year) if isinstance(year, int | str) and str(year).isdigit()
+                     else None,
+                     journal=row.get("journal") or "", score=hit.score, rank=hit.rank,
+                     cited_by_kb=cited, spans=(), model_version=version)
+
+
+def card_html(doc: RankedDoc, highlighted: str, grade: str | None = None) -> str:
+    """One result card as escaped HTML: a first line (rank, PubMed link, year, journal, score,
+    the current label, a badge when the KB cites it) above ``highlighted`` (the output of
+    :func:`curation.matching.highlight.render_highlighted`).
+
+    Document text is escaped; the link is built only from a validated PMID. Newlines become
+    spaces so a markdown renderer keeps the whole card one HTML block.
+    """
+    parts = [f"<b>#{doc.rank}</b>"]
+    parts.append(f'<a href="{doc.pubmed_url}" target="_blank" rel="noopener noreferrer">'
+                 f"PMID {doc.pmid}</a>" if doc.pmid else html.escape(doc.doc_id))
+    if doc.year:
+        parts.append(str(doc.year))
+    if doc.journal:
+        parts.append(f"<i>{html.escape(doc.journal)}</i>")
+    parts.append(f"score {doc.score:.3g}")
+    if grade:
+        parts.append(f'<span class="kb-grade">labelled <b>{html.escape(grade)}</b></span>')
+    if doc.cited_by_kb:
+        parts.append('<span class="kb-badge">cited by KB</span>')
+    header = f'<div class="kb-meta">{" · ".join(parts)}</div>'
+    return (header + highlighted).replace("\r", " ").replace("\n", " ")
+
+
+# -- query entities ------------------------------------------------------------------------------
+def lookup_entity(ws: Workspace, etype: str, text: str, slot: tuple[str, str] = ("", "")
+                  ) -> Entity:
+    """The stored entity of this type whose text or synonym is ``text`` (case-insensitive), with
+    its synonyms; one that fills ``slot`` (schema name, slot name) in some KB record wins. A
+    bare entity when the workspace does not know the text."""
+    clean = " ".join(text.split())
+    row = ws.conn.execute(
+        "SELECT e.key FROM entities e LEFT JOIN synonyms s ON s.entity_key = e.key "
+        "WHERE e.type = ? AND (lower(e.text) = lower(?) OR lower(s.synonym) = lower(?)) "
+        "ORDER BY EXISTS (SELECT 1 FROM relation_slots rs JOIN relations r ON r.id = "
+        "rs.relation_id WHERE rs.entity_key = e.key AND r.schema = ? AND rs.slot = ?) DESC, "
+        "lower(e.text) = lower(?) DESC, e.key LIMIT 1",
+        (etype, clean, clean, *slot, clean)).fetchone()
+    return entity_from_store(ws, row[0]) if row else Entity(clean, etype)
+
+
+def typed_partial(ws: Workspace, schema: Schema, values: Mapping[str, str]) -> PartialRelation:
+    """A partial relation from entity texts the curator typed (query slots only).
+
+    When the KB has a partial relation with the same entities, that one is returned (with its
+    known answers and cited PMIDs), so labels land on the same query key.
+
+    Raises:
+        CurationError: No query slot filled.
+    """
+    filled = {s: v.strip() for s, v in values.items() if s in schema.query_slots and v.strip()}
+    if not filled:
+        raise CurationError(f"Type at least one of {', '.join(schema.query_slots)}")
+    query = {s: (lookup_entity(ws, schema.slot(s).type, v, (schema.name, s)),)
+             for s, v in filled.items()}
+    key = make_query_key(schema, query)
+    for p in list_partial_relations(ws, schema.name, filled, limit=200):
+        if p.query_key == key:
+            return p
+    return PartialRelation(schema.name, key, query, (), (), (), 0, {})
+
+
+# -- relation browsing ---------------------------------------------------------------------------
+def schemas_with_relations(ws: Workspace) -> list[str]:
+    """Names of the schemas that have KB relations, most relations first."""
+    rows = ws.conn.execute("SELECT schema, COUNT(*) FROM relations GROUP BY 1 ORDER BY 2 DESC, 1")
+    return [r[0] for r in rows]
+
+
+def relation_filters(schema: Schema, slot_values: Mapping[str, str],
+                     level: str | None = None) -> dict[str, str]:
+    """Filters for :func:`list_partial_relations`: non-empty slot texts and an evidence level."""
+    out = {s: v.strip() for s, v in slot_values.items() if s in schema.slot_names and v.strip()}
+    if level:
+        out["evidence_level"] = level
+    return out
+
+
+def corpus_counts(ws: Workspace) -> tuple[int, int]:
+    """(documents, KB relations): the sidebar's two numbers, without the full statistics."""
+    docs, rels = ws.conn.execute(
+        "SELECT (SELECT COUNT(*) FROM documents), (SELECT COUNT(*) FROM relations)").fetchone()
+    return int(docs), int(rels)
+
+
+def schema_sources(ws: Workspace, schema: str) -> list[str]:
+    """The knowledge bases (relation sources) that hold relations of ``schema``."""
+    return [r[0] for r in ws.conn.execute(
+        "SELECT DISTINCT source FROM relations WHERE schema = ? ORDER BY source", (schema,))]
+
+
+def evidence_levels(ws: Workspace, schema: str) -> list[str]:
+    """Distinct evidence levels of a schema's relations (empty when none has one)."""
+    rows = ws.conn.execute(
+        "SELECT DISTINCT json_extract(data, '$.attributes.evidence_level') FROM relations "
+        "WHERE schema = ?", (schema,))
+    return sorted(str(r[0]) for r in rows if r[0])
+
+
+def search_relations(rows: Sequence[PartialRelation], text: str) -> list[PartialRelation]:
+    """Partial relations whose entities (or synonyms), answers or attributes contain every
+    word of ``text`` ("braf v600e")."""
+    words = text.lower().split()
+    if not words:
+        return list(rows)
+
+    def matches(p: PartialRelation) -> bool:
+        forms = [f for ents in p.query.values() for e in ents for f in (e.text, *e.synonyms)]
+        forms += p.answer_texts() + [v for vals in p.attributes.values() for v in vals]
+        haystack = "\n".join(forms).lower()
+        return all(w in haystack for w in words)
+
+    return [p for p in rows if matches(p)]
+
+
+def relation_label(p: PartialRelation, schema: Schema) -> str:
+    """One line for a picker: "BRAF · V600E → ? (2 known treatment, 3 PMIDs)"."""
+    query = " · ".join(" + ".join(e.text for e in p.query.get(s, ())) or "–"
+                       for s in schema.query_slots)
+    return (f"{query} → ? ({len(p.answer_texts())} known {schema.answer}, "
+            f"{len(p.pmids)} PMIDs)")
+
+
+# -- labelling progress --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LabelProgress:
+    """Labelled ``labelled`` of ``total`` shown abstracts; ``next_doc`` is the first unlabelled."""
+
+    labelled: int
+    total: int
+    next_doc: str | None
+
+
+def label_progress(docs: Sequence[RankedDoc], grades: Mapping[str, Grade]) -> LabelProgress:
+    done = sum(1 for d in docs if d.doc_id in grades)
+    nxt = next((d.doc_id for d in docs if d.doc_id not in grades), None)
+    return LabelProgress(done, len(docs), nxt)
+
+
+def queue_order(docs: Sequence[RankedDoc], grades: Mapping[str, Grade],
+                unlabelled_first: bool = True) -> list[RankedDoc]:
+    """Documents in rank order, the unlabelled ones first when asked."""
+    if not unlabelled_first:
+        return list(docs)
+    return sorted(docs, key=lambda d: (d.doc_id in grades, d.rank))
+
+
+# -- indexes -------------------------------------------------------------------------------------
+def documents_stamp(ws: Workspace) -> str:
+    """A cheap marker that changes when documents are added or updated."""
+    n, last = ws.conn.execute("SELECT COUNT(*), MAX(updated_at) FROM documents").fetchone()
+    return f"{n}:{last}"
+
+
+def index_location(ws: Workspace, name: str, options: Mapping[str, Any] | None = None) -> Path:
+    """Folder of a retriever's index over this workspace (as :func:`get_index` names it)."""
+    return index_folder(ws, name, with_workspace_defaults(ws, name, dict(options or {})))
+
+
+def last_index_job(ws: Workspace, name: str,
+                   options: Mapping[str, Any] | None = None) -> Job | None:
+    """The most recent index job for this retriever and options (any status), if any."""
+    for job in list_jobs(ws, "index", limit=50):
+        if job.params.get("retriever") == name and \
+                (job.params.get("options") or {}) == dict(options or {}):
+            return job
+    return None
+
+
+def active_index_job(ws: Workspace, name: str,
+                     options: Mapping[str, Any] | None = None) -> Job | None:
+    """The unfinished index job for this retriever and options, if any."""
+    job = last_index_job(ws, name, options)
+    return job if job is not None and not job.finished else None
+
+
+def ensure_index_job(ws: Workspace, name: str, options: Mapping[str, Any] | None = None, *,
+                     user: User | None) -> Job:
+    """The running index job for ``name``, or a new one (never two builds of one folder)."""
+    running = active_index_job(ws, name, options)
+    if running is not None:
+        return running
+    params: dict[str, Any] = {"retriever": name}
+    if options:
+        params["options"] = dict(options)
+    return submit_job(ws, "index", params, user=user)

@@ -1,0 +1,144 @@
+"""Partial relations: KB records grouped by their query slots, the answer hidden.
+
+A curator picks a partial relation ("BRAF + V600E -> ?") and looks for abstracts that complete it.
+All records of a schema that share the query-slot entities form one partial relation; their
+answer-slot fillers are the answers the KB already knows, and their PMIDs the evidence it cites.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from curation.store.workspace import Workspace
+from curation.templates import Query, render_query
+from kb_sources.schema import Schema, get_schema
+from kb_sources.types import Entity, Relation
+
+
+@dataclass(frozen=True)
+class PartialRelation:
+    """Query-slot entities of a schema with the answers and PMIDs the KB already has.
+
+    Attributes:
+        schema: Schema name.
+        query_key: Stable identity (see :func:`curation.store.importer.query_key`).
+        query: Query slot -> entities.
+        answers: Known answer fillers (one tuple per KB record with an answer; may be empty).
+        pmids: PMIDs cited by any record of the group.
+        sources: KBs the records come from.
+        n_records: Number of KB records in the group.
+        attributes: Attribute name -> sorted distinct values across the records.
+    """
+
+    schema: str
+    query_key: str
+    query: dict[str, tuple[Entity, ...]]
+    answers: tuple[tuple[Entity, ...], ...]
+    pmids: tuple[str, ...]
+    sources: tuple[str, ...]
+    n_records: int
+    attributes: dict[str, tuple[str, ...]]
+
+    def answer_texts(self) -> list[str]:
+        """Distinct answers as display text ("Dabrafenib + Trametinib"), in first-seen order."""
+        seen: dict[str, None] = {}
+        for ents in self.answers:
+            seen.setdefault(" + ".join(e.text for e in ents), None)
+        return list(seen)
+
+    def render(self, schema: Schema, template: str | int | None = None) -> Query:
+        """The templated query text for this partial relation."""
+        return render_query(schema, self.query, template)
+
+
+def list_partial_relations(
+    ws: Workspace,
+    schema: str,
+    filters: Mapping[str, str] | None = None,
+    *,
+    source: str | None = None,
+    limit: int | None = None,
+) -> list[PartialRelation]:
+    """Partial relations of one schema, most-cited first.
+
+    Args:
+        ws: The workspace.
+        schema: Schema name (case-insensitive).
+        filters: Slot or attribute name -> text. A slot filter matches entities whose text or
+            synonym contains the text (case-insensitive); an attribute filter (``level=A``,
+            ``disease=melanoma``) matches attribute values the same way.
+        source: Only records from this KB.
+        limit: At most this many partial relations.
+
+    Raises:
+        UnknownNameError: Unknown schema.
+    """
+    sch = get_schema(schema, ws.schemas())
+    sql, params = _select_relations(sch, filters or {}, source)
+    groups: dict[str, list[Relation]] = {}
+    for row in ws.conn.execute(sql, params):
+        groups.setdefault(row["query_key"], []).append(Relation.from_json(json.loads(row["data"])))
+    out = [_group(sch, key, rels) for key, rels in groups.items()]
+    out.sort(key=lambda p: (-len(p.pmids), -p.n_records, p.query_key))
+    return out[:limit] if limit is not None else out
+
+
+def _select_relations(
+    schema: Schema, filters: Mapping[str, str], source: str | None
+) -> tuple[str, list[Any]]:
+    sql = "SELECT query_key, data FROM relations r WHERE r.schema = ?"
+    params: list[Any] = [schema.name]
+    if source:
+        sql += " AND r.source = ?"
+        params.append(source)
+    for name, value in filters.items():
+        pattern = "%" + value.strip().lower().replace("\\", "\\\\").replace("%", "\\%") \
+            .replace("_", "\\_") + "%"
+        if name in schema.slot_names:
+            sql += (" AND EXISTS (SELECT 1 FROM relation_slots rs LEFT JOIN synonyms s "
+                    "ON s.entity_key = rs.entity_key WHERE rs.relation_id = r.id AND rs.slot = ? "
+                    "AND (lower(rs.text) LIKE ? ESCAPE '\\' OR lower(s.synonym) LIKE ? "
+                    "ESCAPE '\\'))")
+            params += [name, pattern, pattern]
+        else:
+            sql += " AND lower(json_extract(r.data, ?)) LIKE ? ESCAPE '\\'"
+            params += [f'$.attributes."{name}"', pattern]
+    return sql + " ORDER BY r.id", params
+
+
+def _representative(rels: list[Relation], slot: str) -> tuple[Entity, ...]:
+    """The slot's entities with their most frequent text across the group; synonyms merged."""
+    first = rels[0].slots.get(slot, ())
+    out = []
+    for i, ent in enumerate(first):
+        texts = Counter(r.slots[slot][i].text for r in rels if len(r.slots.get(slot, ())) > i)
+        forms = {f for r in rels if len(r.slots.get(slot, ())) > i
+                 for f in (r.slots[slot][i].text, *r.slots[slot][i].synonyms)}
+        best = max(texts.items(), key=lambda kv: (kv[1], kv[0] == ent.text))[0]
+        out.append(Entity(best, ent.type, ent.id, tuple(sorted(forms - {best}))))
+    return tuple(out)
+
+
+def _group(schema: Schema, key: str, rels: list[Relation]) -> PartialRelation:
+    pmids: dict[str, None] = {}
+    attributes: dict[str, set[str]] = {}
+    for rel in rels:
+        for p in rel.pmids:
+            pmids.setdefault(p, None)
+        for k, v in rel.attributes.items():
+            if v:
+                attributes.setdefault(k, set()).add(v)
+    return PartialRelation(
+        schema=schema.name,
+        query_key=key,
+        query={s: _representative(rels, s) for s in schema.query_slots},
+        answers=tuple(r.slots[schema.answer] for r in rels if r.slots.get(schema.answer)),
+        pmids=tuple(pmids),
+        sources=tuple(sorted({r.source for r in rels})),
+        n_records=len(rels),
+        attributes={k: tuple(sorted(v)) for k, v in sorted(attributes.items())},
+    )

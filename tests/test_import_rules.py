@@ -1,0 +1,149 @@
+"""The floors and wings of DESIGN.md, checked on the source: who may import whom.
+
+Walks every module's AST (imports inside functions count too) and fails on an import that
+crosses a rule:
+
+* ``kb_sources/`` and ``retrievers/`` (floor 1) import neither each other nor anything above them;
+* a wing of ``curation/`` imports only the wings its ``__init__`` docstring names (table below);
+  ``curation/templates.py`` is shared by every wing and imports no wing;
+* nothing below floor 3 imports ``app`` or ``app_pages``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FLOOR1 = ("kb_sources", "retrievers")
+TOP = ("app", "app_pages", "benchmarks")
+
+#: wing -> the wings it may import (itself and curation.templates are always allowed).
+WING_RULES: dict[str, frozenset[str]] = {
+    "store": frozenset({"matching"}),
+    "access": frozenset({"store"}),
+    "matching": frozenset(),
+    "jobs": frozenset({"access", "store"}),
+    "search": frozenset({"access", "store", "matching", "jobs"}),
+    # evaluation runs as a background job for a signed-in admin, hence jobs and access
+    "evaluation": frozenset({"search", "store", "matching", "jobs", "access"}),
+    "training": frozenset({"evaluation", "search", "store", "matching", "jobs", "access"}),
+    "cli": frozenset({"store", "access", "matching", "jobs", "search", "evaluation", "training"}),
+}
+SHARED = frozenset({"templates"})
+
+
+def imported_modules(source: str) -> list[tuple[int, str]]:
+    """``(line, dotted module)`` of every absolute import in ``source`` (functions included).
+
+    ``from a.b import c`` yields ``a.b.c`` as well as ``a.b``, so importing a module from its
+    package (``from curation import jobs``) is seen as importing ``curation.jobs``.
+    """
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
+    return found
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def violation(importer: str, imported: str) -> str | None:
+    """Why ``importer`` may not import ``imported``, or None when the import is allowed."""
+    top = imported.split(".")[0]
+    mine = importer.split(".")
+    if top in TOP and mine[0] not in TOP:
+        return f"{importer} (floor {1 if mine[0] in FLOOR1 else 2}) imports {top} (floor 3)"
+    if mine[0] in FLOOR1:
+        if top == "curation" or (top in FLOOR1 and top != mine[0]):
+            return f"{mine[0]}/ (floor 1) imports {top}"
+        return None
+    if mine[0] != "curation" or top != "curation":
+        return None
+    target = imported.split(".")
+    if len(target) < 2:
+        return None  # the bare package (its __init__ holds no code)
+    src_wing = mine[1] if len(mine) > 1 else ""
+    dst_wing = target[1]
+    if dst_wing in SHARED:
+        return None
+    if src_wing in SHARED:
+        return f"{importer} is shared by every wing and may not import curation.{dst_wing}"
+    if src_wing not in WING_RULES:
+        return f"{importer} sits outside a wing of curation/"
+    if dst_wing not in WING_RULES and dst_wing not in SHARED:
+        return None  # an attribute of the package, not a module (caught by the layout test)
+    if dst_wing == src_wing or dst_wing in WING_RULES[src_wing]:
+        return None
+    allowed = ", ".join(sorted(WING_RULES[src_wing])) or "no other wing"
+    return f"curation.{src_wing} may import {allowed}, not curation.{dst_wing}"
+
+
+def source_files() -> list[Path]:
+    files = []
+    for package in ("curation", *FLOOR1):
+        files += sorted((ROOT / package).rglob("*.py"))
+    return files
+
+
+def test_every_import_respects_floors_and_wings():
+    problems = []
+    for path in source_files():
+        importer = module_name(path)
+        for line, imported in imported_modules(path.read_text(encoding="utf-8")):
+            why = violation(importer, imported)
+            if why:
+                problems.append(f"{path.relative_to(ROOT)}:{line}: {why}")
+    assert not problems, "import rules broken:\n" + "\n".join(problems)
+
+
+def test_curation_modules_all_sit_in_wings():
+    loose = [p.name for p in (ROOT / "curation").glob("*.py")
+             if p.stem not in {"__init__", *SHARED}]
+    assert loose == []
+    wings = {p.name for p in (ROOT / "curation").iterdir()
+             if p.is_dir() and (p / "__init__.py").is_file()}
+    assert wings == set(WING_RULES)
+    for wing in wings:
+        doc = ast.get_docstring(ast.parse((ROOT / "curation" / wing / "__init__.py").read_text()))
+        assert doc and "May import:" in doc, f"curation/{wing}/__init__.py needs its docstring"
+        for other in WING_RULES[wing]:
+            assert f"curation.{other}" in doc, f"curation/{wing} docstring omits {other}"
+
+
+@pytest.mark.parametrize(("importer", "imported", "reason"), [
+    ("retrievers.dense", "curation.store.workspace", "floor 1"),
+    ("retrievers.training.losses", "kb_sources.types", "retrievers/ (floor 1) imports kb_sources"),
+    ("kb_sources.civic", "retrievers.base", "kb_sources/ (floor 1) imports retrievers"),
+    ("curation.search.session", "curation.evaluation.runner", "not curation.evaluation"),
+    ("curation.matching.matcher", "curation.store.workspace", "no other wing"),
+    ("curation.store.labels", "app_pages.common", "floor 3"),
+    ("curation.templates", "curation.store.workspace", "shared by every wing"),
+    ("curation.loose", "curation.store.workspace", "outside a wing"),
+])
+def test_checker_catches_broken_rules(importer, imported, reason):
+    assert reason in (violation(importer, imported) or "")
+
+
+@pytest.mark.parametrize(("importer", "imported"), [
+    ("curation.search.session", "curation.store.workspace"),
+    ("curation.cli.commands", "curation.training"),
+    ("curation.store.relations", "curation.templates"),
+    ("retrievers.training.trainer", "retrievers.base"),
+    ("curation.evaluation.runner", "kb_sources.errors"),
+])
+def test_checker_allows_the_table(importer, imported):
+    assert violation(importer, imported) is None
+
+
+def test_function_level_imports_are_seen():
+    source = "def f():\n    from curation.cli import commands\n"
+    assert (2, "curation.cli.commands") in imported_modules(source)
