@@ -28,7 +28,12 @@ from curation.access.users import User
 from curation.jobs.queue import Job, cancel_job, get_job
 from curation.matching.matcher import EntityMatcher
 from curation.search.indexing import corpus_fingerprint, index_ready
-from curation.search.session import documents_stamp, evidence_levels, index_location
+from curation.search.session import (
+    documents_stamp,
+    evidence_levels,
+    index_location,
+    parse_retriever_choice,
+)
 from curation.store.config import WORKSPACE_ENV
 from curation.store.relations import PartialRelation, list_partial_relations
 from curation.store.workspace import Workspace
@@ -194,13 +199,16 @@ def fingerprint(ws: Workspace) -> str:
     return _fingerprint(ws, str(ws.root), documents_stamp(ws))
 
 
-def retriever_ready(ws: Workspace, name: str) -> bool:
-    return index_ready(ws, name, fingerprint=fingerprint(ws))
+def retriever_ready(ws: Workspace, choice: str) -> bool:
+    """Whether the index of a retriever menu entry ("bm25", "dense · PO-edel@1") is built."""
+    name, options = parse_retriever_choice(choice)
+    return index_ready(ws, name, options, fingerprint=fingerprint(ws))
 
 
-def get_retriever(ws: Workspace, name: str) -> Retriever:
-    """The loaded retriever for ``name`` (callers check :func:`retriever_ready` first)."""
-    return _load_index(str(index_location(ws, name)), fingerprint(ws))
+def get_retriever(ws: Workspace, choice: str) -> Retriever:
+    """The loaded retriever of a menu entry (callers check :func:`retriever_ready` first)."""
+    name, options = parse_retriever_choice(choice)
+    return _load_index(str(index_location(ws, name, options)), fingerprint(ws))
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)

@@ -31,8 +31,10 @@ from curation.search.session import (
     SearchResult,
     ensure_index_job,
     last_index_job,
+    parse_retriever_choice,
     relation_filters,
     relation_label,
+    retriever_choices,
     run_search,
     schema_sources,
     schemas_with_relations,
@@ -41,7 +43,6 @@ from curation.search.session import (
 )
 from curation.store.relations import PartialRelation
 from kb_sources.schema import Schema
-from retrievers.registry import retriever_names
 
 MODES = ("KB relation", "Type entities")
 SHOWN = 500  # relations listed in the table and the picker
@@ -66,8 +67,13 @@ def pick_schema(ctx: AppContext) -> Schema:
     return schemas[name]
 
 
-def retriever_controls() -> tuple[str, bool, int]:
-    name = st.sidebar.selectbox("Retriever / model version", retriever_names(), key="retriever")
+def retriever_controls(ctx: AppContext, schema: Schema) -> tuple[str, bool, int]:
+    choices = retriever_choices(ctx.ws, schema.name)
+    if st.session_state.get("retriever") not in choices:  # a version of another schema
+        st.session_state["retriever"] = choices[0]
+    name = st.sidebar.selectbox("Retriever / model version", choices, key="retriever",
+                                help="Trained model versions of this schema appear as "
+                                     "'dense · VERSION' (kbcurate train / models)")
     rerank = st.sidebar.checkbox("Entity-aware rerank", key="rerank",
                                  help="Reorder the top hits by how many query entities they name")
     k = st.sidebar.slider("Abstracts to show", 5, 50, step=5, key="top_k")
@@ -137,7 +143,8 @@ def ensure_ready(ctx: AppContext, name: str) -> None:
     """Stop the page with visible progress until the retriever's index is built (in a job)."""
     if retriever_ready(ctx.ws, name):
         return
-    job = last_index_job(ctx.ws, name)
+    base, options = parse_retriever_choice(name)
+    job = last_index_job(ctx.ws, base, options)
     if job is not None and not job.finished:
         st.info(f"Building the {name} index in the background; results appear when it is "
                 "ready. The rest of the app keeps working.")
@@ -146,10 +153,10 @@ def ensure_ready(ctx: AppContext, name: str) -> None:
     if job is not None and job.status is JobStatus.FAILED:
         st.error(f"Building the {name} index failed: {job.error}")
     elif name == "bm25" and (job is None or job.status is JobStatus.DONE):  # quick: no asking
-        ensure_index_job(ctx.ws, name, user=ctx.user)
+        ensure_index_job(ctx.ws, base, options, user=ctx.user)
         st.rerun()
     if st.button(f"Build the {name} index in the background", key="build_index"):
-        ensure_index_job(ctx.ws, name, user=ctx.user)
+        ensure_index_job(ctx.ws, base, options, user=ctx.user)
         st.rerun()
     st.info(f"The {name} index is not built for the current documents yet.")
     st.stop()
@@ -180,7 +187,7 @@ def search(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
 
 def render(ctx: AppContext) -> None:
     schema = pick_schema(ctx)
-    retriever = retriever_controls()
+    retriever = retriever_controls(ctx, schema)
     st.subheader("Curate")
     show_flash()
     partial = pick_relation(ctx, schema)

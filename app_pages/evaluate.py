@@ -13,6 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages.common import AppContext, flash, job_status, run_page, show_flash
+from app_pages.training_panel import handle_training_request, training_panel
 from curation.evaluation.reporting import (
     EVAL_SPLITS,
     evaluable_schemas,
@@ -123,9 +124,11 @@ def render(ctx: AppContext) -> None:
     st.subheader("Evaluate")
     if ctx.user.is_admin:
         start_form(ctx)
+        training_panel(ctx, evaluable_schemas(ctx.ws))
     else:
         st.info("Starting an evaluation needs the admin role; past runs are shown below.")
     handle_request(ctx)
+    handle_training_request(ctx)
     show_flash()
     jobs = list_jobs(ctx.ws, "evaluate")
     if not jobs:

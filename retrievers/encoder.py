@@ -16,6 +16,7 @@ progress bar; vectors come back in input order, float32, L2-normalised unless ``
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -49,7 +50,7 @@ class Pooling(StrEnum):
 
 
 class Dtype(StrEnum):
-    """Model weight precision. AUTO: float16 on CUDA, float32 on CPU."""
+    """Model precision. AUTO: float16 on CUDA, float32 on CPU; BFLOAT16 on CPU: bf16 autocast."""
 
     AUTO = "auto"
     FLOAT32 = "float32"
@@ -293,6 +294,7 @@ class Encoder:
         self._doc_model = model
         self._query_model: Any = None
         self._device: str | None = None
+        self._cpu_bf16 = False
 
     @property
     def device(self) -> str:
@@ -312,6 +314,8 @@ class Encoder:
                ("model", "pooling", "doc_prefix", "max_seq_length", "normalize", "model_version")}
         if cfg.model_version is None:
             key["weights"] = weights_fingerprint(cfg.model)
+        if cfg.dtype not in (Dtype.AUTO, Dtype.FLOAT32):  # reduced precision: its own vectors
+            key["dtype"] = cfg.dtype
         digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
         return f"{slug}-{digest}"
 
@@ -346,13 +350,24 @@ class Encoder:
         dtype = self.config.dtype
         if dtype == Dtype.AUTO:
             dtype = Dtype.FLOAT16 if cuda else Dtype.FLOAT32
-        if dtype != Dtype.FLOAT32 and not cuda:
+        if dtype == Dtype.BFLOAT16 and not cuda:
+            # CPU: float32 weights, matmuls in bfloat16 under autocast (avx512_bf16 / AMX)
+            self._cpu_bf16 = True
+        elif dtype != Dtype.FLOAT32 and not cuda:
             logger.warning("dtype %s needs CUDA; keeping float32 on %s", dtype, self.device)
         elif dtype != Dtype.FLOAT32:
             import torch
 
             st.to(getattr(torch, dtype))
         return st.eval()
+
+    def _autocast(self) -> Any:
+        """bfloat16 autocast on CPU when the config asks for bfloat16, else a no-op."""
+        if not self._cpu_bf16:
+            return contextlib.nullcontext()
+        import torch
+
+        return torch.autocast("cpu", dtype=torch.bfloat16)
 
     def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
         """Encode queries with the query prefix and length limit; shape (len(queries), dim)."""
@@ -387,7 +402,8 @@ class Encoder:
         if limit != st.max_seq_length:  # per call, so a shared model is never mutated
             extra["processing_kwargs"] = {"text": {"max_length": limit, "truncation": True}}
         chunk = self.config.batch_size * 8
-        with progress_reporter(n, progress, "encode documents", 64) as advance:
+        with progress_reporter(n, progress, "encode documents", 64) as advance, \
+                self._autocast():
             for start in range(0, n, chunk):
                 idx = order[start:start + chunk]
                 out[idx] = st.encode([texts[i] for i in idx], batch_size=self.config.batch_size,

@@ -226,3 +226,28 @@ def test_choose_the_knowledge_base(tmp_path, monkeypatch, fixtures_dir):
         total = len(list_partial_relations(ws, "PO"))
     assert f"{expected:,} partial relations" in " ".join(c.value for c in at.caption)
     assert expected < total
+
+
+def test_trained_model_versions_are_retriever_choices(ws_root, tiny_model_path):
+    from curation.store.models import register_model
+
+    with Workspace.open(ws_root) as ws:
+        version = register_model(ws, schema="PO", recipe="edel", base_model="tiny",
+                                 model_dir=tiny_model_path, created_by="boss",
+                                 manifest={"max_seq_length": 32,
+                                           "document_format": "{title} [SEP] {abstract}"})
+    at = braf_page(ws_root)
+    choice = f"dense · {version.id}"
+    assert choice in at.selectbox(key="retriever").options
+    at.selectbox(key="retriever").select(choice).run()
+    assert any("index is not built" in i.value for i in at.info)
+    at.button(key="build_index").click().run()
+    with Workspace.open(ws_root) as ws:
+        (job,) = [j for j in list_jobs(ws, "index") if j.params.get("options")]
+        assert job.params["options"] == {"model": version.id}
+        assert wait_for_job(ws, job.id, timeout=120).status == "done"
+    at.run()
+    assert not at.exception and cards(at)
+    control(at, "grade", "90100001").set_value("partial").run()
+    (row,) = label_rows(ws_root)
+    assert row["model_version"].startswith("dense:PO-edel-1-")

@@ -76,3 +76,19 @@ def test_admin_starts_a_background_run_that_finishes_with_metrics(ws_root):
     charts = fresh.get("plotly_chart")
     assert len(charts) == 2
     assert fresh.selectbox(key="eval_metric").value == "ndcg@10"
+
+
+def test_training_is_offered_to_admins_and_refused_to_others(ws_root):
+    at = evaluate_page("alice")
+    assert not [b for b in at.button if b.key == "train_start"]
+    at.session_state["train_request"] = {"schema": "PO", "options": {"epochs": 1}}
+    at.run()
+    assert jobs(ws_root) == []
+    assert any("Starting a job of kind 'train' needs the admin role" in e.value for e in at.error)
+
+    at = evaluate_page("boss")
+    assert [b for b in at.button if b.key == "train_start"]
+    at.session_state["train_request"] = {"schema": "PO", "options": {"epochs": 0}}
+    at.run()
+    assert jobs(ws_root) == []  # refused before queueing, in the page's words
+    assert any("TrainConfig.epochs must be an integer >= 1" in e.value for e in at.error)

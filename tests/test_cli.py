@@ -37,7 +37,7 @@ def test_init_stats_json(tmp_path, capsys):
     data = json.loads(out)
     assert code == 0
     assert data["documents"] == 0 and data["relations_by_source"] == {}
-    assert data["labels"] == 0 and data["model_versions"] == [] and data["schema_version"] == 3
+    assert data["labels"] == 0 and data["model_versions"] == [] and data["schema_version"] == 4
 
 
 def test_workspace_from_environment(tmp_path, capsys, monkeypatch):

@@ -13,7 +13,7 @@ from kb_sources.errors import SchemaError
 
 def test_init_creates_layout_and_wal(tmp_path):
     with Workspace.init(tmp_path / "ws") as ws:
-        assert ws.schema_version == SCHEMA_VERSION == 3
+        assert ws.schema_version == SCHEMA_VERSION == 4
         assert ws.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in ws.conn.execute(
             "SELECT name FROM sqlite_master WHERE type='table'")}

@@ -8,6 +8,7 @@ import sys
 
 import pandas as pd
 
+from curation.cli import train_commands
 from curation.cli.common import print_json, workspace_path
 from curation.store.importer import import_file
 from curation.store.relations import PartialRelation, list_partial_relations
@@ -24,7 +25,8 @@ def dispatch(args: argparse.Namespace) -> int:
         "relations": cmd_relations, "query": cmd_query, "schema": cmd_schema,
         "demo": cmd_demo, "serve": cmd_serve, "fetch": cmd_fetch, "users": cmd_users,
         "labels": cmd_labels, "evaluate": cmd_evaluate, "match-bench": cmd_match_bench,
-        "bench": cmd_bench,
+        "bench": cmd_bench, "train": train_commands.cmd_train,
+        "models": train_commands.cmd_models, "train-bench": train_commands.cmd_train_bench,
     }[args.command]
     return handler(args)
 

@@ -83,8 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="retriever (repeatable): bm25, dense, hybrid, each optionally with "
                         "+rerank (entity-aware rerank); default bm25")
     p.add_argument("--split", default="test", choices=("train", "dev", "test", "all"))
-    p.add_argument("--model", help="dense model: Hugging Face name or local folder "
-                                   "(default: the packaged all-MiniLM-L6-v2)")
+    p.add_argument("--model", help="dense model: a registry version (kbcurate models list), "
+                                   "Hugging Face name or local folder (default: the packaged "
+                                   "all-MiniLM-L6-v2)")
     p.add_argument("--out", help="write the JSON report here")
 
     p = sub.add_parser("match-bench", parents=[common],
@@ -127,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", parents=[common], help="start the curation app (Streamlit)")
     _serve_args(p)
+
+    from curation.cli import train_commands
+
+    train_commands.add_parsers(sub, common)
     return parser
 
 
@@ -176,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    if args.quiet:  # also the bars of transformers / huggingface_hub (read at their import)
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
     from curation.cli import commands
 
     try:

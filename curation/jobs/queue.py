@@ -61,6 +61,8 @@ JOB_KINDS: dict[str, JobKind] = {
         JobKind("index", "curation.search.indexing:run_index_job",
                 "build or update a retriever index over the workspace documents",
                 admin_only=False),
+        JobKind("train", "curation.training.jobs:run_training",
+                "train a dense retriever on a schema's KB into a new model version"),
         JobKind("selftest", "curation.jobs.queue:selftest",
                 "check that background workers start and report progress"),
     )

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from curation.store.models import is_model_version, model_options
 from curation.store.workspace import Workspace
 from retrievers.base import Retriever
 from retrievers.registry import build_retriever, load_retriever
@@ -34,21 +35,43 @@ def corpus_fingerprint(ws: Workspace) -> str:
     return h.hexdigest()
 
 
-def corpus_docs(ws: Workspace) -> list[tuple[str, str]]:
-    """All documents as (doc_id, title + " " + abstract), in doc_id order."""
-    return [(r[0], f"{r[1]} {r[2]}".strip()) for r in ws.conn.execute(
-        "SELECT doc_id, title, abstract FROM documents ORDER BY doc_id")]
+def corpus_docs(ws: Workspace, document_format: str | None = None) -> list[tuple[str, str]]:
+    """All documents as (doc_id, text), in doc_id order.
+
+    The text is ``title + " " + abstract``, or ``document_format`` filled with ``{title}`` and
+    ``{abstract}`` (a trained model's format, e.g. "{title} [SEP] {abstract}").
+    """
+    rows = ws.conn.execute("SELECT doc_id, title, abstract FROM documents ORDER BY doc_id")
+    if document_format:
+        return [(r[0], document_format.format(title=r[1], abstract=r[2]).strip()) for r in rows]
+    return [(r[0], f"{r[1]} {r[2]}".strip()) for r in rows]
+
+
+def _resolve_version(ws: Workspace, dense: dict[str, Any]) -> dict[str, Any]:
+    """Replace a registry version name in ``model`` by its verified folder and settings."""
+    model = dense.get("model")
+    if isinstance(model, str) and is_model_version(ws, model):
+        return {**dense, **model_options(ws, model)}
+    return dense
 
 
 def with_workspace_defaults(ws: Workspace, name: str, options: dict[str, Any]) -> dict[str, Any]:
-    """Fill in the workspace embedding cache for dense components."""
+    """Fill in the workspace embedding cache for dense components; resolve model versions.
+
+    A dense ``model`` may name a version of the workspace's model registry
+    (``disease_gene-edel@1``): its weights are checked against the recorded checksum and its
+    folder, vector cache key, token limit and document format are used.
+    """
     opts = dict(options)
     cache = str(ws.root / "cache" / "embeddings")
     if name == "dense":
+        opts = _resolve_version(ws, opts)
         opts.setdefault("cache_dir", cache)
     elif name == "hybrid":
-        dense = dict(opts.get("dense", {}))
+        dense = _resolve_version(ws, dict(opts.get("dense", {})))
         dense.setdefault("cache_dir", cache)
+        if "document_format" in dense:
+            opts["document_format"] = dense.pop("document_format")
         opts["dense"] = dense
     return opts
 
@@ -99,9 +122,10 @@ def get_index(
     if not rebuild and saved_fingerprint(folder) == fingerprint:
         logger.info("loading index %s", folder)
         return load_retriever(folder)
-    docs = corpus_docs(ws)
+    build_opts = dict(opts)
+    docs = corpus_docs(ws, build_opts.pop("document_format", None))
     logger.info("building %s index over %d documents in %s", name, len(docs), folder)
-    retriever = build_retriever(name, **opts)
+    retriever = build_retriever(name, **build_opts)
     retriever.index(docs, progress=progress)
     if folder.exists():
         shutil.rmtree(folder)

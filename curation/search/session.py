@@ -28,6 +28,7 @@ from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
 from curation.search.suggestions import Candidate, answer_candidates, is_pmid
 from curation.store.importer import query_key as make_query_key
 from curation.store.labels import Grade
+from curation.store.models import ModelStatus, list_models
 from curation.store.relations import PartialRelation, list_partial_relations
 from curation.store.synonyms import entity_from_store
 from curation.store.workspace import Workspace
@@ -35,6 +36,7 @@ from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
 from kb_sources.types import Entity
 from retrievers.base import Hit, Retriever
+from retrievers.registry import retriever_names
 
 logger = logging.getLogger(__name__)
 
@@ -338,6 +340,27 @@ def documents_stamp(ws: Workspace) -> str:
     """A cheap marker that changes when documents are added or updated."""
     n, last = ws.conn.execute("SELECT COUNT(*), MAX(updated_at) FROM documents").fetchone()
     return f"{n}:{last}"
+
+
+#: Separates a retriever from a model version in a retriever choice ("dense · PO-edel@2").
+VERSION_SEP = " · "
+
+
+def retriever_choices(ws: Workspace, schema: str | None = None) -> list[str]:
+    """The app's retriever menu: registered retrievers, then dense and hybrid over each
+    candidate or active model version of ``schema`` (the active one first)."""
+    versions = [v for v in list_models(ws, schema=schema) if v.status != ModelStatus.RETIRED]
+    versions.sort(key=lambda v: v.status != ModelStatus.ACTIVE)
+    return [*retriever_names(),
+            *(f"{name}{VERSION_SEP}{v.id}" for v in versions for name in ("dense", "hybrid"))]
+
+
+def parse_retriever_choice(choice: str) -> tuple[str, dict[str, Any]]:
+    """(retriever name, options) of a menu entry from :func:`retriever_choices`."""
+    name, _, version = choice.partition(VERSION_SEP)
+    if not version:
+        return name, {}
+    return name, ({"model": version} if name == "dense" else {"dense": {"model": version}})
 
 
 def index_location(ws: Workspace, name: str, options: Mapping[str, Any] | None = None) -> Path:

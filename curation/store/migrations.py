@@ -186,6 +186,15 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX source_suggestions_query ON source_suggestions(schema, query_key)
     """,
+    # 3 -> 4: model registry (curation/store/models.py): schema, who registered it, the training
+    # manifest, the sha256 of model.safetensors; at most one active version per schema
+    """
+    ALTER TABLE models ADD COLUMN schema TEXT NOT NULL DEFAULT '';
+    ALTER TABLE models ADD COLUMN created_by TEXT NOT NULL DEFAULT '';
+    ALTER TABLE models ADD COLUMN manifest TEXT NOT NULL DEFAULT '{}';
+    ALTER TABLE models ADD COLUMN sha256 TEXT NOT NULL DEFAULT '';
+    CREATE UNIQUE INDEX models_one_active ON models(schema) WHERE status = 'active'
+    """,
 ]
 
 #: Schema version this code writes and reads.

@@ -1,0 +1,136 @@
+"""``kbcurate train``, ``kbcurate models`` and ``kbcurate train-bench``: parsers and handlers."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import fields
+
+from curation.cli.common import print_json, workspace_path
+from curation.store.workspace import Workspace
+from curation.training.edel import EdelOptions
+from curation.training.examples import Ablation
+from kb_sources.errors import CurationError
+
+RECIPES = ("edel",)
+
+
+def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """The train, models and train-bench sub-commands."""
+    p = sub.add_parser("train", parents=[common],
+                       help="train a dense retriever on a schema's KB (a new model version)")
+    p.add_argument("--schema", required=True, help="schema whose KB records are the data")
+    p.add_argument("--recipe", default="edel", choices=RECIPES)
+    _training_options(p)
+    p.add_argument("--activate", action="store_true",
+                   help="make the new version the schema's active one")
+    p.add_argument("--evaluate", action="store_true",
+                   help="evaluate the new version on the test split (encodes the whole corpus)")
+
+    p = sub.add_parser("models", parents=[common], help="the workspace's model versions")
+    p.add_argument("action", choices=("list", "show", "activate", "retire", "export"))
+    p.add_argument("version", nargs="?", help="version id (e.g. disease_gene-edel@1)")
+    p.add_argument("dest", nargs="?", help="export: destination folder")
+    p.add_argument("--schema", help="list: only this schema's versions")
+    p.add_argument("--reason", default="", help="activate/retire: why (audited)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("train-bench", parents=[common],
+                       help="train EDEL per task and compare with BM25 and zero-shot on test")
+    p.add_argument("--task", action="append", default=[], metavar="SCHEMA",
+                   help="schema (repeatable; default disease_gene, chemical_gene, "
+                        "variant_disease)")
+    p.add_argument("--ablations", action="store_true", help="also the three ablations (task 1)")
+    p.add_argument("--no-zero-shot", action="store_true", help="skip the zero-shot base model")
+    p.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
+                   help="encoding precision for the evaluation (bfloat16: CPU autocast)")
+    p.add_argument("--out", help="write the JSON summary here")
+    _training_options(p)
+
+
+def _training_options(p: argparse.ArgumentParser) -> None:
+    d = EdelOptions()
+    p.add_argument("--base", default=d.base,
+                   help="base model: HF name or local folder (default: packaged MiniLM)")
+    p.add_argument("--epochs", type=int, default=d.epochs)
+    p.add_argument("--batch-size", type=int, default=d.batch_size)
+    p.add_argument("--learning-rate", type=float, default=d.learning_rate)
+    p.add_argument("--warmup-ratio", type=float, default=d.warmup_ratio)
+    p.add_argument("--max-seq-length", type=int, default=d.max_seq_length)
+    p.add_argument("--precision", default=d.precision, choices=("auto", "fp32", "bf16"),
+                   help="auto: bf16 on a CUDA GPU, fp32 on CPU; bf16 on CPU uses autocast")
+    p.add_argument("--margin-function", default=d.margin_function, choices=("angle", "distance"))
+    p.add_argument("--negatives-per-class", type=int, default=d.negatives_per_class,
+                   help="cap per negative class per query, times its positives (EDEL code: 20)")
+    p.add_argument("--bm25-depth", type=int, default=d.bm25_depth)
+    p.add_argument("--ablation", default=d.ablation, choices=[a.value for a in Ablation])
+    p.add_argument("--dev-depth", type=int, default=d.dev_depth,
+                   help="BM25 hits per dev query in the dev pool that picks the epoch")
+    p.add_argument("--max-queries", type=int, default=None, help="train on at most N queries")
+    p.add_argument("--seed", type=int, default=d.seed)
+
+
+def edel_options(args: argparse.Namespace) -> EdelOptions:
+    names = {f.name for f in fields(EdelOptions)}
+    return EdelOptions(**{k: v for k, v in vars(args).items() if k in names})
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from curation.store.models import activate_model
+    from curation.training.edel import evaluate_version, train_edel
+
+    with Workspace.open(workspace_path(args)) as ws:
+        version = train_edel(ws, args.schema, edel_options(args), actor="cli",
+                             progress=not args.quiet)
+        m = version.manifest
+        print(f"registered {version.id}: {m['examples']['examples']:,} examples "
+              f"({m['examples']['classes']}), {m['epochs_run']} epoch(s), best epoch "
+              f"{m['best_epoch']}, dev NDCG@10 {m['dev_scores']}, {m['seconds']:.0f} s, "
+              f"{m['examples_per_second']:.1f} examples/s ({m['precision']}, {m['device']})")
+        if args.evaluate:
+            from curation.evaluation.harness import format_table
+
+            print(format_table(evaluate_version(ws, version, progress=not args.quiet)))
+        if args.activate:
+            activate_model(ws, version.id, actor="cli", reason="kbcurate train --activate")
+            print(f"{version.id} is now the active {version.schema} model")
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from curation.store import models
+
+    with Workspace.open(workspace_path(args)) as ws:
+        if args.action == "list":
+            versions = models.list_models(ws, schema=args.schema)
+            if args.json:
+                print_json([v.to_json() for v in versions])
+            else:
+                print(models.format_models_table(versions) if versions else
+                      "no model versions yet: train one with kbcurate train --schema S")
+            return 0
+        if not args.version:
+            raise CurationError(f"kbcurate models {args.action} needs a VERSION "
+                                "(see kbcurate models list)")
+        if args.action == "show":
+            print_json(models.get_model(ws, args.version).to_json())
+        elif args.action == "activate":
+            v = models.activate_model(ws, args.version, actor="cli", reason=args.reason)
+            print(f"{v.id} is now the active {v.schema} model")
+        elif args.action == "retire":
+            v = models.retire_model(ws, args.version, actor="cli", reason=args.reason)
+            print(f"{v.id} retired")
+        else:
+            if not args.dest:
+                raise CurationError("kbcurate models export needs VERSION and DEST")
+            print(models.export_model(ws, args.version, args.dest))
+    return 0
+
+
+def cmd_train_bench(args: argparse.Namespace) -> int:
+    from curation.training.bench import DEFAULT_TASKS, train_bench
+
+    with Workspace.open(workspace_path(args)) as ws:
+        train_bench(ws, args.task or DEFAULT_TASKS, edel_options(args), ablations=args.ablations,
+                    zero_shot=not args.no_zero_shot, dtype=args.dtype, progress=not args.quiet,
+                    out=args.out, emit=print)
+    return 0

@@ -1,0 +1,365 @@
+"""Model registry: every trained model is a version in the workspace.
+
+A version is named ``<schema>-<recipe>@<n>`` ("disease_gene-edel@3"); ``n`` counts up per name.
+Its folder ``WS/models/<id>/`` holds ``model/`` (a sentence-transformers folder with
+``model.safetensors``; pickled weights are refused) and ``manifest.json`` (how it was trained, the
+sha256 of every file, the metrics). At most one version per schema is ``active``: the one the app
+and the CLI rank with. Activating another makes the previous one a candidate again (rollback is
+activating an older version); every change is audited, and weights are checked against the
+recorded checksum before they are used or exported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import uuid
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from curation.store.workspace import Workspace, utcnow
+from kb_sources.errors import CurationError, UnknownNameError, parse_choice
+
+logger = logging.getLogger(__name__)
+
+WEIGHTS = "model.safetensors"
+MANIFEST = "manifest.json"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+_NAME_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.]*")
+
+
+class ModelStatus(StrEnum):
+    """Where a version is in its life."""
+
+    CANDIDATE = "candidate"  # registered, not used for ranking
+    ACTIVE = "active"  # the one version per schema that ranks
+    RETIRED = "retired"  # kept for the record; activating it again is a rollback
+
+    @classmethod
+    def parse(cls, value: str | ModelStatus) -> ModelStatus:
+        return parse_choice(cls, value, "model status")
+
+
+@dataclass(frozen=True)
+class ModelVersion:
+    """One registered model version (``path`` is its folder ``WS/models/<id>/``)."""
+
+    id: str
+    name: str
+    version: int
+    schema: str
+    recipe: str
+    base_model: str
+    path: Path
+    status: ModelStatus
+    created_at: str
+    created_by: str
+    manifest: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    sha256: str = ""
+
+    @property
+    def model_dir(self) -> Path:
+        """The sentence-transformers folder of this version."""
+        return self.path / "model"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["path"] = str(self.path)
+        data["status"] = self.status.value
+        return data
+
+
+def register_model(
+    ws: Workspace,
+    *,
+    schema: str,
+    recipe: str,
+    base_model: str,
+    model_dir: str | Path,
+    manifest: dict[str, Any],
+    metrics: dict[str, Any] | None = None,
+    created_by: str,
+) -> ModelVersion:
+    """Copy a trained sentence-transformers folder into the workspace as a new candidate version.
+
+    Args:
+        ws: The workspace.
+        schema: Relation schema the model was trained for ("disease_gene").
+        recipe: Training recipe ("edel").
+        base_model: The model training started from.
+        model_dir: Sentence-transformers folder with ``model.safetensors``.
+        manifest: How it was trained (config, data sizes, seed, ``max_seq_length``...).
+        metrics: Evaluation results ("ndcg@10": ...), if already known.
+        created_by: Who registered it.
+
+    Returns:
+        The new version, status ``candidate``.
+
+    Raises:
+        CurationError: Bad name parts, no user, or the folder lacks safetensors weights or holds
+            pickled ones.
+    """
+    for kind, part in (("schema", schema), ("recipe", recipe)):
+        if not _NAME_PART.fullmatch(part):
+            raise CurationError(f"{kind} {part!r} cannot name a model: use letters, digits, "
+                                "'_' and '.' (e.g. 'disease_gene', 'edel')")
+    if not created_by.strip():
+        raise CurationError("Registering a model needs a user (created_by); sign in first")
+    source = Path(model_dir)
+    _check_safetensors(source, f"model folder {source}")
+    tmp = ws.root / "models" / f".tmp-{uuid.uuid4().hex}"
+    final: Path | None = None
+    try:
+        files = _copy_and_hash(source, tmp / "model")
+        name, created_at = f"{schema}-{recipe}", utcnow()
+        with ws.transaction():
+            version = 1 + int(ws.conn.execute(
+                "SELECT COALESCE(MAX(CAST(version AS INTEGER)), 0) FROM models WHERE name = ?",
+                (name,)).fetchone()[0])
+            ident = f"{name}@{version}"
+            full = {**manifest, "id": ident, "schema": schema, "recipe": recipe,
+                    "base_model": base_model, "created_at": created_at,
+                    "created_by": created_by, "files": files, "sha256": files[WEIGHTS]}
+            _write_manifest(tmp, full, metrics or {})
+            target = tmp.parent / ident
+            if target.exists():
+                raise CurationError(f"{target} exists but is not a registered version (left by "
+                                    "an interrupted registration?); remove it and register again")
+            tmp.rename(target)
+            final = target
+            ws.conn.execute(
+                "INSERT INTO models(name, version, recipe, base_model, path, status, metrics, "
+                "created_at, schema, created_by, manifest, sha256) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (name, str(version), recipe, base_model, f"models/{ident}",
+                 ModelStatus.CANDIDATE.value, _dumps(metrics or {}), created_at, schema,
+                 created_by, _dumps(full), files[WEIGHTS]))
+            ws.audit(created_by, "register", "model", ident,
+                     after={"base_model": base_model, "sha256": files[WEIGHTS]})
+    except BaseException:
+        for folder in (tmp, final):
+            if folder is not None and folder.exists():
+                shutil.rmtree(folder, ignore_errors=True)
+        raise
+    logger.info("registered model %s from %s", ident, source)
+    return get_model(ws, ident)
+
+
+def list_models(ws: Workspace, schema: str | None = None,
+                status: str | ModelStatus | None = None) -> list[ModelVersion]:
+    """Registered versions, newest first, optionally of one schema and/or status."""
+    sql, params = "SELECT * FROM models WHERE 1 = 1", []
+    if schema is not None:
+        sql, params = sql + " AND schema = ?", [*params, schema]
+    if status is not None:
+        sql, params = sql + " AND status = ?", [*params, ModelStatus.parse(status).value]
+    return [_from_row(ws, r) for r in ws.conn.execute(sql + " ORDER BY id DESC", params)]
+
+
+def get_model(ws: Workspace, ident: str) -> ModelVersion:
+    """The version with id ``<name>@<n>``.
+
+    Raises:
+        UnknownNameError: No such version; the message lists the registered ids.
+    """
+    row = _row(ws, ident)
+    if row is None:
+        raise UnknownNameError("model version", ident, [m.id for m in list_models(ws)])
+    return _from_row(ws, row)
+
+
+def is_model_version(ws: Workspace, ident: str) -> bool:
+    """Whether ``ident`` names a registered version (vs. a HF name or folder)."""
+    return _row(ws, ident) is not None
+
+
+def active_model(ws: Workspace, schema: str) -> ModelVersion | None:
+    """The active version of a schema, or None."""
+    found = list_models(ws, schema=schema, status=ModelStatus.ACTIVE)
+    return found[0] if found else None
+
+
+def activate_model(ws: Workspace, ident: str, actor: str, reason: str = "") -> ModelVersion:
+    """Make a version the active one of its schema; the previous active one becomes a candidate.
+
+    Activating a retired version is allowed (a rollback). Weights are verified first.
+
+    Raises:
+        UnknownNameError: No such version.
+        CurationError: The weights do not match the recorded checksum.
+    """
+    version = get_model(ws, ident)
+    verify_weights(version)
+    with ws.transaction():
+        prev = active_model(ws, version.schema)
+        if prev is not None and prev.id == version.id:
+            return version
+        if prev is not None:
+            _set_status(ws, prev, ModelStatus.CANDIDATE)
+        _set_status(ws, version, ModelStatus.ACTIVE)
+        ws.audit(actor, "activate", "model", version.id,
+                 before={"previous": prev.id if prev else None}, after={"reason": reason})
+    logger.info("activated model %s (previous: %s)", version.id, prev.id if prev else None)
+    return get_model(ws, version.id)
+
+
+def retire_model(ws: Workspace, ident: str, actor: str, reason: str = "") -> ModelVersion:
+    """Retire a version (an active one leaves its schema without an active model)."""
+    version = get_model(ws, ident)
+    with ws.transaction():
+        _set_status(ws, version, ModelStatus.RETIRED)
+        ws.audit(actor, "retire", "model", version.id, before={"status": version.status.value},
+                 after={"reason": reason})
+    return get_model(ws, version.id)
+
+
+def update_metrics(ws: Workspace, ident: str, metrics: dict[str, Any],
+                   actor: str) -> ModelVersion:
+    """Merge ``metrics`` into the version's metrics (database row and ``manifest.json``)."""
+    version = get_model(ws, ident)
+    merged = {**version.metrics, **metrics}
+    with ws.transaction():
+        ws.conn.execute("UPDATE models SET metrics = ? WHERE name = ? AND version = ?",
+                        (_dumps(merged), version.name, str(version.version)))
+        ws.audit(actor, "metrics", "model", version.id, before=version.metrics, after=merged)
+        _write_manifest(version.path, version.manifest, merged)  # last: a failure rolls back
+    return get_model(ws, version.id)
+
+
+def verify_weights(version: ModelVersion) -> None:
+    """Check every file of the version against the sha256 recorded when it was registered.
+
+    Raises:
+        CurationError: A file is missing or changed, or pickled weights were added.
+    """
+    expected = {**version.manifest.get("files", {}), WEIGHTS: version.sha256}
+    for rel, digest in sorted(expected.items()):
+        path = version.model_dir / rel
+        what, verb = ((f"weights of {version.id}", "do") if rel == WEIGHTS
+                      else (f"file {rel} of {version.id}", "does"))
+        if not path.is_file():
+            raise CurationError(f"{what} missing: {path} not found, so the checksum recorded "
+                                "at training cannot be checked; restore it or retrain")
+        found = _sha256(path)
+        if found != digest:
+            raise CurationError(
+                f"{what} at {path} {verb} not match the checksum recorded at training (expected "
+                f"{digest}, found {found}): the file was changed or corrupted; restore it or "
+                "retrain")
+    _check_safetensors(version.model_dir, f"model {version.id} at {version.model_dir}")
+
+
+def model_options(ws: Workspace, ident: str) -> dict[str, Any]:
+    """Dense-encoder options (``EncoderConfig`` fields) for a verified version."""
+    version = get_model(ws, ident)
+    verify_weights(version)
+    options: dict[str, Any] = {
+        "model": str(version.model_dir),
+        "model_version": f"{version.id}:{version.sha256[:12]}",
+        "max_seq_length": version.manifest.get("max_seq_length", 256),
+    }
+    if "document_format" in version.manifest:
+        options["document_format"] = version.manifest["document_format"]
+    return options
+
+
+def export_model(ws: Workspace, ident: str, dest: str | Path) -> Path:
+    """Copy a verified version (``model/`` + ``manifest.json``) to ``dest/<id>/``; returns it.
+
+    Raises:
+        CurationError: Weights do not verify, or ``dest/<id>`` already exists.
+    """
+    version = get_model(ws, ident)
+    verify_weights(version)
+    Path(dest).mkdir(parents=True, exist_ok=True)
+    target = Path(dest) / version.id
+    if target.exists():
+        raise CurationError(f"{target} already exists; export {version.id} to another folder "
+                            "or remove the old copy first")
+    tmp = Path(dest) / f".tmp-{uuid.uuid4().hex}"
+    try:
+        shutil.copytree(version.model_dir, tmp / "model")
+        shutil.copy2(version.path / MANIFEST, tmp / MANIFEST)
+        tmp.rename(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def format_models_table(versions: list[ModelVersion]) -> str:
+    """A plain-text table: id, status, base model, created, NDCG@10 (when evaluated)."""
+    width = max([len(v.id) for v in versions] + [10]) + 2
+    lines = [f"{'id':<{width}}{'status':<11}{'base model':<32}{'created':<27}{'NDCG@10':>8}"]
+    for v in versions:
+        ndcg = v.metrics.get("ndcg@10")
+        shown = f"{ndcg:.3f}" if isinstance(ndcg, int | float) else "-"
+        lines.append(f"{v.id:<{width}}{v.status.value:<11}{v.base_model[:31]:<32}"
+                     f"{v.created_at:<27}{shown:>8}")
+    return "\n".join(lines)
+
+
+def _copy_and_hash(source: Path, dest: Path) -> dict[str, str]:
+    """Copy a folder; returns {relative path: sha256} of the copied files."""
+    shutil.copytree(source, dest)
+    return {p.relative_to(dest).as_posix(): _sha256(p)
+            for p in sorted(dest.rglob("*")) if p.is_file()}
+
+
+def _check_safetensors(folder: Path, what: str) -> None:
+    if not folder.is_dir():
+        raise CurationError(f"{what} is not a folder; pass a sentence-transformers model folder")
+    pickled = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
+                     if p.suffix in PICKLE_SUFFIXES)
+    if pickled or not (folder / WEIGHTS).is_file():
+        found = f"pickled weights ({', '.join(pickled)})" if pickled else f"no {WEIGHTS}"
+        raise CurationError(f"{what} has {found}; weights must be safetensors ({WEIGHTS}, "
+                            "never pickle): save with model.save(..., safe_serialization=True)")
+
+
+def _set_status(ws: Workspace, version: ModelVersion, status: ModelStatus) -> None:
+    ws.conn.execute("UPDATE models SET status = ? WHERE name = ? AND version = ?",
+                    (status.value, version.name, str(version.version)))
+
+
+def _row(ws: Workspace, ident: str) -> Any:
+    name, _, version = str(ident).rpartition("@")
+    return ws.conn.execute("SELECT * FROM models WHERE name = ? AND version = ?",
+                           (name, version)).fetchone()
+
+
+def _from_row(ws: Workspace, row: Any) -> ModelVersion:
+    return ModelVersion(
+        id=f"{row['name']}@{row['version']}", name=row["name"], version=int(row["version"]),
+        schema=row["schema"], recipe=row["recipe"], base_model=row["base_model"],
+        path=ws.root / row["path"], status=ModelStatus.parse(row["status"]),
+        created_at=row["created_at"], created_by=row["created_by"],
+        manifest=json.loads(row["manifest"]), metrics=json.loads(row["metrics"]),
+        sha256=row["sha256"])
+
+
+def _write_manifest(folder: Path, manifest: dict[str, Any], metrics: dict[str, Any]) -> None:
+    """Write ``manifest.json`` atomically (temp file + replace)."""
+    tmp = folder / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps({**manifest, "metrics": metrics}, indent=2, sort_keys=True,
+                              ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, folder / MANIFEST)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _dumps(value: dict[str, Any]) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)

@@ -1,0 +1,208 @@
+"""One EDEL training round: examples -> fine-tuned bi-encoder -> a candidate model version.
+
+:func:`train_edel` builds the train-split examples (:mod:`curation.training.examples`), trains
+with :func:`retrievers.training.trainer.train_pairs` (MultiMargin loss), picks the epoch with the
+best NDCG@10 on the **dev** split, and registers the result in the workspace's model registry
+with everything needed to reproduce it (recipe, base model, hyperparameters, seed, example
+manifest and hash, training curve, dev scores, speed). The test split is never looked at here;
+``kbcurate evaluate --model VERSION`` (or ``evaluate_test=True``) reports it.
+
+Dev scoring ranks a **dev pool**, not the whole corpus, so that choosing an epoch costs seconds
+rather than an encoding of every document: the gold documents of the dev queries, the BM25 top
+``dev_depth`` of each and ``dev_random`` random corpus documents, ranked by cosine for every dev
+query. Its absolute numbers are higher than a full-corpus evaluation; it only compares epochs.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from curation.evaluation.harness import EvalTask, build_task, score_run
+from curation.matching.matcher import EntityMatcher
+from curation.search.indexing import get_index
+from curation.store.models import ModelVersion, register_model, update_metrics
+from curation.store.workspace import Workspace
+from curation.training.examples import ExampleConfig, ExampleSet, build_examples, to_pairs
+from kb_sources.errors import CurationError
+from retrievers.base import Hit
+from retrievers.errors import RetrieverError
+
+logger = logging.getLogger(__name__)
+
+Report = Callable[[float, str], None]
+
+
+@dataclass(frozen=True)
+class EdelOptions:
+    """Options of one EDEL round (hyperparameters default to a 2-core CPU budget).
+
+    Attributes:
+        base: Base model: HF name, local folder or "all-MiniLM-L6-v2" (packaged).
+        epochs, batch_size, learning_rate, warmup_ratio, max_seq_length, precision,
+            margin_function: see :class:`retrievers.training.trainer.TrainConfig`.
+        seed: Seed of examples and training.
+        negatives_per_class, bm25_depth, ablation: see :class:`ExampleConfig`.
+        dev_depth: BM25 hits per dev query in the dev pool (0: no dev scoring, last epoch).
+        dev_random: Random corpus documents in the dev pool.
+        max_queries: Train on at most this many train queries (None: all).
+    """
+
+    base: str = "all-MiniLM-L6-v2"
+    epochs: int = 1
+    batch_size: int = 16
+    learning_rate: float = 2e-5
+    warmup_ratio: float = 0.1
+    max_seq_length: int = 128
+    precision: str = "auto"
+    margin_function: str = "angle"
+    seed: int = 42
+    negatives_per_class: int = 2
+    bm25_depth: int = 50
+    ablation: str = "none"
+    dev_depth: int = 20
+    dev_random: int = 500
+    max_queries: int | None = None
+
+    def train_config(self) -> Any:
+        from retrievers.training.trainer import TrainConfig
+
+        try:
+            return TrainConfig(epochs=self.epochs, batch_size=self.batch_size,
+                               learning_rate=self.learning_rate, warmup_ratio=self.warmup_ratio,
+                               max_seq_length=self.max_seq_length, seed=self.seed,
+                               precision=self.precision, margin_function=self.margin_function)
+        except RetrieverError as exc:
+            raise CurationError(str(exc)) from exc
+
+    def example_config(self) -> ExampleConfig:
+        return ExampleConfig(negatives_per_class=self.negatives_per_class,
+                             bm25_depth=self.bm25_depth, ablation=self.ablation, seed=self.seed,
+                             max_queries=self.max_queries)
+
+
+def dev_scorer(ws: Workspace, task: EvalTask, options: EdelOptions, document_format: str,
+               matcher: EntityMatcher) -> Callable[[Path, int], float] | None:
+    """``fn(model_folder, epoch) -> dev NDCG@10`` over the dev pool (None: no dev queries)."""
+    queries = task.split("dev")
+    if not queries or options.dev_depth <= 0:
+        return None
+    rows = ws.conn.execute("SELECT doc_id, title, abstract FROM documents").fetchall()
+    raw = {r[0]: f"{r[1]} {r[2]}".strip() for r in rows}
+    bm25 = get_index(ws, "bm25", progress=False)
+    pool = {d for q in queries for d in q.gold}
+    pool |= {h.doc_id for q in queries for h in bm25.search(q.text, options.dev_depth)}
+    rest = sorted(set(raw) - pool)
+    pool |= set(random.Random(options.seed).sample(rest, min(options.dev_random, len(rest))))
+    ids = sorted(pool)
+    texts = [document_format.format(title=r[1], abstract=r[2]).strip()
+             for r in sorted((r for r in rows if r[0] in pool), key=lambda r: r[0])]
+    logger.info("dev pool: %d queries, %d documents", len(queries), len(ids))
+
+    def score(folder: Path, epoch: int) -> float:
+        import numpy as np
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(folder), device="cpu")
+        model.max_seq_length = options.max_seq_length
+        docs = model.encode(texts, batch_size=32, normalize_embeddings=True,
+                            convert_to_numpy=True, show_progress_bar=False)  # (n_docs, dim)
+        qv = model.encode([q.text for q in queries], normalize_embeddings=True,
+                          convert_to_numpy=True, show_progress_bar=False)  # (n_q, dim)
+        sims = qv @ docs.T  # (n_q, n_docs)
+        run = {}
+        for i, q in enumerate(queries):
+            top = np.argsort(-sims[i], kind="stable")[:100]
+            run[q.qid] = [Hit(ids[j], float(sims[i, j]), r + 1) for r, j in enumerate(top)]
+        result = score_run(queries, run, f"epoch {epoch}", raw.__getitem__, matcher)
+        logger.info("epoch %d: dev NDCG@10 %.4f, ER@10 %.4f", epoch, result.metrics["ndcg@10"],
+                    result.metrics["entity_recall@10"])
+        return float(result.metrics["ndcg@10"])
+
+    return score
+
+
+def train_edel(ws: Workspace, schema: str, options: EdelOptions | None = None, *,
+               actor: str, progress: bool = True, report: Report | None = None,
+               examples: ExampleSet | None = None) -> ModelVersion:
+    """Train one EDEL round on a schema's train split and register it as a candidate version.
+
+    Args:
+        ws: Workspace with the schema's KB relations and the corpus.
+        schema: Schema name.
+        options: :class:`EdelOptions`.
+        actor: Who starts it (recorded as ``created_by``).
+        progress: tqdm bars (CLI).
+        report: ``fn(fraction, message)`` for background jobs.
+        examples: Prebuilt examples (the benchmark reuses one set); built when None.
+
+    Returns:
+        The new candidate :class:`ModelVersion` (not activated).
+    """
+    from retrievers.encoder import resolve_model_path
+    from retrievers.training.trainer import train_pairs
+
+    options = options or EdelOptions()
+    train_config = options.train_config()
+    matcher = EntityMatcher()
+    task = build_task(ws, schema)
+    if report:
+        report(0.02, "building training examples")
+    examples = examples or build_examples(ws, schema, options.example_config(), matcher=matcher,
+                                          task=task, progress=progress and not report)
+    fmt = examples.manifest["config"]["document_format"]
+    scorer = dev_scorer(ws, task, options, fmt, matcher)
+    pairs = to_pairs(examples)
+    logger.info("training %s on %d examples (%s)", schema, len(pairs), examples.manifest["classes"])
+
+    def step(done: int, total: int) -> None:
+        if report:
+            report(0.05 + 0.9 * done / max(total, 1), f"training step {done:,}/{total:,}")
+
+    with tempfile.TemporaryDirectory(dir=ws.root / "cache", prefix="train-") as run_dir:
+        try:
+            result = train_pairs(resolve_model_path(options.base), pairs, run_dir, train_config,
+                                 progress=step if report else progress, eval_fn=scorer)
+        except RetrieverError as exc:
+            raise CurationError(f"training {schema} failed: {exc}") from exc
+        if report:
+            report(0.97, "registering the model version")
+        manifest = {
+            "recipe": "edel", "base_model": options.base, "options": asdict(options),
+            "train_config": train_config.to_dict(), "seed": options.seed,
+            "max_seq_length": options.max_seq_length, "document_format": fmt,
+            "examples": examples.manifest,
+            "curve": [asdict(p) for p in result.curve],
+            "dev_scores": list(result.epoch_scores), "best_epoch": result.best_epoch,
+            "epochs_run": result.epochs_run, "steps": result.steps,
+            "seconds": round(result.seconds, 1),
+            "examples_per_second": round(result.examples_per_second, 2),
+            "precision": result.precision, "device": result.device,
+        }
+        dev = {"dev_ndcg@10": max(result.epoch_scores)} if result.epoch_scores else {}
+        version = register_model(ws, schema=examples.schema, recipe="edel",
+                                 base_model=options.base, model_dir=result.model_dir,
+                                 manifest=manifest, metrics=dev, created_by=actor)
+    logger.info("registered %s (best epoch %d, %.0f s)", version.id, result.best_epoch,
+                result.seconds)
+    if report:
+        report(1.0, f"registered {version.id}")
+    return version
+
+
+def evaluate_version(ws: Workspace, version: ModelVersion, *, split: str = "test",
+                     progress: bool = True, report: Report | None = None) -> dict[str, Any]:
+    """Evaluate a registered version (dense, full corpus) and store the metrics in the registry."""
+    from curation.evaluation.runner import evaluate_workspace
+
+    result = evaluate_workspace(ws, version.schema, ["dense"], split=split,
+                                options={"dense": {"model": version.id}}, report=report,
+                                progress=progress)
+    metrics = {f"{split}_{k}": v for k, v in result["retrievers"]["dense"].items()}
+    update_metrics(ws, version.id, metrics, actor=version.created_by)
+    return result
