@@ -193,3 +193,14 @@ def test_in_memory_model_needs_a_version(encoder: Encoder) -> None:
     wrapped = Encoder(EncoderConfig(model_version="edel-1"), model=encoder.doc_model)
     assert wrapped.model_id.startswith("edel-1-") and wrapped.dim == 32
     assert np.allclose(wrapped.encode_documents(TEXTS), encoder.encode_documents(TEXTS))
+
+
+def test_cpu_bfloat16_autocast_has_its_own_cache_key_and_close_vectors(tiny_model_path):
+    texts = ["BRAF V600E melanoma responds to vemurafenib.", "KRAS G12C in lung cancer."]
+    fp32 = Encoder(EncoderConfig(model=str(tiny_model_path), device="cpu"))
+    bf16 = Encoder(EncoderConfig(model=str(tiny_model_path), device="cpu", dtype="bfloat16"))
+    assert fp32.model_id != bf16.model_id  # reduced-precision vectors never mix in the cache
+    a, b = fp32.encode_documents(texts), bf16.encode_documents(texts)
+    assert bf16._cpu_bf16 and not fp32._cpu_bf16
+    assert not np.array_equal(a, b)  # bf16 matmuls really ran
+    assert np.all((a * b).sum(axis=1) > 0.99)

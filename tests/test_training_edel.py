@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 
 from curation.evaluation.harness import build_task
@@ -237,3 +238,32 @@ def test_training_job_is_admin_only_and_checked_before_queueing(po_workspace, ti
     assert done.status == "done", done.error
     assert done.result["version"] == "PO-edel@1"
     assert [v.created_by for v in list_models(po_workspace)] == ["root"]
+
+
+def test_interrupted_round_resumes_from_its_epoch_checkpoint(po_workspace, tiny_model_path):
+    from curation.training.edel import EdelOptions, train_edel
+
+    options = EdelOptions(base=str(tiny_model_path), epochs=2, batch_size=4, max_seq_length=32,
+                          negatives_per_class=2, dev_depth=0, seed=5)
+
+    class Stop(Exception):
+        pass
+
+    def interrupt(fraction: float, message: str) -> None:
+        if message.startswith("training step "):
+            done, total = map(int, message.split()[-1].replace(",", "").split("/"))
+            if done > total // 2:  # inside epoch 2, after epoch 1's checkpoint
+                raise Stop(message)
+
+    with pytest.raises(Stop):
+        train_edel(po_workspace, "PO", options, actor="root", progress=False, report=interrupt)
+    (run_dir,) = (po_workspace.root / "cache" / "training").iterdir()
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()]  # epoch 1 kept
+    version = train_edel(po_workspace, "PO", options, actor="root", progress=False)
+    assert version.manifest["epochs_run"] == 2 and not run_dir.exists()
+    fresh = train_edel(po_workspace, "PO", options, actor="root", progress=False)
+    from safetensors.numpy import load_file
+
+    a = load_file(version.model_dir / "model.safetensors")
+    b = load_file(fresh.model_dir / "model.safetensors")
+    assert a.keys() == b.keys() and all(np.allclose(a[k], b[k], atol=1e-6) for k in a)

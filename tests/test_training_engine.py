@@ -7,8 +7,10 @@ seconds beyond the one-off import of transformers.
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -165,7 +167,9 @@ def test_config_validation(field: str, value: object, match: str) -> None:
 def test_config_round_trip_and_defaults() -> None:
     config = TrainConfig()
     assert (config.warmup_ratio, config.learning_rate, config.loss_weight) == (0.1, 2e-5, 0.8)
-    assert TrainConfig.from_dict(CONFIG.to_dict()) == CONFIG
+    assert TrainConfig.from_dict(json.loads(json.dumps(CONFIG.to_dict()))) == CONFIG
+    toml = "\n".join(f"{key} = {json.dumps(value)}" for key, value in CONFIG.to_dict().items())
+    assert TrainConfig.from_dict(tomllib.loads(toml)) == CONFIG
     assert TrainConfig(margin_function=MarginFunction.DISTANCE).to_dict()["margin_function"] == \
         "distance"
     with pytest.raises(RetrieverError, match=r"Unknown training option 'lr'. Available options:"):

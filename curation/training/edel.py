@@ -15,9 +15,11 @@ query. Its absolute numbers are higher than a full-corpus evaluation; it only co
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import random
-import tempfile
+import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -164,12 +166,17 @@ def train_edel(ws: Workspace, schema: str, options: EdelOptions | None = None, *
         if report:
             report(0.05 + 0.9 * done / max(total, 1), f"training step {done:,}/{total:,}")
 
-    with tempfile.TemporaryDirectory(dir=ws.root / "cache", prefix="train-") as run_dir:
-        try:
-            result = train_pairs(resolve_model_path(options.base), pairs, run_dir, train_config,
-                                 progress=step if report else progress, eval_fn=scorer)
-        except RetrieverError as exc:
-            raise CurationError(f"training {schema} failed: {exc}") from exc
+    run_dir = _run_folder(ws, examples, options)
+    resume = (run_dir / "checkpoints").is_dir()
+    if resume:
+        logger.warning("resuming the interrupted run in %s", run_dir)
+    try:
+        result = train_pairs(resolve_model_path(options.base), pairs, run_dir, train_config,
+                             resume=resume, progress=step if report else progress,
+                             eval_fn=scorer)
+    except RetrieverError as exc:
+        raise CurationError(f"training {schema} failed: {exc}") from exc
+    try:
         if report:
             report(0.97, "registering the model version")
         manifest = {
@@ -188,11 +195,22 @@ def train_edel(ws: Workspace, schema: str, options: EdelOptions | None = None, *
         version = register_model(ws, schema=examples.schema, recipe="edel",
                                  base_model=options.base, model_dir=result.model_dir,
                                  manifest=manifest, metrics=dev, created_by=actor)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
     logger.info("registered %s (best epoch %d, %.0f s)", version.id, result.best_epoch,
                 result.seconds)
     if report:
         report(1.0, f"registered {version.id}")
     return version
+
+
+def _run_folder(ws: Workspace, examples: ExampleSet, options: EdelOptions) -> Path:
+    """Where a run keeps its checkpoints until it is registered: the same examples and options
+    give the same folder, so an interrupted run resumes where it stopped."""
+    key = json.dumps({"examples": examples.manifest["sha256"], "options": asdict(options)},
+                     sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return ws.root / "cache" / "training" / f"{examples.schema}-edel-{digest}"
 
 
 def evaluate_version(ws: Workspace, version: ModelVersion, *, split: str = "test",

@@ -216,7 +216,7 @@ def pair_loss(cos: float, positive: bool, margin: float, weight: float = DEFAULT
     Returns:
         ``weight * 0.5 * violation^2`` as a float.
     """
-    one = torch.tensor([1.0 - cos], dtype=torch.float64)
+    distance = torch.tensor([1.0 - cos], dtype=torch.float64)
     y = torch.tensor([1.0 if positive else 0.0], dtype=torch.float64)
     m = torch.tensor([margin], dtype=torch.float64)
-    return float(multi_margin_loss(one, y, m, weight))
+    return float(multi_margin_loss(distance, y, m, weight))
