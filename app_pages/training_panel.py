@@ -64,8 +64,8 @@ def training_panel(ctx: AppContext, schemas: list[str]) -> None:
         cols[3].number_input("Max tokens", 32, 512, defaults.max_seq_length, step=32,
                              key="train_length")
         cols[4].button("Start training", key="train_start", type="primary", on_click=_request)
-        st.caption(f"Base model {defaults.base}; about 4 training examples/s on a 2-core CPU "
-                   "(a disease_gene round: about 15 minutes).")
+        st.caption(f"Base model {defaults.base}; about 3 training examples/s at 128 tokens on "
+                   "a 2-core CPU (a disease_gene round: 20-25 minutes).")
         jobs = list_jobs(ctx.ws, "train", limit=5)
         running = [j for j in jobs if not j.finished]
         if running:
