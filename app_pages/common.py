@@ -244,6 +244,14 @@ def levels(ws: Workspace, schema: str) -> list[str]:
 
 
 # -- background jobs ------------------------------------------------------------------------------
+@st.fragment(run_every=2.0)
+def poll_job(ctx: AppContext, job_id: int, key: str) -> None:
+    """A running job's progress, refreshed every 2 s; reruns the page once it has finished."""
+    job = job_status(ctx.ws, get_job(ctx.ws, job_id), ctx.user, key=key)
+    if job.finished:
+        st.rerun(scope="app")
+
+
 def job_status(ws: Workspace, job: Job, user: User, key: str) -> Job:
     """Progress bar, message and a cancel button for one job; returns its fresh state."""
     job = get_job(ws, job.id)

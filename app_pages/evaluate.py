@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages.common import AppContext, flash, job_status, run_page, show_flash
+from app_pages.common import AppContext, flash, poll_job, run_page, show_flash
 from app_pages.training_panel import handle_training_request, training_panel
 from curation.evaluation.reporting import (
     EVAL_SPLITS,
@@ -23,11 +23,9 @@ from curation.evaluation.reporting import (
     per_query_frame,
     start_evaluation,
 )
-from curation.jobs.queue import Job, get_job, list_jobs
+from curation.jobs.queue import Job, list_jobs
 from kb_sources.errors import CurationError
 from retrievers.errors import RetrieverError
-
-POLL_SECONDS = 2.0
 
 
 def _request() -> None:
@@ -69,13 +67,6 @@ def handle_request(ctx: AppContext) -> None:
     flash("success", f"Evaluation job {job.id} started; it runs in the background.")
 
 
-@st.fragment(run_every=POLL_SECONDS)
-def _poll(ctx: AppContext, job_id: int) -> None:
-    job = job_status(ctx.ws, get_job(ctx.ws, job_id), ctx.user, key="eval")
-    if job.finished:
-        st.rerun(scope="app")
-
-
 def charts(job: Job) -> None:
     """Mean metrics per retriever and the per-query distribution of one metric."""
     import plotly.express as px
@@ -113,7 +104,7 @@ def job_view(ctx: AppContext, jobs: list[Job]) -> None:
                               f"{by_id[i].created_at}")
     job = by_id[job_id]
     if not job.finished:
-        _poll(ctx, job.id)
+        poll_job(ctx, job.id, "eval")
     elif job.error:
         st.error(f"Run {job.id} {job.status.value}: {job.error}")
     else:

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages.common import AppContext, flash, job_status
-from curation.jobs.queue import get_job, list_jobs
+from app_pages.common import AppContext, flash, poll_job
+from curation.jobs.queue import list_jobs
 from curation.store.models import list_models
 from curation.training.edel import EdelOptions
 from curation.training.jobs import start_training
 from kb_sources.errors import CurationError
-
-POLL_SECONDS = 2.0
 
 
 def _request() -> None:
@@ -42,13 +40,6 @@ def handle_training_request(ctx: AppContext) -> None:
     flash("success", f"Training job {job.id} started; the new version appears below when done.")
 
 
-@st.fragment(run_every=POLL_SECONDS)
-def _poll(ctx: AppContext, job_id: int) -> None:
-    job = job_status(ctx.ws, get_job(ctx.ws, job_id), ctx.user, key="train")
-    if job.finished:
-        st.rerun(scope="app")
-
-
 def training_panel(ctx: AppContext, schemas: list[str]) -> None:
     """Start-training form (admins) and the workspace's model versions."""
     defaults = EdelOptions()
@@ -69,7 +60,7 @@ def training_panel(ctx: AppContext, schemas: list[str]) -> None:
         jobs = list_jobs(ctx.ws, "train", limit=5)
         running = [j for j in jobs if not j.finished]
         if running:
-            _poll(ctx, running[0].id)
+            poll_job(ctx, running[0].id, "train")
         versions = list_models(ctx.ws)
         if versions:
             st.dataframe([{"version": v.id, "status": v.status.value, "base": v.base_model,

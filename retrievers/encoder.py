@@ -7,9 +7,9 @@ Loads a sentence-transformers model by Hugging Face name or local folder (offlin
 1. ``pooling`` set in the config: Transformer + that Pooling, whatever the folder holds.
 2. The folder/repo has a sentence-transformers config (``modules.json``): used as saved.
 3. A plain transformers model (or unknown offline): Transformer + the pooling of its
-   :data:`MODEL_PROFILES` entry, else mean pooling.
+   :data:`~retrievers.profiles.MODEL_PROFILES` entry, else mean pooling.
 
-Prefixes, a separate query model and the query length also come from :data:`MODEL_PROFILES`
+Prefixes, a separate query model and the query length also come from :data:`~retrievers.profiles.MODEL_PROFILES`
 unless the config sets them. Documents are encoded in length-sorted chunks (less padding) with a
 progress bar; vectors come back in input order, float32, L2-normalised unless ``normalize=False``.
 """
@@ -33,6 +33,7 @@ import numpy as np
 
 from retrievers.base import Progress, progress_reporter
 from retrievers.errors import RetrieverError, unknown_name
+from retrievers.profiles import model_profile
 
 logger = logging.getLogger(__name__)
 
@@ -59,45 +60,8 @@ class Dtype(StrEnum):
 
 
 @dataclass(frozen=True)
-class ModelProfile:
-    """What a model card asks for. ``None`` leaves the choice to the model folder / defaults."""
-
-    pooling: str | None = None
-    query_prefix: str = ""
-    doc_prefix: str = ""
-    query_model: str | None = None
-    query_max_seq_length: int | None = None
-
-
-_BGE_QUERY = "Represent this sentence for searching relevant passages: "
-#: Lower-case name fragment -> profile. Sources: the model cards / saved pooling configs.
-MODEL_PROFILES: tuple[tuple[str, ModelProfile], ...] = (
-    # MedCPT (Jin et al. 2023): [CLS] of the last layer; queries <= 64 tokens, own query encoder
-    ("medcpt", ModelProfile("cls", query_model="ncbi/MedCPT-Query-Encoder",
-                            query_max_seq_length=64)),
-    # BioHiCL: LoRA on BAAI/bge-*-en-v1.5 (merged), so BGE's CLS pooling; card names no prefix
-    ("biohicl", ModelProfile("cls")),
-    # BiCA (Sinha et al.): GTE-small/base fine-tuned; saved 1_Pooling config is mean
-    ("bica", ModelProfile("mean")),
-    ("bge-", ModelProfile("cls", query_prefix=_BGE_QUERY)),
-    ("e5-", ModelProfile("mean", query_prefix="query: ", doc_prefix="passage: ")),
-    ("gte-", ModelProfile("mean")),
-    ("minilm", ModelProfile("mean")),
-)
-
-
-def model_profile(model: str) -> ModelProfile:
-    """The profile of the first :data:`MODEL_PROFILES` fragment found in ``model``."""
-    name = model.lower()
-    for fragment, profile in MODEL_PROFILES:
-        if fragment in name:
-            return profile
-    return ModelProfile()
-
-
-@dataclass(frozen=True)
 class EncoderConfig:
-    """Settings of a text encoder. ``None`` fields come from :data:`MODEL_PROFILES`.
+    """Settings of a text encoder. ``None`` fields come from :data:`~retrievers.profiles.MODEL_PROFILES`.
 
     Attributes:
         model: HF name or local folder of the (document) model; "all-MiniLM-L6-v2" is packaged.

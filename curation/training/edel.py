@@ -47,7 +47,7 @@ class EdelOptions:
     Attributes:
         base: Base model: HF name, local folder or "all-MiniLM-L6-v2" (packaged).
         epochs, batch_size, learning_rate, warmup_ratio, max_seq_length, precision,
-            margin_function: see :class:`retrievers.training.trainer.TrainConfig`.
+            margin_function: see :class:`retrievers.training.config.TrainConfig`.
         seed: Seed of examples and training.
         negatives_per_class, bm25_depth, ablation: see :class:`ExampleConfig`.
         dev_depth: BM25 hits per dev query in the dev pool (0: no dev scoring, last epoch).
@@ -72,7 +72,7 @@ class EdelOptions:
     max_queries: int | None = None
 
     def train_config(self) -> Any:
-        from retrievers.training.trainer import TrainConfig
+        from retrievers.training.config import TrainConfig
 
         try:
             return TrainConfig(epochs=self.epochs, batch_size=self.batch_size,

@@ -349,8 +349,8 @@ def _manifest(sch: Schema, table: MarginTable, config: ExampleConfig, task: Eval
 
 
 def to_pairs(example_set: ExampleSet) -> list[Any]:
-    """The examples as :class:`retrievers.training.trainer.PairExample` (texts filled in)."""
-    from retrievers.training.trainer import PairExample
+    """The examples as :class:`retrievers.training.config.PairExample` (texts filled in)."""
+    from retrievers.training.config import PairExample
 
     return [PairExample(e.query, example_set.text(e.doc_id), e.positive, e.mu, e.cls)
             for e in example_set.examples]

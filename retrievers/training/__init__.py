@@ -19,6 +19,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from retrievers.training.config import CurvePoint, PairExample, TrainConfig, TrainResult
     from retrievers.training.losses import (
         MarginFunction,
         MultiMarginLoss,
@@ -26,10 +27,6 @@ if TYPE_CHECKING:
         multi_margin_loss,
     )
     from retrievers.training.trainer import (
-        CurvePoint,
-        PairExample,
-        TrainConfig,
-        TrainResult,
         measure_training_speed,
         resolve_precision,
         set_seed,
@@ -39,8 +36,8 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "MarginFunction": "losses", "MultiMarginLoss": "losses", "margin_from_mu": "losses",
     "multi_margin_loss": "losses",
-    "CurvePoint": "trainer", "PairExample": "trainer", "TrainConfig": "trainer",
-    "TrainResult": "trainer", "measure_training_speed": "trainer", "resolve_precision": "trainer",
+    "CurvePoint": "config", "PairExample": "config", "TrainConfig": "config",
+    "TrainResult": "config", "measure_training_speed": "trainer", "resolve_precision": "trainer",
     "set_seed": "trainer", "train_pairs": "trainer",
 }
 

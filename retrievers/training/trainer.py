@@ -21,189 +21,39 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
-from numbers import Real
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from retrievers.base import Progress, progress_reporter
 from retrievers.errors import RetrieverError, unknown_name
-from retrievers.training.losses import DEFAULT_WEIGHT, MarginFunction, check_mu, margin_from_mu
+from retrievers.training.config import (
+    PRECISIONS,
+    CurvePoint,
+    PairExample,
+    TrainConfig,
+    TrainResult,
+    is_int,
+    is_number,
+)
+from retrievers.training.losses import margin_from_mu
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 logger = logging.getLogger(__name__)
 
-PRECISIONS = ("auto", "fp32", "bf16")
 #: Checkpoint files needed only to resume; deleted from all checkpoints but the newest.
 RESUME_ONLY = ("optimizer.pt", "scheduler.pt")
 SCORE_FILE = "dev_score.json"
 CONFIG_FILE = "train_config.json"
-#: ``eval_fn(model_folder, epoch) -> dev score``, higher is better.
 EvalFn = Callable[[Path, int], float]
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_num(value: object) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Hyperparameters of one fine-tuning run; saved as JSON or TOML via :meth:`to_dict`.
-
-    Attributes:
-        epochs: Passes over the training pairs (EDEL: 8).
-        batch_size: Pairs per optimizer step (EDEL code: 64).
-        learning_rate: Peak AdamW learning rate.
-        warmup_ratio: Share of all steps spent warming up linearly from 0, in [0, 1).
-        weight_decay: AdamW weight decay (not applied to bias and LayerNorm weights).
-        max_grad_norm: Gradient clipping norm; 0 turns clipping off.
-        max_seq_length: Tokens kept per text.
-        seed: Seed of dropout, data order and any freshly initialised layer.
-        precision: ``"auto"`` (bf16 autocast on a CUDA GPU that supports it, else fp32), ``"fp32"``
-            or ``"bf16"`` (autocast; on a CPU without AVX512-BF16/AMX it is emulated and slow).
-        margin_function: How ``mu`` becomes a margin: ``"angle"`` (EDEL code) or ``"distance"``.
-        loss_weight: Constant example weight of the loss (EDEL: 0.8).
-    """
-
-    epochs: int = 1
-    batch_size: int = 16
-    learning_rate: float = 2e-5
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
-    max_seq_length: int = 256
-    seed: int = 42
-    precision: str = "auto"
-    margin_function: str = MarginFunction.ANGLE.value
-    loss_weight: float = DEFAULT_WEIGHT
-
-    def __post_init__(self) -> None:
-        count, number = "an integer >= 1", "a number >= 0"
-        checks = {
-            "epochs": (_is_int(self.epochs) and self.epochs >= 1, count),
-            "batch_size": (_is_int(self.batch_size) and self.batch_size >= 1, count),
-            "learning_rate": (_is_num(self.learning_rate) and self.learning_rate > 0,
-                              "a number > 0 (EDEL: 2e-5)"),
-            "warmup_ratio": (_is_num(self.warmup_ratio) and 0 <= self.warmup_ratio < 1,
-                             "a share of all steps in [0, 1), e.g. 0.1"),
-            "weight_decay": (_is_num(self.weight_decay) and self.weight_decay >= 0, number),
-            "max_grad_norm": (_is_num(self.max_grad_norm) and self.max_grad_norm >= 0,
-                              f"{number} (0 turns clipping off)"),
-            "max_seq_length": (_is_int(self.max_seq_length) and self.max_seq_length >= 1, count),
-            "seed": (_is_int(self.seed) and self.seed >= 0, "an integer >= 0"),
-            "loss_weight": (_is_num(self.loss_weight) and self.loss_weight > 0,
-                            "a number > 0 (EDEL: 0.8)"),
-        }
-        for name, (ok, expected) in checks.items():
-            if not ok:
-                raise RetrieverError(
-                    f"TrainConfig.{name} must be {expected}, got {getattr(self, name)!r}")
-        if self.precision not in PRECISIONS:
-            raise unknown_name("TrainConfig.precision", self.precision, PRECISIONS)
-        object.__setattr__(self, "margin_function",
-                           MarginFunction.coerce(self.margin_function).value)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain values (str, int, float), ready for JSON or TOML."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
-        """Build a config from :meth:`to_dict` output; missing keys take the defaults.
-
-        Raises:
-            RetrieverError: An unknown key or an invalid value.
-        """
-        names = [f.name for f in fields(cls)]
-        for key in data:
-            if key not in names:
-                raise unknown_name("training option", key, names)
-        return cls(**data)
-
-
-@dataclass(frozen=True)
-class PairExample:
-    """One labelled training pair.
-
-    Attributes:
-        query: Query text.
-        document: Document text.
-        positive: Whether the document answers the query.
-        mu: The pair's class value (0..2), made a margin by the config's margin function.
-        group: Free-text class name, counted in the logged class histogram.
-    """
-
-    query: str
-    document: str
-    positive: bool
-    mu: float
-    group: str = ""
-
-    def __post_init__(self) -> None:
-        for name in ("query", "document"):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value.strip():
-                raise RetrieverError(f"PairExample.{name} must be non-empty text, got {value!r}")
-        if not isinstance(self.positive, bool):
-            raise RetrieverError(f"PairExample.positive must be a bool, got {self.positive!r}")
-        check_mu(self.mu)
-
-
-@dataclass(frozen=True)
-class CurvePoint:
-    """Training loss and learning rate of one optimizer step."""
-
-    step: int
-    epoch: float
-    loss: float
-    learning_rate: float
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """What a run produced.
-
-    Attributes:
-        model_dir: The chosen epoch's model, loadable with ``SentenceTransformer``.
-        best_checkpoint: The checkpoint that model comes from.
-        epochs_run: Epochs trained in all (a resumed run counts those before it too).
-        steps: Optimizer steps in all.
-        curve: Loss and learning rate per step, earliest first (before a resume too).
-        epoch_scores: Dev score per epoch (index 0 is epoch 1); empty without ``eval_fn``.
-        best_epoch: The chosen epoch: highest dev score (earliest on ties), else the last.
-        seconds: Wall time of this call.
-        examples_per_second: Pairs per second of batch preparation and optimizer steps in this
-            call (checkpoint writing and ``eval_fn`` left out).
-        precision: ``"fp32"`` or ``"bf16"``, as used.
-        device: ``"cpu"`` or ``"cuda"``.
-    """
-
-    model_dir: Path
-    best_checkpoint: Path
-    epochs_run: int
-    steps: int
-    curve: tuple[CurvePoint, ...]
-    epoch_scores: tuple[float, ...]
-    best_epoch: int
-    seconds: float
-    examples_per_second: float
-    precision: str
-    device: str
-
 
 def set_seed(seed: int) -> None:
     """Seed Python's ``random``, numpy and torch (CPU and every GPU)."""
@@ -429,7 +279,7 @@ def _checkpoint_folders(checkpoints: Path) -> list[Path]:
 
 def _score_checkpoint(folder: Path, epoch: int, eval_fn: EvalFn) -> float:
     score = eval_fn(folder, epoch)
-    if not _is_num(score):
+    if not is_number(score):
         raise RetrieverError(f"eval_fn must return a finite number (higher is better), got "
                              f"{score!r} for epoch {epoch}")
     (folder / SCORE_FILE).write_text(json.dumps({"epoch": epoch, "score": float(score)}) + "\n",
@@ -561,7 +411,7 @@ def measure_training_speed(base: str | Path | SentenceTransformer,
     """
     config = TrainConfig.from_dict({**(config or TrainConfig()).to_dict(), "epochs": 1})
     examples = list(examples)
-    if not examples or not _is_int(steps) or steps < 1:
+    if not examples or not is_int(steps) or steps < 1:
         raise RetrieverError(f"measure_training_speed needs examples and steps >= 1, got "
                              f"{len(examples)} examples and steps={steps!r}")
     pairs = [examples[i % len(examples)] for i in range((steps + 1) * config.batch_size)]
