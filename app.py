@@ -14,12 +14,21 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages.common import init_state, load_css, plain, session_workspace, workspace_arg
+from app_pages.common import (
+    READABLE_ERRORS,
+    AppContext,
+    init_state,
+    load_css,
+    session_workspace,
+    show_error,
+    workspace_arg,
+)
+from app_pages.retrain_panel import retrain_sidebar
+from app_pages.safe import md
 from app_pages.signin import gate, sign_out
 from curation.access.users import User
 from curation.search.session import corpus_counts
 from curation.store.config import WORKSPACE_ENV
-from kb_sources.errors import CurationError
 
 PAGES = Path(__file__).resolve().parent / "app_pages"
 
@@ -30,7 +39,7 @@ def _workspace_arg() -> str | None:
 
 
 def _sidebar(user: User, counts: tuple[int, int]) -> None:
-    st.sidebar.markdown(f"**{plain(user.name)}** · {user.role.value}")
+    st.sidebar.markdown(f"**{md(user.name)}** · {md(user.role.value)}")
     st.sidebar.button("Sign out", key="signout", on_click=sign_out)
     st.sidebar.caption(f"{counts[0]:,} documents · {counts[1]:,} KB relations")
 
@@ -49,14 +58,16 @@ def main() -> None:
         ws = session_workspace(path)
         user = gate(ws)
         _sidebar(user, corpus_counts(ws))
-    except CurationError as exc:
-        st.error(str(exc))
+    except READABLE_ERRORS as exc:  # library errors, and SQLite errors no layer translated
+        show_error(exc, path)
         st.stop()
     nav = st.navigation([
         st.Page(PAGES / "curate.py", title="Curate", icon=":material/search:", default=True),
         st.Page(PAGES / "review.py", title="Review", icon=":material/fact_check:"),
         st.Page(PAGES / "evaluate.py", title="Evaluate", icon=":material/monitoring:"),
+        st.Page(PAGES / "models.py", title="Models", icon=":material/timeline:"),
     ])
+    retrain_sidebar(AppContext(ws, user))
     nav.run()
 
 

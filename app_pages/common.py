@@ -14,7 +14,7 @@ import hashlib
 import json
 import logging
 import os
-import re
+import sqlite3
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +23,7 @@ from typing import Any
 
 import streamlit as st
 
+from app_pages.safe import md
 from curation.access.signin import resolve_user, users_store
 from curation.access.users import User
 from curation.jobs.queue import Job, cancel_job, get_job
@@ -35,8 +36,16 @@ from curation.search.session import (
     parse_retriever_choice,
 )
 from curation.store.config import WORKSPACE_ENV
+from curation.store.errors import WorkspaceBusyError, describe_sqlite_error
+from curation.store.labels import (
+    Label,
+    LabelPending,
+    flush_pending_labels,
+    pending_labels,
+    record_label,
+)
 from curation.store.relations import PartialRelation, list_partial_relations
-from curation.store.workspace import Workspace
+from curation.store.workspace import DB_NAME, Workspace
 from kb_sources.errors import CurationError
 from retrievers.base import Retriever
 from retrievers.errors import RetrieverError
@@ -53,14 +62,6 @@ def workspace_arg() -> str | None:
     parser.add_argument("--workspace")
     known, _ = parser.parse_known_args(sys.argv[1:])
     return known.workspace or os.environ.get(WORKSPACE_ENV)
-
-
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=&^])")
-
-
-def plain(text: str) -> str:
-    """Text that Streamlit's markdown shows literally (KB and document text in captions)."""
-    return _MARKDOWN.sub(r"\\\1", " ".join(str(text).split()))
 
 
 def short_hash(text: str) -> str:
@@ -142,7 +143,9 @@ def oidc_configured() -> bool:
 
 # -- messages ------------------------------------------------------------------------------------
 def flash(kind: str, text: str) -> None:
-    """Queue a message for the next render (callbacks run before the page draws)."""
+    """Queue a message for the next render (callbacks run before the page draws).
+
+    ``text`` is markdown: untrusted parts go through :func:`app_pages.safe.md`."""
     st.session_state["flash"].append((kind, text))
 
 
@@ -255,26 +258,94 @@ def poll_job(ctx: AppContext, job_id: int, key: str) -> None:
 def job_status(ws: Workspace, job: Job, user: User, key: str) -> Job:
     """Progress bar, message and a cancel button for one job; returns its fresh state."""
     job = get_job(ws, job.id)
-    label = f"Job {job.id} ({job.kind}): {job.status.value}"
-    if job.message:
-        label += f" · {job.message}"
-    st.progress(min(max(job.progress, 0.0), 1.0), text=label)
+    st.progress(min(max(job.progress, 0.0), 1.0),
+                text=f"Job {job.id:d} ({md(job.kind)}): {md(job.status.value)}"
+                     + (f" · {md(job.message)}" if job.message else ""))
     if job.error:
-        st.error(job.error)
+        st.error(md(job.error))
     if not job.finished and st.button("Cancel job", key=f"{key}_cancel_{job.id}"):
         try:  # this may run in a fragment, outside the page's own error handling
             cancel_job(ws, job.id, user=user)
         except CurationError as exc:
-            st.error(str(exc))
+            st.error(md(exc))
         else:
             st.rerun()
     return job
 
 
+# -- labels and errors ----------------------------------------------------------------------------
+#: Seconds a page run waits for the write lock when it retries pending labels.
+PENDING_RETRY_WAIT_S = 0.2
+
+
+def store_label(ws: Workspace, **label: Any) -> Label | None:
+    """:func:`~curation.store.labels.record_label` for a widget callback; the outcome is flashed.
+
+    Returns the stored label, or None when it is pending (kept in the workspace's outbox and
+    saved later: a warning says so) or was refused (an error says why)."""
+    try:
+        waiting = len(pending_labels(ws))  # written first by record_label
+        stored = record_label(ws, **label)
+    except LabelPending as exc:
+        flash("warning", md(exc))
+        return None
+    except CurationError as exc:
+        flash("error", md(exc))
+        return None
+    if waiting:
+        flash("success", f"{waiting:d} pending label(s) saved.")
+    return stored
+
+
+def save_pending_labels(ctx: AppContext) -> None:
+    """Retry the labels kept while the workspace was busy (one ``stat`` when there are none).
+
+    Says how many were saved now; while the workspace is still busy they stay pending, quietly,
+    and a sidebar caption counts the user's."""
+    try:
+        saved = flush_pending_labels(ctx.ws, wait_s=PENDING_RETRY_WAIT_S)
+    except WorkspaceBusyError:
+        saved = 0  # still busy: they stay pending, counted below
+    except CurationError as exc:  # disk full, read-only: they stay pending, and why matters
+        saved = 0
+        st.warning(f"Pending labels cannot be saved yet: {md(exc)}")
+    if saved:
+        st.success(f"{saved:d} pending label(s) saved.")
+    try:
+        waiting = len(pending_labels(ctx.ws, ctx.user.name))
+    except CurationError as exc:
+        st.warning(md(exc))
+        return
+    if waiting:
+        st.sidebar.caption(f":material/schedule: {waiting:d} label(s) pending: not saved yet; "
+                           "they are kept and saved automatically.")
+
+
+#: Errors a page shows as one readable message instead of a traceback.
+READABLE_ERRORS = (CurationError, RetrieverError, sqlite3.Error)
+
+
+def show_error(exc: BaseException, workspace: str | Path | None = None) -> None:
+    """``exc`` as one readable error message. A SQLite error that reached the app untranslated
+    is described (what happened, what to do) and logged with its traceback for the server log.
+
+    Args:
+        exc: One of :data:`READABLE_ERRORS`.
+        workspace: The workspace folder, named in database error messages.
+    """
+    if isinstance(exc, sqlite3.Error):
+        logger.error("database error in the app", exc_info=exc)
+        text = describe_sqlite_error(exc, Path(workspace) / DB_NAME if workspace else None)
+    else:
+        text = str(exc)
+    st.error(md(text))
+
+
 def run_page(render: Callable[[AppContext], None]) -> None:
-    """Run a page's ``render(ctx)``, showing library errors once as a readable message."""
+    """Run a page's ``render(ctx)``, showing library and database errors once as a readable
+    message."""
     ctx = require_context()
     try:
         render(ctx)
-    except (CurationError, RetrieverError) as exc:
-        st.error(str(exc))
+    except READABLE_ERRORS as exc:
+        show_error(exc, ctx.ws.root)

@@ -16,15 +16,16 @@ from app_pages.common import (
     job_status,
     levels,
     partial_relations,
-    plain,
     retriever_ready,
     run_page,
+    save_pending_labels,
     settle_heap,
     short_hash,
     show_flash,
 )
 from app_pages.curate_results import results_panel
 from app_pages.curate_suggestions import suggestions_panel
+from app_pages.safe import md
 from curation.cli.commands import relations_frame
 from curation.jobs.queue import JobStatus, get_job
 from curation.search.session import (
@@ -60,7 +61,7 @@ def pick_schema(ctx: AppContext) -> Schema:
     if st.session_state.get("schema") not in names:
         st.session_state["schema"] = names[0]
     name = st.sidebar.selectbox("Relation schema", names, key="schema")
-    st.sidebar.caption(schemas[name].description)
+    st.sidebar.caption(md(schemas[name].description))
     sources = schema_sources(ctx.ws, name)
     if len(sources) > 1:
         st.sidebar.selectbox("Knowledge base", [ALL_KBS, *sources], key=f"kb_{name}")
@@ -84,10 +85,10 @@ def pick_relation(ctx: AppContext, schema: Schema) -> PartialRelation:
     mode = st.radio("Query from", MODES, key="query_mode", horizontal=True,
                     label_visibility="collapsed")
     if mode == MODES[1]:
-        values = {s: st.text_input(s.capitalize(), key=f"typed_{schema.name}_{s}")
+        values = {s: st.text_input(md(s.capitalize()), key=f"typed_{schema.name}_{s}")
                   for s in schema.query_slots}
         if not any(v.strip() for v in values.values()):
-            st.info(f"Type {', '.join(schema.query_slots)} to build a query.")
+            st.info(f"Type {md(', '.join(schema.query_slots))} to build a query.")
             st.stop()
         return typed_partial(ctx.ws, schema, values)
     rows = _browse(ctx, schema)
@@ -107,7 +108,7 @@ def _browse(ctx: AppContext, schema: Schema) -> list[PartialRelation]:
                            placeholder="gene, variant, drug, disease ...")
     with st.expander("Filters"):
         cols = st.columns(len(schema.slot_names) + 1)
-        values = {s: cols[i].text_input(s.capitalize(), key=f"flt_{schema.name}_{s}")
+        values = {s: cols[i].text_input(md(s.capitalize()), key=f"flt_{schema.name}_{s}")
                   for i, s in enumerate(schema.slot_names)}
         known = levels(ctx.ws, schema.name)
         level = cols[-1].selectbox("Evidence level", ["(any)", *known],
@@ -134,7 +135,7 @@ def edit_query(schema: Schema, partial: PartialRelation) -> str:
     known = ", ".join(answers[:KNOWN_SHOWN]) or "none"
     if len(answers) > KNOWN_SHOWN:
         known += f" and {len(answers) - KNOWN_SHOWN} more"
-    st.caption(f"Known {schema.answer} in the KB: {plain(known)} · {len(partial.pmids)} cited "
+    st.caption(f"Known {md(schema.answer)} in the KB: {md(known)} · {len(partial.pmids)} cited "
                "PMIDs")
     return text.strip() or default
 
@@ -146,19 +147,19 @@ def ensure_ready(ctx: AppContext, name: str) -> None:
     base, options = parse_retriever_choice(name)
     job = last_index_job(ctx.ws, base, options)
     if job is not None and not job.finished:
-        st.info(f"Building the {name} index in the background; results appear when it is "
+        st.info(f"Building the {md(name)} index in the background; results appear when it is "
                 "ready. The rest of the app keeps working.")
         _index_progress(ctx, job.id)
         st.stop()
     if job is not None and job.status is JobStatus.FAILED:
-        st.error(f"Building the {name} index failed: {job.error}")
+        st.error(f"Building the {md(name)} index failed: {md(job.error)}")
     elif name == "bm25" and (job is None or job.status is JobStatus.DONE):  # quick: no asking
         ensure_index_job(ctx.ws, base, options, user=ctx.user)
         st.rerun()
-    if st.button(f"Build the {name} index in the background", key="build_index"):
+    if st.button(f"Build the {md(name)} index in the background", key="build_index"):
         ensure_index_job(ctx.ws, base, options, user=ctx.user)
         st.rerun()
-    st.info(f"The {name} index is not built for the current documents yet.")
+    st.info(f"The {md(name)} index is not built for the current documents yet.")
     st.stop()
 
 
@@ -190,6 +191,7 @@ def render(ctx: AppContext) -> None:
     retriever = retriever_controls(ctx, schema)
     st.subheader("Curate")
     show_flash()
+    save_pending_labels(ctx)  # labels kept while the workspace was busy
     partial = pick_relation(ctx, schema)
     text = edit_query(schema, partial)
     ensure_ready(ctx, retriever[0])

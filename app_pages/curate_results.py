@@ -11,16 +11,18 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app_pages.common import AppContext, current_user, flash, short_hash, show_flash
+from app_pages.common import AppContext, current_user, flash, short_hash, show_flash, store_label
+from app_pages.safe import md
 from curation.matching.highlight import render_highlighted, render_legend, slot_colours
 from curation.search.session import RankedDoc, SearchResult, card_html, label_progress, queue_order
-from curation.store.labels import Grade, labelled_grades, record_label, undo_last_label
+from curation.store.labels import Grade, labelled_grades, pending_labels, undo_last_label
 from curation.store.relations import PartialRelation
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
 
 GRADES = (Grade.COMPLETE, Grade.PARTIAL, Grade.IRRELEVANT, Grade.SKIP)
+GRADE_OPTIONS = tuple(g.value for g in GRADES)
 _UNSAFE_KEY = re.compile(r"[^A-Za-z0-9_-]+")
 
 
@@ -52,13 +54,10 @@ def _label(ws: Workspace, cards: Cards, doc: RankedDoc, keys: tuple[str, str]) -
     if user is None:
         flash("error", "Your session ended; sign in again to label.")
         return
-    try:
-        record_label(ws, user=user.name, schema=cards.schema.name,
-                     query_key=cards.partial.query_key, query_text=cards.query_text,
-                     doc_id=doc.doc_id, grade=grade, note=st.session_state.get(note_key, ""),
-                     model_version=doc.model_version)
-    except CurationError as exc:
-        flash("error", str(exc))
+    store_label(ws, user=user.name, schema=cards.schema.name,
+                query_key=cards.partial.query_key, query_text=cards.query_text,
+                doc_id=doc.doc_id, grade=grade, note=st.session_state.get(note_key, ""),
+                model_version=doc.model_version)
 
 
 def _note_changed(ws: Workspace, cards: Cards, doc: RankedDoc, keys: tuple[str, str],
@@ -71,17 +70,23 @@ def _note_changed(ws: Workspace, cards: Cards, doc: RankedDoc, keys: tuple[str, 
 
 def _undo(ws: Workspace) -> None:
     user = current_user(ws)
-    label = undo_last_label(ws, user.name) if user else None
+    try:  # pending labels are saved first, which needs the write lock
+        label = undo_last_label(ws, user.name) if user else None
+    except CurationError as exc:
+        flash("error", f"Nothing was undone: {md(exc)}")
+        return
     if label is None:
         flash("info", "Nothing to undo.")
     else:
-        flash("info", f"Undid your label '{label.grade.value}' on {label.doc_id}.")
+        flash("info", f"Undid your label '{md(label.grade.value)}' on {md(label.doc_id)}.")
 
 
-def _toolbar(ctx: AppContext, result: SearchResult, labelled: int) -> None:
+def _toolbar(ctx: AppContext, result: SearchResult, labelled: int, pending: int) -> None:
     total = len(result.docs)
     st.progress(labelled / total if total else 0.0,
-                text=f"Labelled {labelled} of {total} shown · ranked by {result.model_version}")
+                text=f"Labelled {labelled:d} of {total:d} shown"
+                     + (f" ({pending:d} pending, not saved yet)" if pending else "")
+                     + f" · ranked by {md(result.model_version)}")
     with st.container(horizontal=True, vertical_alignment="center"):
         st.button("Undo last label", key="undo", on_click=_undo, args=(ctx.ws,), shortcut="U",
                   icon=":material/undo:")
@@ -93,14 +98,15 @@ def _highlight_controls(schema: Schema) -> tuple[dict[str, str], frozenset[str]]
     with st.container(horizontal=True, vertical_alignment="center"):
         st.caption("Highlight")
         enabled = frozenset(slot for slot in colours
-                            if st.checkbox(slot, value=True, key=f"hl_{slot}"))
+                            if st.checkbox(md(slot), value=True, key=f"hl_{slot}"))
     st.markdown(render_legend(colours, enabled), unsafe_allow_html=True)
     return colours, enabled
 
 
-def _card(cards: Cards, doc: RankedDoc, grade: Grade | None) -> None:
+def _card(cards: Cards, doc: RankedDoc, grade: Grade | None, pending: bool = False) -> None:
     """One abstract: one HTML block (first line + highlighted text), the label control and a
-    note; few elements, so a fragment rerun stays cheap for the browser too."""
+    note; few elements, so a fragment rerun stays cheap for the browser too. A ``pending``
+    grade (kept in the outbox, not in the database yet) is marked as such."""
     key = doc_key(doc.doc_id)
     suffix = f"{key}_{short_hash(cards.partial.query_key)}"
     grade_key, note_key = f"grade_{suffix}", f"note_{suffix}"
@@ -108,10 +114,12 @@ def _card(cards: Cards, doc: RankedDoc, grade: Grade | None) -> None:
     with st.container(border=True, key=f"doc_{key}"):
         highlighted = render_highlighted(doc.title, doc.abstract, doc.spans, cards.colours,
                                          cards.enabled)
-        st.markdown(card_html(doc, highlighted, grade.value if grade else None),
-                    unsafe_allow_html=True)
+        label = grade.value if grade else None
+        if label and pending:
+            label += " (pending)"
+        st.markdown(card_html(doc, highlighted, label), unsafe_allow_html=True)
         with st.container(horizontal=True, vertical_alignment="center"):
-            st.segmented_control("Label", [g.value for g in GRADES], key=grade_key,
+            st.segmented_control("Label", GRADE_OPTIONS, key=grade_key,
                                  format_func=str.capitalize, label_visibility="collapsed",
                                  on_change=_label, args=(cards.ctx.ws, cards, doc,
                                                          (grade_key, note_key)))
@@ -119,6 +127,9 @@ def _card(cards: Cards, doc: RankedDoc, grade: Grade | None) -> None:
                           label_visibility="collapsed", width=320, on_change=_note_changed,
                           args=(cards.ctx.ws, cards, doc, (grade_key, note_key),
                                 grade.value if grade else None))
+            if pending:
+                st.caption(":material/schedule: pending: not saved yet, kept and saved "
+                           "automatically")
 
 
 @st.fragment
@@ -129,13 +140,22 @@ def results_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
     if not result.docs:
         st.info("No abstract matches this query. Edit the query or try another retriever.")
         return
-    grades = labelled_grades(ctx.ws, schema.name, partial.query_key, ctx.user.name)
+    pending = pending_grades(ctx.ws, ctx.user.name, schema.name, partial.query_key)
+    grades = {**labelled_grades(ctx.ws, schema.name, partial.query_key, ctx.user.name),
+              **pending}  # a pending label is newer than the stored one it will supersede
     progress = label_progress(result.docs, grades)
-    _toolbar(ctx, result, progress.labelled)
+    _toolbar(ctx, result, progress.labelled, sum(d.doc_id in pending for d in result.docs))
     colours, enabled = _highlight_controls(schema)
     cards = Cards(ctx, schema, partial, result.query_text, colours, enabled)
     for doc in _ordered(partial, result, grades):
-        _card(cards, doc, grades.get(doc.doc_id))
+        _card(cards, doc, grades.get(doc.doc_id), doc.doc_id in pending)
+
+
+def pending_grades(ws: Workspace, user: str, schema: str, query_key: str) -> dict[str, Grade]:
+    """doc_id -> grade of the user's labels for one partial relation that wait in the outbox
+    (the latest wins)."""
+    return {p.doc_id: p.grade for p in pending_labels(ws, user)
+            if p.schema == schema and p.query_key == query_key}
 
 
 def _ordered(partial: PartialRelation, result: SearchResult,

@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import AppContext, current_user, flash, short_hash
+from app_pages.safe import md
 from curation.search.session import SearchResult
 from curation.search.suggestions import (
     Candidate,
@@ -42,10 +43,11 @@ def _confirm(ctx: AppContext, schema: Schema, partial: PartialRelation,
                              answer=candidate.text, answer_key=candidate.key,
                              comment=st.session_state.get(comment_key, ""))
     except CurationError as exc:
-        flash("error", str(exc))
+        flash("error", md(exc))
         return
     st.session_state[comment_key] = ""
-    flash("success", f"Source suggestion {row.id} saved: PMID {row.pmid} for {row.answer}.")
+    flash("success", f"Source suggestion {row.id:d} saved: PMID {md(row.pmid)} for "
+                     f"{md(row.answer)}.")
 
 
 def _confirm_form(ctx: AppContext, schema: Schema, partial: PartialRelation,
@@ -74,10 +76,10 @@ def _confirm_form(ctx: AppContext, schema: Schema, partial: PartialRelation,
 def suggestions_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
                       result: SearchResult) -> None:
     """Candidates with counts and PMIDs, NEW when the KB lacks them; confirm one; export."""
-    st.markdown(f"**Suggested {schema.answer}** in the top {len(result.docs)} abstracts")
+    st.markdown(f"**Suggested {md(schema.answer)}** in the top {len(result.docs)} abstracts")
     candidates = list(result.candidates[:SHOWN])
     if not candidates:
-        st.caption(f"No {schema.answer} candidate found in these abstracts.")
+        st.caption(f"No {md(schema.answer)} candidate found in these abstracts.")
     else:
         st.dataframe(candidates_frame(candidates), hide_index=True, key="candidates_table",
                      width="stretch")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages.common import AppContext, flash, poll_job, run_page, show_flash
+from app_pages.safe import html_frame, html_text, md
 from app_pages.training_panel import handle_training_request, training_panel
 from curation.evaluation.reporting import (
     EVAL_SPLITS,
@@ -61,10 +62,10 @@ def handle_request(ctx: AppContext) -> None:
         job = start_evaluation(ctx.ws, ctx.user, request.get("schema") or "",
                                request.get("retrievers") or [], request.get("split") or "test")
     except (CurationError, RetrieverError) as exc:
-        st.error(str(exc))
+        st.error(md(exc))
         return
     st.session_state["eval_job"] = job.id
-    flash("success", f"Evaluation job {job.id} started; it runs in the background.")
+    flash("success", f"Evaluation job {job.id:d} started; it runs in the background.")
 
 
 def charts(job: Job) -> None:
@@ -76,9 +77,9 @@ def charts(job: Job) -> None:
     if means.empty:
         st.info("This run has no metrics (no query in the split).")
         return
-    st.caption(f"{report.get('schema')} · split {report.get('split')} · "
-               f"{report.get('queries')} queries")
-    fig = px.bar(means, x="metric", y="value", color="retriever", barmode="group",
+    st.caption(f"{md(report.get('schema'))} · split {md(report.get('split'))} · "
+               f"{md(report.get('queries'))} queries")
+    fig = px.bar(html_frame(means), x="metric", y="value", color="retriever", barmode="group",
                  title="Mean metrics per retriever")
     st.plotly_chart(fig, key="eval_bar", width="stretch")
     st.dataframe(means.pivot(index="retriever", columns="metric", values="value").round(3),
@@ -87,8 +88,8 @@ def charts(job: Job) -> None:
     metric = st.selectbox("Per-query distribution of", metrics, key="eval_metric",
                           index=metrics.index("ndcg@10") if "ndcg@10" in metrics else 0)
     per_query = per_query_frame(report, metric)
-    fig = px.box(per_query, x="retriever", y=metric, points="all", hover_data=["query"],
-                 title=f"{metric} per query")
+    fig = px.box(html_frame(per_query), x="retriever", y=html_text(metric), points="all",
+                 hover_data=["query"], title=f"{html_text(metric)} per query")
     st.plotly_chart(fig, key="eval_box", width="stretch")
 
 
@@ -106,7 +107,7 @@ def job_view(ctx: AppContext, jobs: list[Job]) -> None:
     if not job.finished:
         poll_job(ctx, job.id, "eval")
     elif job.error:
-        st.error(f"Run {job.id} {job.status.value}: {job.error}")
+        st.error(f"Run {job.id:d} {md(job.status.value)}: {md(job.error)}")
     else:
         charts(job)
 

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages.common import AppContext, current_user, flash, run_page, show_flash
+from app_pages.common import (
+    AppContext,
+    current_user,
+    flash,
+    run_page,
+    save_pending_labels,
+    show_flash,
+    store_label,
+)
+from app_pages.safe import md
 from curation.evaluation.reporting import (
     export_labels_bytes,
     label_history,
@@ -14,8 +23,7 @@ from curation.evaluation.reporting import (
     model_versions,
 )
 from curation.search.suggestions import list_suggestions, suggestions_csv
-from curation.store.labels import Grade, Label, agreement, list_labels, record_label
-from kb_sources.errors import CurationError
+from curation.store.labels import Grade, Label, agreement, list_labels
 
 ALL = "(all)"
 
@@ -40,17 +48,15 @@ def _relabel(ctx: AppContext, label: Label) -> None:
     if user is None or user.name != label.user:
         flash("error", "You can relabel only your own labels.")
         return
-    try:
-        new = record_label(ctx.ws, user=user.name, schema=label.schema, query_key=label.query_key,
-                     query_text=label.query_text, doc_id=label.doc_id,
-                     grade=st.session_state["rv_new_grade"],
-                     note=st.session_state.get("rv_new_note", ""),
-                     model_version=label.model_version, train_size=label.train_size)
-    except CurationError as exc:
-        flash("error", str(exc))
+    new = store_label(ctx.ws, user=user.name, schema=label.schema, query_key=label.query_key,
+                      query_text=label.query_text, doc_id=label.doc_id,
+                      grade=st.session_state["rv_new_grade"],
+                      note=st.session_state.get("rv_new_note", ""),
+                      model_version=label.model_version, train_size=label.train_size)
+    if new is None:  # pending (saved later) or refused: store_label said which
         return
     st.session_state["rv_label"] = new.id
-    flash("success", f"Relabelled {label.doc_id} as {new.grade.value}.")
+    flash("success", f"Relabelled {md(label.doc_id)} as {md(new.grade.value)}.")
 
 
 def relabel_panel(ctx: AppContext, labels: list[Label]) -> None:
@@ -110,6 +116,7 @@ def export_panel(ctx: AppContext, labels: list[Label]) -> None:
 def render(ctx: AppContext) -> None:
     st.subheader("Review")
     show_flash()
+    save_pending_labels(ctx)
     labels = _filters(ctx)
     st.caption(f"{len(labels):,} labels")
     st.dataframe(labels_frame(labels), hide_index=True, key="rv_table", width="stretch",

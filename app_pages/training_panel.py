@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages.common import AppContext, flash, poll_job
+from app_pages.safe import md
 from curation.jobs.queue import list_jobs
 from curation.store.models import list_models
 from curation.training.edel import EdelOptions
@@ -34,10 +35,11 @@ def handle_training_request(ctx: AppContext) -> None:
     try:
         job = start_training(ctx.ws, ctx.user, request.get("schema") or "", request["options"])
     except CurationError as exc:
-        st.error(str(exc))
+        st.error(md(exc))
         return
     st.session_state["train_job"] = job.id
-    flash("success", f"Training job {job.id} started; the new version appears below when done.")
+    flash("success", f"Training job {job.id:d} started; the new version appears below when "
+                     "done.")
 
 
 def training_panel(ctx: AppContext, schemas: list[str]) -> None:
@@ -55,7 +57,7 @@ def training_panel(ctx: AppContext, schemas: list[str]) -> None:
         cols[3].number_input("Max tokens", 32, 512, defaults.max_seq_length, step=32,
                              key="train_length")
         cols[4].button("Start training", key="train_start", type="primary", on_click=_request)
-        st.caption(f"Base model {defaults.base}; about 3 training examples/s at 128 tokens on "
+        st.caption(f"Base model {md(defaults.base)}; about 3 training examples/s at 128 tokens on "
                    "a 2-core CPU (a disease_gene round: 20-25 minutes).")
         jobs = list_jobs(ctx.ws, "train", limit=5)
         running = [j for j in jobs if not j.finished]

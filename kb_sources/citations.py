@@ -15,8 +15,9 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+from kb_sources.checks import is_pmid
 from kb_sources.errors import InputFormatError
-from kb_sources.io import is_pmid, iter_tsv
+from kb_sources.io import iter_tsv
 
 logger = logging.getLogger(__name__)
 

@@ -24,8 +24,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kb_sources.checks import is_ascii_int, is_pmid
 from kb_sources.errors import InputFormatError
 from kb_sources.io import iter_tsv, read_header
+from kb_sources.read_stats import DuplicateCheck, ReadStats
 from kb_sources.types import Entity, Relation
 
 logger = logging.getLogger(__name__)
@@ -105,32 +107,40 @@ class CivicEvidence:
     attributes: dict[str, str]
 
 
-def read_civic(path: Path, **options: object) -> Iterator[Relation]:
+def read_civic(path: Path, *, stats: ReadStats | None = None) -> Iterator[Relation]:
     """Read a CIViC ClinicalEvidenceSummaries TSV (plain or gzip) into PO relations.
+
+    An evidence id repeated with an identical row is skipped and counted in ``stats``; repeated
+    with a different row it is refused (one of the two would silently replace the other).
 
     Args:
         path: The evidence export (v1 or v2 column layout).
-        **options: None are accepted; present for the common reader signature.
+        stats: Collects skipped repeats (see :mod:`kb_sources.read_stats`).
 
     Returns:
         An iterator of relations (schema "PO", source "civic") in file order.
 
     Raises:
-        InputFormatError: Unreadable file, a header of neither layout, or a row without an
-            evidence id, gene or variant.
-        TypeError: An option was passed.
+        InputFormatError: Unreadable file, a header of neither layout, a row without a numeric
+            evidence id, gene or variant, a PubMed citation that is not a PMID, or an evidence id
+            repeated with different content.
     """
-    if options:
-        raise TypeError(f"read_civic() takes no options, got {', '.join(sorted(options))}")
     path = Path(path)
+    stats = stats if stats is not None else ReadStats(path)
     layout = detect_layout(path)
     logger.info("Reading %s as CIViC layout %s", path, layout.name)
+    repeats = DuplicateCheck(path, stats, what="evidence id",
+                             fix="keep one row per evidence id (re-export the file from CIViC)")
     count = 0
     for line_no, row in iter_tsv(path, layout.required, format_name=f"{FORMAT_NAME} {layout.name}"):
-        for relation in evidence_relations(normalise_row(row, layout, path=path, line=line_no)):
+        evidence = normalise_row(row, layout, path=path, line=line_no)
+        if repeats.is_repeat(evidence.evidence_id, repr(evidence), line=line_no):
+            continue
+        for relation in evidence_relations(evidence):
             count += 1
             yield relation
     logger.info("Read %d PO relations from %s", count, path)
+    stats.log_summary()
 
 
 def detect_layout(path: Path) -> Layout:
@@ -164,12 +174,15 @@ def normalise_row(
     """Turn one TSV row of either layout into a :class:`CivicEvidence` (pure).
 
     Raises:
-        InputFormatError: No evidence id, gene or variant, or a PubMed citation that is not a PMID.
+        InputFormatError: No numeric evidence id, no gene or variant, or a PubMed citation that
+            is not a PMID.
     """
     evidence_id = layout.get(row, "evidence_id")
-    if not evidence_id:
-        raise InputFormatError(path, "row has no evidence_id", line=line,
-                               expected="a numeric evidence_id in every row",
+    if not is_ascii_int(evidence_id):
+        problem = f"evidence_id {evidence_id[:40]!r} is not a number" if evidence_id else \
+            "row has no evidence_id"
+        raise InputFormatError(path, problem, line=line,
+                               expected="a numeric evidence_id (ASCII digits) in every row",
                                fix="re-export the file or delete the incomplete row")
     record = f"EID{evidence_id}"
     if layout is V2:
@@ -267,9 +280,9 @@ def _pmids(
 ) -> tuple[str, ...]:
     if source_type.lower() != "pubmed":
         return ()
-    if not citation_id.isdigit():
+    if not is_pmid(citation_id):
         raise InputFormatError(path, f"PubMed citation_id {citation_id!r} is not a PMID",
-                               line=line, record=record, expected="digits only",
+                               line=line, record=record, expected="1-10 ASCII digits",
                                fix="correct the citation_id or the source_type of the row")
     return (citation_id,)
 

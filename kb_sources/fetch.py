@@ -47,8 +47,8 @@ from Bio import Entrez
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring
 
+from kb_sources.checks import is_pmid
 from kb_sources.errors import CurationError
-from kb_sources.io import is_pmid
 from kb_sources.pubmed_xml import (
     article_to_document,
     iter_article_elements,

@@ -24,8 +24,10 @@ A mapping file says which schema the rows fill and which column feeds which slot
 Validation happens before any row is read: unknown keys or slots, query slots without a column and
 an unknown schema raise :class:`~kb_sources.errors.SchemaError` naming the mapping file; a column
 missing from the file's header raises :class:`~kb_sources.errors.InputFormatError` naming the
-column, the data file and the mapping file. Rows whose query slots are empty are skipped with one
-warning (they cannot become queries); an empty answer slot is kept empty for browsing.
+column, the data file and the mapping file. Rows whose query slots are empty are skipped and
+counted (:mod:`kb_sources.read_stats`; they cannot become queries); an empty answer slot is kept
+empty for browsing. A record id repeated with an identical relation is skipped and counted; with a
+different relation it is refused.
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kb_sources.checks import is_pmid
 from kb_sources.errors import CurationError, InputFormatError, SchemaError
 from kb_sources.io import iter_tsv, split_list
+from kb_sources.read_stats import DuplicateCheck, IssueKind, ReadStats
 from kb_sources.schema import (
     Schema,
     get_schema,
@@ -107,26 +111,48 @@ class ColumnMapping:
 
 
 def read_generic_tsv(
-    path: str | Path, *, mapping: str | Path, **options: Any
+    path: str | Path,
+    *,
+    mapping: str | Path | None = None,
+    source: str | None = None,
+    schema_dirs: Iterable[str | Path] = (),
+    stats: ReadStats | None = None,
 ) -> Iterator[Relation]:
     """Read a delimited file with a header and yield one relation per row.
 
+    The mapping is loaded and checked at once (before any row is read). Rows whose query slots
+    are empty are skipped and counted in ``stats``; a record id repeated with an identical
+    relation is skipped and counted, repeated with a different one it is refused.
+
     Args:
         path: The KB export (plain or gzip).
-        mapping: The column-mapping TOML file.
-        **options: ``schema_dirs``: extra folders of schema TOMLs to look names up in;
-            ``source``: overrides the mapping's source label.
+        mapping: The column-mapping TOML file (required).
+        source: Overrides the mapping's source label.
+        schema_dirs: Extra folders of schema TOMLs to look schema names up in.
+        stats: Collects skipped rows (see :mod:`kb_sources.read_stats`).
 
     Raises:
-        SchemaError: The mapping is invalid or does not fit its schema.
+        SchemaError: No mapping was given, or it is invalid or does not fit its schema.
         InputFormatError: The file is unreadable, lacks a mapped column, or a row is malformed
-            (duplicate record id, id list not parallel to the entity list, bad PMID).
+            (record id repeated with different content, id list not parallel to the entity
+            list, bad PMID); raised while iterating.
     """
     p = Path(path)
-    spec = load_mapping(mapping, schema_dirs=options.get("schema_dirs", ()))
-    source = str(options.get("source") or spec.source)
-    seen: set[str] = set()
-    skipped: list[int] = []
+    if mapping is None:
+        raise SchemaError(
+            f"{p}: reader 'tsv' needs a column-mapping TOML that says which column fills which "
+            "slot, and none was given. Pass it with --mapping FILE (kbcurate import kb tsv FILE "
+            "--mapping MAPPING.toml) or mapping=... in Python; see kb_sources/generic_tsv.py for "
+            "the layout")
+    spec = load_mapping(mapping, schema_dirs=schema_dirs)
+    return _relations(p, spec, source or spec.source,
+                      stats if stats is not None else ReadStats(p))
+
+
+def _relations(p: Path, spec: ColumnMapping, source: str, stats: ReadStats) -> Iterator[Relation]:
+    repeats = DuplicateCheck(
+        p, stats, what="record id",
+        fix=f"set record_id in {spec.path} to a unique column (or a list of columns)")
     for line_no, row in _rows(p, spec):
         try:
             relation = row_relation(row, spec, source=source)
@@ -136,19 +162,12 @@ def read_generic_tsv(
                 fix="correct the row or the mapping",
             ) from exc
         if relation is None:
-            skipped.append(line_no)
-            continue
-        if relation.record_id in seen:
-            raise InputFormatError(
-                p, f"duplicate record id {relation.record_id!r}", line=line_no,
-                expected=f"unique values in column(s) {', '.join(spec.record_id)}",
-                fix=f"set record_id in {spec.path} to a unique column (or a list of columns)",
-            )
-        seen.add(relation.record_id)
-        yield relation
-    if skipped:
-        logger.warning("%s: skipped %d row(s) with an empty query slot (first at line %d)",
-                       p, len(skipped), skipped[0])
+            stats.note(IssueKind.EMPTY_QUERY_SLOT, "a query slot "
+                       f"({', '.join(spec.schema.query_slots)}) is empty; row skipped",
+                       line=line_no)
+        elif not repeats.is_repeat(relation.record_id, relation.content_hash(), line=line_no):
+            yield relation
+    stats.log_summary()
 
 
 def _rows(path: Path, spec: ColumnMapping) -> Iterator[tuple[int, dict[str, str]]]:
@@ -321,9 +340,9 @@ def row_relation(
     if mapping.pmid_column:
         for pmid in split_list(row.get(mapping.pmid_column, ""), mapping.pmid_separators):
             pmid = pmid.removeprefix("PMID:").strip()
-            if not pmid.isdigit():
-                raise ValueError(f"PMID {pmid!r} in column {mapping.pmid_column!r} is not a "
-                                 "number")
+            if not is_pmid(pmid):
+                raise ValueError(f"PMID {pmid[:40]!r} in column {mapping.pmid_column!r} is not "
+                                 "a number (1-10 ASCII digits)")
             pmids.append(pmid)
     attributes = {name: row[col].strip() for name, col in mapping.attributes
                   if row.get(col, "").strip()}

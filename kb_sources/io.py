@@ -1,8 +1,11 @@
 """Safe reading of local input files: gzip detection, strict UTF-8, TSV headers, size limits.
 
-Every reader goes through these helpers so that bad input (truncated gzip, bad UTF-8, an empty file,
-a wrong delimiter, a duplicate or missing column, an absurdly long field) ends in one
-:class:`~kb_sources.errors.InputFormatError` naming the file and line.
+Every reader goes through these helpers so that bad input (truncated gzip, bad UTF-8, a NUL byte,
+an empty file, a wrong delimiter, a duplicate or missing column, an absurdly long line or field)
+ends in one :class:`~kb_sources.errors.InputFormatError` naming the file and line. Lines are read
+with a bounded size, so a small gzip that expands to one huge line is refused without being held
+in memory. Checks of single values (PMIDs, document ids, text fields) live in
+:mod:`kb_sources.checks`.
 """
 
 from __future__ import annotations
@@ -14,12 +17,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
 
+from kb_sources.checks import check_text
 from kb_sources.errors import InputFormatError
 
-#: Longest field (characters) accepted in any record; abstracts are ~1-10k characters.
-MAX_FIELD_CHARS = 200_000
-#: Longest line (characters) accepted in line-oriented formats.
-MAX_LINE_CHARS = 1_000_000
+#: Longest line (bytes, without its line break) accepted in line-oriented formats.
+MAX_LINE_BYTES = 1_000_000
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -35,7 +37,7 @@ def open_binary(path: str | Path) -> Iterator[io.BufferedIOBase]:
     """Open a local file for binary reading, transparently decompressing gzip.
 
     Raises:
-        InputFormatError: The file does not exist or is empty.
+        InputFormatError: The file does not exist, is empty or cannot be opened.
     """
     p = Path(path)
     if not p.is_file():
@@ -47,7 +49,14 @@ def open_binary(path: str | Path) -> Iterator[io.BufferedIOBase]:
             p, "file is empty", expected="at least a header or one record",
             fix="re-export or re-download the file",
         )
-    with open(p, "rb") as raw:
+    try:
+        raw_file = open(p, "rb")  # closed by the with below
+    except OSError as exc:
+        raise InputFormatError(
+            p, f"cannot open the file ({exc.strerror})", expected="a readable file",
+            fix="check the file's permissions",
+        ) from exc
+    with raw_file as raw:
         if raw.read(2) == _GZIP_MAGIC:
             raw.seek(0)
             with gzip.GzipFile(fileobj=raw) as gz:
@@ -60,42 +69,25 @@ def open_binary(path: str | Path) -> Iterator[io.BufferedIOBase]:
 def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line)`` (1-based, newline stripped) from a text or gzip file.
 
-    Decodes strictly as UTF-8 (a BOM is dropped) and reports the first bad byte with its line.
+    Lines are read with a bounded ``readline``, so an over-long line (a 1 MB gzip can expand to
+    one 1 GB line) is refused after :data:`MAX_LINE_BYTES` bytes without being held in memory.
+    Decodes strictly as UTF-8 (a BOM is dropped) and refuses NUL bytes (a UTF-16 or binary file);
+    the message names the first bad byte with its line and column.
 
     Raises:
-        InputFormatError: Empty file, truncated/corrupt gzip, invalid UTF-8, over-long line, or
-            a file with no non-blank line.
+        InputFormatError: Empty file, truncated/corrupt gzip, invalid UTF-8, a NUL byte, an
+            over-long line, or a file with no non-blank line.
     """
     p = Path(path)
     line_no = 0
     seen_content = False
     try:
         with open_binary(p) as fh:
-            for line_no, raw in enumerate(fh, start=1):  # noqa: B007
-                if len(raw) > MAX_LINE_CHARS:
-                    raise InputFormatError(
-                        p, f"line is {len(raw):,} bytes long", line=line_no,
-                        expected=f"lines under {MAX_LINE_CHARS:,} bytes",
-                        fix="check that the file is in the expected format (not binary or "
-                        "a single-line dump)",
-                    )
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise InputFormatError(
-                        p, f"invalid UTF-8 byte {raw[exc.start:exc.start + 1]!r} at column "
-                        f"{exc.start + 1}", line=line_no, expected="UTF-8 text",
-                        fix="convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)",
-                    ) from exc
-                if line_no == 1 and text.startswith("\ufeff"):
-                    text = text[1:]
-                text = text.rstrip("\r\n")
-                if text.strip():
-                    seen_content = True
+            for line_no, raw in _raw_lines(fh, p):
+                text = _decode(p, line_no, raw)
+                seen_content = seen_content or bool(text.strip())
                 yield line_no, text
     except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as exc:
-        if isinstance(exc, InputFormatError):
-            raise
         raise InputFormatError(
             p, f"compressed data is truncated or corrupt after line {line_no} ({exc})",
             expected="a complete gzip file", fix="re-download or re-compress the file",
@@ -107,22 +99,40 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
         )
 
 
-def read_text(path: str | Path) -> str:
-    """Whole file as text (gzip-aware, strict UTF-8); for small formats that need the full text."""
-    return "\n".join(line for _, line in iter_lines(path))
+def _raw_lines(fh: io.BufferedIOBase, p: Path) -> Iterator[tuple[int, bytes]]:
+    """Raw lines without their line break, each read with ``readline(MAX_LINE_BYTES + 2)``."""
+    limit = MAX_LINE_BYTES
+    line_no = 0
+    while raw := fh.readline(limit + 2):  # + 2: room for "\r\n" after a line of `limit` bytes
+        line_no += 1
+        raw = raw.rstrip(b"\r\n")
+        if len(raw) > limit:
+            raise InputFormatError(
+                p, f"line is longer than {limit:,} bytes (reading stopped there)", line=line_no,
+                expected=f"lines of at most {limit:,} bytes",
+                fix="check that the file is in the expected format (not binary or "
+                "a single-line dump)",
+            )
+        yield line_no, raw
 
 
-def read_bytes(path: str | Path) -> bytes:
-    """Whole file as bytes (gzip-aware), with truncation reported as InputFormatError."""
-    p = Path(path)
-    try:
-        with open_binary(p) as fh:
-            return fh.read()
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+def _decode(p: Path, line_no: int, raw: bytes) -> str:
+    nul = raw.find(b"\x00")
+    if nul >= 0:
         raise InputFormatError(
-            p, f"compressed data is truncated or corrupt ({exc})",
-            expected="a complete gzip file", fix="re-download or re-compress the file",
+            p, f"NUL byte at column {nul + 1}", line=line_no, expected="UTF-8 text without NUL "
+            "bytes", fix="the file may be UTF-16 or binary: convert it to UTF-8 (e.g. iconv -f "
+            "utf-16 -t utf-8), or remove the NUL bytes (tr -d '\\000')",
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputFormatError(
+            p, f"invalid UTF-8 byte {raw[exc.start:exc.start + 1]!r} at column "
+            f"{exc.start + 1}", line=line_no, expected="UTF-8 text",
+            fix="convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)",
         ) from exc
+    return text[1:] if line_no == 1 and text.startswith("\ufeff") else text
 
 
 def iter_tsv(
@@ -147,7 +157,7 @@ def iter_tsv(
 
     Raises:
         InputFormatError: Missing/duplicate columns, wrong delimiter, a row with more fields than
-            the header, or a field over :data:`MAX_FIELD_CHARS`.
+            the header, or a field over :data:`~kb_sources.checks.MAX_FIELD_CHARS`.
     """
     p = Path(path)
     lines = iter_lines(p)
@@ -167,12 +177,7 @@ def iter_tsv(
                 "fields per row", fix="check for unescaped delimiters in free-text fields",
             )
         for name, value in zip(header, fields, strict=False):
-            if len(value) > MAX_FIELD_CHARS:
-                raise InputFormatError(
-                    p, f"field {name!r} is {len(value):,} characters long", line=line_no,
-                    expected=f"fields under {MAX_FIELD_CHARS:,} characters",
-                    fix="check the file for a missing line break or a corrupted record",
-                )
+            check_text(p, name, value, line=line_no)
         fields += [""] * (len(header) - len(fields))
         yield line_no, dict(zip(header, fields, strict=True))
 
@@ -231,25 +236,3 @@ def split_list(value: str, separators: str = ",;") -> list[str]:
     for sep in separators:
         items = [part for item in items for part in item.split(sep)]
     return [item.strip() for item in items if item.strip()]
-
-
-def is_pmid(value: str) -> bool:
-    """True for a PubMed id: ASCII digits only, not empty."""
-    return value.isascii() and value.isdigit()
-
-
-def check_field_length(
-    path: str | Path, field_name: str, value: str, *, line: int | None = None,
-    record: str | None = None,
-) -> None:
-    """Refuse a field longer than :data:`~kb_sources.io.MAX_FIELD_CHARS` characters.
-
-    Raises:
-        InputFormatError: The field is too long (names the file, line/record and field).
-    """
-    if len(value) > MAX_FIELD_CHARS:
-        raise InputFormatError(
-            path, f"field {field_name!r} is {len(value):,} characters long", line=line,
-            record=record, expected=f"fields under {MAX_FIELD_CHARS:,} characters",
-            fix="check the file for a missing record separator or a corrupted record",
-        )

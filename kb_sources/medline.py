@@ -17,9 +17,11 @@ from pathlib import Path
 
 from Bio import Medline
 
+from kb_sources.checks import check_text, is_pmid
 from kb_sources.errors import InputFormatError
-from kb_sources.io import check_field_length, is_pmid, iter_lines
+from kb_sources.io import iter_lines
 from kb_sources.pubmed_xml import collapse_spaces
+from kb_sources.read_stats import ReadStats
 from kb_sources.types import Document
 
 logger = logging.getLogger(__name__)
@@ -28,12 +30,15 @@ _YEAR = re.compile(r"\b(1[5-9]\d\d|2\d\d\d)\b")
 _CONTINUATION = "      "
 
 
-def read_medline(path: str | Path, *, source: str = "medline") -> Iterator[Document]:
+def read_medline(
+    path: str | Path, *, source: str = "medline", stats: ReadStats | None = None
+) -> Iterator[Document]:
     """Read a MEDLINE text file (plain or gzip) as documents.
 
     Args:
         path: File of MEDLINE records separated by blank lines.
         source: Source label stored on every document.
+        stats: Accepted for the common reader signature; nothing is skipped silently here.
 
     Returns:
         An iterator of documents in file order.
@@ -93,14 +98,14 @@ def _to_document(record: dict, path: Path, line: int, source: str) -> Document:
     pmid = _text(record.get("PMID"))
     if not is_pmid(pmid):
         raise InputFormatError(
-            path, f"record has no numeric PMID (found {pmid!r})", line=line,
+            path, f"record has no numeric PMID (found {pmid[:40]!r})", line=line,
             expected="a 'PMID- digits' line in every record",
             fix="check that records are separated by exactly one blank line",
         )
     title = _text(record.get("TI"))
     abstract = _text(record.get("AB"))
     for field_name, value in (("TI", title), ("AB", abstract)):
-        check_field_length(path, field_name, value, line=line, record=pmid)
+        check_text(path, field_name, value, line=line, record=pmid)
     year = _YEAR.search(_text(record.get("DP")))
     return Document(
         doc_id=pmid,

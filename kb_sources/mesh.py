@@ -18,12 +18,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import NoReturn
 
+from kb_sources.checks import is_pmid
 from kb_sources.errors import InputFormatError
-from kb_sources.io import is_pmid, iter_lines, iter_tsv
+from kb_sources.io import iter_lines, iter_tsv
 
 logger = logging.getLogger(__name__)
 
-_TREE_NUMBER = re.compile(r"[A-Z]\d{2}(\.\d{3})*")
+_TREE_NUMBER = re.compile(r"[A-Z][0-9]{2}(\.[0-9]{3})*")  # ASCII digits only
 
 
 @dataclass(frozen=True)
@@ -159,8 +160,8 @@ def read_mesh_headings(path: str | Path) -> Iterator[tuple[str, tuple[str, ...]]
     for line_no, row in iter_tsv(p, ("pmid", "descriptor"), format_name="MeSH headings TSV"):
         pmid, descriptor = row["pmid"].strip(), row["descriptor"].strip()
         if not is_pmid(pmid):
-            raise InputFormatError(p, f"pmid {pmid!r} is not a PMID", line=line_no,
-                                   expected="digits", fix="fix or drop the row")
+            raise InputFormatError(p, f"pmid {pmid[:40]!r} is not a PMID", line=line_no,
+                                   expected="1-10 ASCII digits", fix="fix or drop the row")
         if not descriptor:
             raise InputFormatError(p, "empty descriptor", line=line_no,
                                    expected="a MeSH descriptor name", fix="fix or drop the row")

@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from kb_sources.checks import is_pmid
 from kb_sources.errors import InputFormatError
 from kb_sources.io import iter_tsv, read_header, split_list
+from kb_sources.read_stats import IssueKind, ReadStats
 from kb_sources.types import Entity, Relation
 
 logger = logging.getLogger(__name__)
@@ -88,6 +90,7 @@ class OncokbVariant:
             allAnnotatedVariants).
         pmids: PubMed ids, in file order without repeats.
         attributes: Display facts (cancer_type, level, oncogenicity, ...).
+        rejected_pmids: Items of the PMID cell that are not PMIDs (dropped, reported).
     """
 
     kind: OncokbFile
@@ -97,14 +100,18 @@ class OncokbVariant:
     drug_groups: tuple[tuple[str, ...], ...]
     pmids: tuple[str, ...]
     attributes: dict[str, str]
+    rejected_pmids: tuple[str, ...] = ()
 
 
-def read_oncokb(path: Path, **options: object) -> Iterator[Relation]:
+def read_oncokb(path: Path, *, stats: ReadStats | None = None) -> Iterator[Relation]:
     """Read an OncoKB allActionableVariants or allAnnotatedVariants TSV (plain or gzip).
+
+    Items of a PMID cell that are not PMIDs ("PMID pending", "abc;-5") are dropped; each one is
+    counted in ``stats`` (the first logged as a warning) so the import summary can report them.
 
     Args:
         path: The OncoKB file.
-        **options: None are accepted; present for the common reader signature.
+        stats: Collects dropped PMID items (see :mod:`kb_sources.read_stats`).
 
     Returns:
         An iterator of PO relations (source "oncokb"); rows of allAnnotatedVariants give partial
@@ -113,19 +120,23 @@ def read_oncokb(path: Path, **options: object) -> Iterator[Relation]:
     Raises:
         InputFormatError: Unreadable file, a header of neither file, or a row without a gene or
             alteration.
-        TypeError: An option was passed.
     """
-    if options:
-        raise TypeError(f"read_oncokb() takes no options, got {', '.join(sorted(options))}")
     path = Path(path)
+    stats = stats if stats is not None else ReadStats(path)
     layout = detect_layout(path)
     logger.info("Reading %s as %s", path, layout.format_name)
     count = 0
     for line_no, row in iter_tsv(path, layout.required, format_name=layout.format_name):
-        for relation in variant_relations(normalise_row(row, layout, path=path, line=line_no)):
+        variant = normalise_row(row, layout, path=path, line=line_no)
+        for item in variant.rejected_pmids:
+            stats.note(IssueKind.NOT_A_PMID, f"{item[:40]!r} in column "
+                       f"{_PMID_COLUMN[layout.kind]!r} is not a PMID (1-10 ASCII digits); dropped",
+                       line=line_no)
+        for relation in variant_relations(variant):
             count += 1
             yield relation
     logger.info("Read %d PO relations from %s", count, path)
+    stats.log_summary()
 
 
 def detect_layout(path: Path) -> Layout:
@@ -173,11 +184,11 @@ def normalise_row(
         groups = drug_groups(row.get("Drugs(s)", ""))
     attributes = {name: row.get(column, "").strip()
                   for name, column in ATTRIBUTES[layout.kind].items()}
+    pmids, rejected = split_pmids(row.get(_PMID_COLUMN[layout.kind], ""))
     return OncokbVariant(
         kind=layout.kind, gene=gene, entrez_id=row.get("Entrez Gene ID", "").strip(),
-        alteration=alteration, drug_groups=groups,
-        pmids=parse_pmids(row.get(_PMID_COLUMN[layout.kind], "")),
-        attributes={k: v for k, v in attributes.items() if v},
+        alteration=alteration, drug_groups=groups, pmids=pmids,
+        attributes={k: v for k, v in attributes.items() if v}, rejected_pmids=rejected,
     )
 
 
@@ -191,13 +202,20 @@ def drug_groups(value: str) -> tuple[tuple[str, ...], ...]:
     return tuple(dict.fromkeys(g for g in groups if g))
 
 
-def parse_pmids(value: str) -> tuple[str, ...]:
-    """PMIDs of a comma-separated cell: digit-only items, in order, without repeats."""
+def split_pmids(value: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(PMIDs, other items) of a comma-separated cell; PMIDs in order, without repeats.
+
+    >>> split_pmids("24478319, abc;-5, 24478319")
+    (('24478319',), ('abc;-5',))
+    """
     items = split_list(value, ",")
-    pmids = [item for item in items if item.isdigit()]
-    if len(pmids) < len(items):
-        logger.debug("Dropped non-PMID items %s", [i for i in items if not i.isdigit()])
-    return tuple(dict.fromkeys(pmids))
+    pmids = tuple(dict.fromkeys(item for item in items if is_pmid(item)))
+    return pmids, tuple(item for item in items if not is_pmid(item))
+
+
+def parse_pmids(value: str) -> tuple[str, ...]:
+    """PMIDs of a comma-separated cell (ASCII-digit items), in order, without repeats."""
+    return split_pmids(value)[0]
 
 
 def variant_relations(variant: OncokbVariant) -> list[Relation]:

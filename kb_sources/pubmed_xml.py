@@ -30,8 +30,10 @@ from xml.etree.ElementTree import ParseError
 from defusedxml import DefusedXmlException, EntitiesForbidden
 from defusedxml.ElementTree import iterparse
 
+from kb_sources.checks import check_text, is_pmid
 from kb_sources.errors import InputFormatError
-from kb_sources.io import check_field_length, is_pmid, open_binary
+from kb_sources.io import open_binary
+from kb_sources.read_stats import ReadStats
 from kb_sources.types import Document
 
 logger = logging.getLogger(__name__)
@@ -40,6 +42,9 @@ logger = logging.getLogger(__name__)
 ROOT_TAGS = ("PubmedArticleSet", "MedlineCitationSet")
 #: Children of the root that are turned into documents.
 RECORD_TAGS = ("PubmedArticle", "MedlineCitation")
+#: Most bytes read for one record; PubMed's largest articles (thousands of authors and
+#: references) are a few MB. Bounds memory on a small gzip that expands to one huge element.
+MAX_RECORD_BYTES = 64_000_000
 
 # Only ASCII whitespace (pretty-printing); non-breaking and thin spaces are text.
 _SPACES = re.compile(r"[ \t\r\n]+")
@@ -50,7 +55,8 @@ Element = Any
 
 
 def read_pubmed_xml(
-    path: str | Path, *, abstract_labels: bool = False, source: str = "pubmed-xml"
+    path: str | Path, *, abstract_labels: bool = False, source: str = "pubmed-xml",
+    stats: ReadStats | None = None,
 ) -> Iterator[Document]:
     """Read PubMed XML (plain or gzip) as documents.
 
@@ -60,13 +66,15 @@ def read_pubmed_xml(
             ("METHODS: ..."). Off by default, so the text matches other corpora of the same
             abstracts (PubTator, the abstract pool).
         source: Source label stored on every document.
+        stats: Accepted for the common reader signature; nothing is skipped silently here.
 
     Returns:
         An iterator of documents in file order (book articles and deletions are skipped).
 
     Raises:
         InputFormatError: Missing/empty/truncated file, malformed XML (with its line), entity
-            declarations, an unexpected root element, or an article without a numeric PMID.
+            declarations, an unexpected root element, an article without a numeric PMID, or
+            one record over :data:`MAX_RECORD_BYTES`.
     """
     p = Path(path)
     with open_binary(p) as fh:
@@ -105,7 +113,7 @@ def iter_article_elements(stream: IO[bytes], name: str | Path) -> Iterator[Eleme
             references, truncated gzip data, or an unexpected root element.
     """
     try:
-        yield from _iter_records(stream, name)
+        yield from _iter_records(_BoundedStream(stream, name), name)
     except EntitiesForbidden as exc:
         raise InputFormatError(
             name, f"entity declarations are refused (found <!ENTITY {exc.name} ...>)",
@@ -133,7 +141,40 @@ def iter_article_elements(stream: IO[bytes], name: str | Path) -> Iterator[Eleme
         ) from exc
 
 
-def _iter_records(stream: IO[bytes], name: str | Path) -> Iterator[Element]:
+class _BoundedStream:
+    """A binary stream that refuses to read more than :data:`MAX_RECORD_BYTES` per record.
+
+    The parser holds a whole record in memory, so without a bound a small gzip that expands to
+    one huge element would fill the memory before any check could run. ``_iter_records`` calls
+    :meth:`record_done` after each record.
+    """
+
+    def __init__(self, stream: IO[bytes], name: str | Path) -> None:
+        self._stream = stream
+        self._name = name
+        self._total = 0
+        self._record_start = 0
+        self.records = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size if size is not None and size >= 0 else 1 << 16)
+        self._total += len(data)
+        if self._total - self._record_start > MAX_RECORD_BYTES:
+            raise InputFormatError(
+                self._name, f"record #{self.records + 1} is longer than {MAX_RECORD_BYTES:,} "
+                f"bytes (reading stopped at byte {self._total:,})",
+                expected=f"PubMed records of at most {MAX_RECORD_BYTES:,} bytes each",
+                fix="check that the file is PubMed XML and not corrupted (a missing closing tag "
+                "or a huge text node)",
+            )
+        return data
+
+    def record_done(self) -> None:
+        self._record_start = self._total
+        self.records += 1
+
+
+def _iter_records(stream: _BoundedStream, name: str | Path) -> Iterator[Element]:
     root = None
     depth = 0
     skipped: dict[str, int] = {}
@@ -148,6 +189,7 @@ def _iter_records(stream: IO[bytes], name: str | Path) -> Iterator[Element]:
         depth -= 1
         if depth != 1:
             continue
+        stream.record_done()
         if elem.tag in RECORD_TAGS:
             yield elem
         else:
@@ -170,7 +212,7 @@ def _check_root(elem: Element, name: str | Path) -> None:
 def _parse_problem(exc: ParseError) -> str:
     message = str(exc).split(":", 1)[0]
     if "invalid token" in message:
-        message += " (a stray '<' or '&', or bytes that are not UTF-8)"
+        message += " (a stray '<' or '&', a NUL byte, or bytes that are not UTF-8)"
     return message
 
 
@@ -188,13 +230,14 @@ def article_to_document(
         source: Source label stored on the document.
 
     Raises:
-        InputFormatError: No numeric PMID, or a field over :data:`~kb_sources.io.MAX_FIELD_CHARS`.
+        InputFormatError: No numeric PMID, or a field over
+            :data:`~kb_sources.checks.MAX_FIELD_CHARS`.
     """
     citation = element if element.tag == "MedlineCitation" else element.find("MedlineCitation")
     pmid = flat_text(citation.find("PMID")) if citation is not None else ""
     if not is_pmid(pmid):
         raise InputFormatError(
-            name, f"article has no numeric PMID (found {pmid!r})", record=f"#{index}",
+            name, f"article has no numeric PMID (found {pmid[:40]!r})", record=f"#{index}",
             expected="<MedlineCitation><PMID>digits</PMID>", fix="re-download the record",
         )
     article = citation.find("Article")
@@ -203,7 +246,7 @@ def article_to_document(
     title = flat_text(article.find("ArticleTitle")) or flat_text(article.find("VernacularTitle"))
     abstract = _abstract(article.find("Abstract"), abstract_labels)
     for field_name, value in (("ArticleTitle", title), ("AbstractText", abstract)):
-        check_field_length(name, field_name, value, record=pmid)
+        check_text(name, field_name, value, record=pmid)
     journal = flat_text(article.find("Journal/Title")) or flat_text(
         citation.find("MedlineJournalInfo/MedlineTA")
     )

@@ -31,10 +31,12 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
+from kb_sources.checks import MAX_FIELD_CHARS, check_doc_id, is_ascii_int
 from kb_sources.errors import InputFormatError, UnknownNameError
-from kb_sources.io import MAX_FIELD_CHARS, iter_lines, split_list
+from kb_sources.io import iter_lines, split_list
+from kb_sources.read_stats import IssueKind, ReadStats
 from kb_sources.types import Annotation, Document, Entity, Relation
 
 logger = logging.getLogger(__name__)
@@ -84,53 +86,65 @@ class _Block:
 # ----------------------------------------------------------------------------------------- read
 
 
-def read_pubtator_docs(path: str | Path, **options: Any) -> Iterator[Document]:
+def read_pubtator_docs(
+    path: str | Path, *, source: str | None = None, mismatch: str = "error",
+    stats: ReadStats | None = None,
+) -> Iterator[Document]:
     """Yield the documents (with annotations) of a PubTator file, one at a time.
 
     Args:
         path: PubTator file (plain or gzip).
-        **options: ``source``: label of the documents (default: the file name up to its first
-            dot, "Train" for ``Train.PubTator.gz``); ``mismatch``: "error" (default) or "skip"
-            for annotations whose offsets or text do not fit the document.
+        source: Label of the documents (default: the file name up to its first dot, "Train"
+            for ``Train.PubTator.gz``).
+        mismatch: "error" (default) or "skip" for annotations whose offsets or text do not fit
+            the document; skipped ones are counted in ``stats``.
+        stats: Collects skipped annotations (see :mod:`kb_sources.read_stats`).
 
     Raises:
-        InputFormatError: An unreadable file, a line of no known kind, or an annotation whose
+        InputFormatError: An unreadable file, a line of no known kind, a document id that is
+            neither a PMID nor a safe id (:mod:`kb_sources.checks`), or an annotation whose
             offsets fall outside the text or do not match its mention text.
         UnknownNameError: An unknown ``mismatch`` policy.
     """
     p = Path(path)
-    source = str(options.get("source") or p.name.split(".")[0])
-    mismatch = _mismatch_policy(options)
+    policy = _mismatch_policy(mismatch)
+    stats = stats if stats is not None else ReadStats(p)
+    label = source or p.name.split(".")[0]
     for block in _iter_blocks(p):
-        yield build_document(block, p, source, mismatch)
+        yield build_document(block, p, label, policy, stats=stats)
+    stats.log_summary()
 
 
-def read_pubtator_kb(path: str | Path, **options: Any) -> Iterator[Document | Relation]:
+def read_pubtator_kb(
+    path: str | Path, *, source: str | None = None, mismatch: str = "error",
+    stats: ReadStats | None = None,
+) -> Iterator[Document | Relation]:
     """Yield each document of a PubTator file followed by its document-level relations.
 
     Args:
         path: PubTator file (plain or gzip).
-        **options: ``source``: label of documents and relations (documents default to the file
-            name up to its first dot, relations to "pubtator"); ``mismatch`` as in
-            :func:`read_pubtator_docs`.
+        source: Label of documents and relations (documents default to the file name up to its
+            first dot, relations to "pubtator").
+        mismatch: As in :func:`read_pubtator_docs`.
+        stats: As in :func:`read_pubtator_docs`.
 
     Raises:
         InputFormatError: As :func:`read_pubtator_docs`.
         UnknownNameError: An unknown ``mismatch`` policy.
     """
     p = Path(path)
-    doc_source = str(options.get("source") or p.name.split(".")[0])
-    rel_source = str(options.get("source") or "pubtator")
-    mismatch = _mismatch_policy(options)
+    policy = _mismatch_policy(mismatch)
+    stats = stats if stats is not None else ReadStats(p)
     for block in _iter_blocks(p):
-        document = build_document(block, p, doc_source, mismatch)
+        document = build_document(block, p, source or p.name.split(".")[0], policy, stats=stats)
         yield document
         rows = [fields for _, fields in block.relations]
-        yield from document_relations(document, rows, source=rel_source)
+        yield from document_relations(document, rows, source=source or "pubtator")
+    stats.log_summary()
 
 
-def _mismatch_policy(options: dict[str, Any]) -> MismatchPolicy:
-    value = str(options.get("mismatch") or "error").lower()
+def _mismatch_policy(mismatch: object) -> MismatchPolicy:
+    value = str(mismatch or "error").lower()
     if value not in get_args(MismatchPolicy):
         raise UnknownNameError("mismatch policy", value, get_args(MismatchPolicy))
     return value  # type: ignore[return-value]
@@ -152,7 +166,7 @@ def _iter_blocks(path: Path) -> Iterator[_Block]:
             ):
                 yield _finished(block, path)
                 block = None
-            block = block or _Block(pmid, line_no)
+            block = block or _Block(check_doc_id(path, pmid, line=line_no), line_no)
             _set_text(block, kind, text, path, line_no)
             continue
         fields = line.split("\t")
@@ -189,9 +203,16 @@ def _set_text(block: _Block, kind: str, text: str, path: Path, line_no: int) -> 
 
 def _line_kind(fields: list[str], path: Path, line_no: int) -> str:
     """"annotations" or "relations" for a tab-separated line; InputFormatError otherwise."""
-    is_offset = len(fields) >= 3 and fields[1].isdigit() and fields[2].isdigit()
+    is_offset = len(fields) >= 3 and is_ascii_int(fields[1]) and is_ascii_int(fields[2])
     if is_offset and 5 <= len(fields) <= 7:
         return "annotations"
+    if len(fields) >= 3 and any(c.isdigit() and not c.isascii() for c in fields[1] + fields[2]):
+        raise InputFormatError(
+            path, f"annotation offsets {fields[1][:20]!r}-{fields[2][:20]!r} are not ASCII digits",
+            line=line_no, record=fields[0][:40], expected="offsets written with the digits 0-9",
+            fix="re-export the corpus; offsets in other scripts (e.g. Arabic-Indic or "
+            "superscript digits) are not read",
+        )
     if not is_offset and len(fields) in (4, 5) and all(f.strip() for f in fields[1:4]):
         return "relations"
     raise InputFormatError(
@@ -226,7 +247,8 @@ def parse_ids(raw: str, etype: str) -> tuple[str, ...]:
 
 
 def build_document(
-    block: _Block, path: Path, source: str, mismatch: MismatchPolicy = "error"
+    block: _Block, path: Path, source: str, mismatch: MismatchPolicy = "error",
+    *, stats: ReadStats | None = None,
 ) -> Document:
     """A :class:`Document` from a raw block, with offsets checked against the text.
 
@@ -234,7 +256,8 @@ def build_document(
         block: Raw lines of one document.
         path: File name for error messages.
         source: Source label of the document.
-        mismatch: "error" raises on a bad annotation, "skip" drops it with a warning.
+        mismatch: "error" raises on a bad annotation, "skip" drops it (noted in ``stats``).
+        stats: Collects skipped annotations; None logs each one as a warning.
     """
     document = Document(block.pmid, block.title or "", block.abstract or "", source=source)
     text = document.text
@@ -245,7 +268,11 @@ def build_document(
         except InputFormatError as exc:
             if mismatch == "error":
                 raise
-            logger.warning("skipping annotation: %s", exc)
+            if stats is None:
+                logger.warning("skipping annotation: %s", exc)
+            else:
+                stats.note(IssueKind.ANNOTATION_SKIPPED, exc.problem, line=line_no,
+                           record=block.pmid)
     return Document(block.pmid, document.title, document.abstract, source=source,
                     annotations=tuple(annotations))
 

@@ -4,8 +4,9 @@ and corpus readers (-> documents).
 Entries name their implementing function as ``module:function`` and are imported lazily, so
 listing readers (``kbcurate --help``) does not import parsers.
 
-A reader is ``read(path, **options) -> Iterator[Relation | Document]``. It only reads local files,
-raises :class:`~kb_sources.errors.InputFormatError` on bad input, and never touches a workspace.
+A reader is ``read(path, *, stats=None, **options) -> Iterator[Relation | Document]``. It only
+reads local files, raises :class:`~kb_sources.errors.InputFormatError` on bad input, notes what it
+skips in ``stats`` (a :class:`~kb_sources.read_stats.ReadStats`), and never touches a workspace.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from kb_sources.errors import UnknownNameError
+from kb_sources.errors import CurationError, UnknownNameError
+from kb_sources.read_stats import ReadResult, ReadStats
 from kb_sources.types import Document, Relation
 
 ReaderKind = Literal["kb", "docs"]
@@ -45,8 +47,21 @@ class ReaderSpec:
         module, func = self.target.split(":")
         return getattr(importlib.import_module(module), func)
 
-    def read(self, path: str | Path, **options: object) -> Iterator[Relation | Document]:
-        return self.load()(Path(path), **options)
+    def read(self, path: str | Path, **options: object) -> ReadResult[Relation | Document]:
+        """Read ``path``; the result iterates over the records and carries the read's issues.
+
+        Raises:
+            CurationError: An option this reader does not take (the message lists its options).
+            InputFormatError: The file is malformed (raised while iterating).
+        """
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            available = ", ".join(self.options) or "none"
+            raise CurationError(
+                f"Reader {self.kind} {self.name!r} does not take option(s) "
+                f"{', '.join(unknown)}. Available options: {available}")
+        stats = ReadStats(path)
+        return ReadResult(self.load()(Path(path), stats=stats, **options), stats)
 
 
 _SPECS: tuple[ReaderSpec, ...] = (
@@ -55,13 +70,14 @@ _SPECS: tuple[ReaderSpec, ...] = (
     ReaderSpec("oncokb", "kb", "kb_sources.oncokb:read_oncokb",
                "OncoKB allActionableVariants / allAnnotatedVariants TSV -> PO"),
     ReaderSpec("uniprot", "kb", "kb_sources.uniprot:read_uniprot",
-               "UniProt Swiss-Prot flat file (MOD_RES 'by X') -> PTM"),
+               "UniProt Swiss-Prot flat file (MOD_RES 'by X') -> PTM",
+               options=("source", "include_without_catalyst")),
     ReaderSpec("pubtator", "kb", "kb_sources.pubtator:read_pubtator_kb",
                "PubTator corpus -> documents, annotations and document-level relations",
                options=("source", "mismatch")),
     ReaderSpec("tsv", "kb", "kb_sources.generic_tsv:read_generic_tsv",
                "Any TSV + a column-mapping TOML (--mapping FILE) -> relations of any schema",
-               options=("mapping",)),
+               options=("mapping", "source", "schema_dirs")),
     ReaderSpec("pubmed-xml", "docs", "kb_sources.pubmed_xml:read_pubmed_xml",
                "PubMed XML (efetch output or baseline/update files, gzip ok)",
                options=("source", "abstract_labels")),

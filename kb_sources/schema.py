@@ -19,6 +19,7 @@ same shape::
 
 from __future__ import annotations
 
+import re
 import string
 import tomllib
 from collections.abc import Iterable
@@ -28,6 +29,11 @@ from pathlib import Path
 
 from kb_sources.errors import SchemaError, UnknownNameError
 from kb_sources.types import Relation
+
+#: Largest schema or mapping TOML read (they are a few hundred bytes).
+MAX_TOML_BYTES = 1_000_000
+_SCHEMA_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_SLOT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -114,15 +120,10 @@ def parse_schema(data: dict, origin: str) -> Schema:
         return data[key]
 
     name = str(need("name", str)).strip()
-    if not name or not name.replace("_", "").replace("-", "").isalnum():
-        raise SchemaError(f"{origin}: schema name {name!r} must be letters, digits, '_' or '-'")
-    raw_slots = need("slots", list)
-    slots = []
-    for i, raw in enumerate(raw_slots, start=1):
-        if not isinstance(raw, dict) or "name" not in raw or "type" not in raw:
-            raise SchemaError(f"{origin}: slot #{i} needs 'name' and 'type' (and 'query')")
-        slots.append(Slot(str(raw["name"]), str(raw["type"]), bool(raw.get("query", False)),
-                          str(raw.get("description", ""))))
+    if not _SCHEMA_NAME.fullmatch(name):
+        raise SchemaError(f"{origin}: schema name {name[:40]!r} must be 1-64 ASCII letters, "
+                          "digits, '_' or '-' (e.g. name = \"drug_target\")")
+    slots = [_parse_slot(raw, i, origin) for i, raw in enumerate(need("slots", list), start=1)]
     names = [s.name for s in slots]
     if len(set(names)) != len(names):
         raise SchemaError(f"{origin}: slot names must be unique, got {names}")
@@ -149,6 +150,21 @@ def parse_schema(data: dict, origin: str) -> Schema:
                   tuple(str(t) for t in templates))
 
 
+def _parse_slot(raw: object, index: int, origin: str) -> Slot:
+    if not isinstance(raw, dict) or "name" not in raw or "type" not in raw:
+        raise SchemaError(f"{origin}: slot #{index} needs 'name' and 'type' (and 'query')")
+    name = raw["name"]
+    if not isinstance(name, str) or not _SLOT_NAME.fullmatch(name):
+        raise SchemaError(f"{origin}: slot #{index} name {str(name)[:40]!r} must be an ASCII "
+                          "identifier (letters, digits, '_'; not starting with a digit), as it "
+                          "is used as a {placeholder} in templates")
+    query = raw.get("query", False)
+    if not isinstance(query, bool):
+        raise SchemaError(f"{origin}: slot {name!r} has query = {query!r}; write query = true "
+                          "or query = false (a TOML boolean, without quotes)")
+    return Slot(name, str(raw["type"]), query, str(raw.get("description", "")))
+
+
 def _template_fields(template: str, origin: str) -> set[str]:
     try:
         return {f for _, f, _, _ in string.Formatter().parse(template) if f}
@@ -165,9 +181,16 @@ def read_toml(path: str | Path, what: str) -> dict:
     """
     p = Path(path)
     try:
+        if p.stat().st_size > MAX_TOML_BYTES:
+            raise SchemaError(f"{p}: {what} file is {p.stat().st_size:,} bytes; expected a "
+                              f"{what} TOML of at most {MAX_TOML_BYTES:,} bytes. Check the path "
+                              "(a data file passed as a configuration file?)")
         return tomllib.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise SchemaError(f"{p}: {what} file not found") from exc
+    except OSError as exc:
+        raise SchemaError(f"{p}: cannot read the {what} file ({exc.strerror}); expected a "
+                          "readable TOML file") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SchemaError(f"{p}: not a valid UTF-8 TOML file ({exc})") from exc
 

@@ -17,7 +17,8 @@ Design choices:
 * "by PKC/PRKCD" (UniProt's "family/specific enzyme") is ONE catalyst: text = the last, most
   specific alternative ("PRKCD"), synonyms = the others and the raw form ("PKC", "PKC/PRKCD").
 * "by autocatalysis": the catalyst is the substrate itself, ``attributes["autocatalysis"] = "yes"``.
-* PMIDs come from every ``PubMed:`` evidence tag of the feature (any ECO code); the raw evidence is
+* PMIDs come from every ``PubMed:`` evidence tag of the feature (any ECO code; a tag that is not
+  1-10 ASCII digits is dropped and counted in the read's stats); the raw evidence is
   kept in ``attributes["evidence"]``.
 * The residue letter comes from the canonical sequence; for isoform-specific features (or a
   position beyond the sequence) from the modification name ("Phosphoserine" -> S).
@@ -31,14 +32,17 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from Bio import SwissProt
 
+from kb_sources.checks import is_pmid
 from kb_sources.errors import InputFormatError
 from kb_sources.io import iter_lines
+from kb_sources.ptm_vocab import ONE_LETTER_NAMES, normalise_ptm, residue_from_name
+from kb_sources.read_stats import IssueKind, ReadStats
 from kb_sources.types import Entity, Relation
 
 logger = logging.getLogger(__name__)
@@ -47,58 +51,8 @@ SCHEMA = "PTM"
 SOURCE = "uniprot"
 _FORMAT = "a UniProtKB/Swiss-Prot flat file (ID/AC/DE/GN/FT/SQ lines, entries ending with '//')"
 
-#: Modification name fragment (lower case) -> normalised PTM type; first match wins, so more
-#: specific fragments come before the generic ones they contain ("pyridoxal phosphate" < "phospho").
-PTM_TYPES: tuple[tuple[str, str], ...] = (
-    ("adp-ribosyl", "ADP-ribosylation"),
-    ("pyridoxal phosphate", "pyridoxal phosphate attachment"),
-    ("pantetheine", "phosphopantetheinylation"),
-    ("phospho", "phosphorylation"),
-    ("hydroxyisobutyryl", "2-hydroxyisobutyrylation"),
-    ("acetyl", "acetylation"),
-    ("methyl", "methylation"),
-    ("succinyl", "succinylation"),
-    ("malonyl", "malonylation"),
-    ("crotonyl", "crotonylation"),
-    ("glutaryl", "glutarylation"),
-    ("butyryl", "butyrylation"),
-    ("lactoyl", "lactylation"),
-    ("biotinyl", "biotinylation"),
-    ("lipoyl", "lipoylation"),
-    ("hydroxy", "hydroxylation"),
-    ("citrulline", "citrullination"),
-    ("sulfo", "sulfation"),
-    ("nitroso", "S-nitrosylation"),
-    ("nitro", "nitration"),
-    ("carboxy", "carboxylation"),
-    ("deamidated", "deamidation"),
-    ("pyrrolidone carboxylic acid", "pyroglutamate formation"),
-    ("amide", "amidation"),
-    ("sulfoxide", "oxidation"),
-    ("sulfenic", "oxidation"),
-    ("allysine", "oxidation"),
-    ("formyl", "formylation"),
-    ("palmitoyl", "palmitoylation"),
-    ("myristoyl", "myristoylation"),
-)
-
-#: Amino-acid names (longest first so "isoleucine" wins over "leucine") -> one-letter code.
-_AMINO_ACIDS: tuple[tuple[str, str, str], ...] = tuple(sorted((
-    ("alanine", "A", "Ala"), ("arginine", "R", "Arg"), ("asparagine", "N", "Asn"),
-    ("aspartate", "D", "Asp"), ("aspartic acid", "D", "Asp"), ("cysteine", "C", "Cys"),
-    ("glutamine", "Q", "Gln"), ("glutamate", "E", "Glu"), ("glutamic acid", "E", "Glu"),
-    ("glycine", "G", "Gly"), ("histidine", "H", "His"), ("isoleucine", "I", "Ile"),
-    ("leucine", "L", "Leu"), ("lysine", "K", "Lys"), ("methionine", "M", "Met"),
-    ("phenylalanine", "F", "Phe"), ("proline", "P", "Pro"), ("serine", "S", "Ser"),
-    ("threonine", "T", "Thr"), ("tryptophan", "W", "Trp"), ("tyrosine", "Y", "Tyr"),
-    ("valine", "V", "Val"), ("citrulline", "R", "Arg"), ("allysine", "K", "Lys"),
-    ("selenocysteine", "U", "Sec"), ("pyrrolysine", "O", "Pyl"),
-), key=lambda t: -len(t[0])))
-_ONE_TO_NAME = {one: (name, three) for name, one, three in reversed(_AMINO_ACIDS)
-                if name not in ("aspartic acid", "glutamic acid", "citrulline", "allysine")}
-
 _EVIDENCE_BRACES = re.compile(r"\s*\{[^}]*\}")
-_PUBMED = re.compile(r"PubMed:(\d+)")
+_PUBMED = re.compile(r"PubMed:([^\s,;|}]*)")
 _CATALYST_SPLIT = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+and\s+|\s+or\s+")
 _DE_PREFIX = re.compile(r"^(?:(?:RecName|AltName|SubName|Contains|Includes|Flags):\s*)+")
 _DE_NAME_KEYS = frozenset({"Full", "Short", "CD_antigen", "INN", "Allergen", "Biotech"})
@@ -131,13 +85,18 @@ class ModRes:
 # ----------------------------------------------------------------------------------------- read
 
 
-def read_uniprot(path: str | Path, **options: Any) -> Iterator[Relation]:
+def read_uniprot(
+    path: str | Path, *, source: str | None = None, include_without_catalyst: bool = False,
+    stats: ReadStats | None = None,
+) -> Iterator[Relation]:
     """Read a Swiss-Prot flat file (plain or gzip) and yield PTM relations, streaming.
 
     Args:
         path: Flat file with one or more entries.
-        **options: ``source`` (default "uniprot"); ``include_without_catalyst`` (default False):
-            also yield catalyst-less MOD_RES features with an empty ``catalyst`` slot.
+        source: Source label (default "uniprot").
+        include_without_catalyst: Also yield catalyst-less MOD_RES features with an empty
+            ``catalyst`` slot.
+        stats: Counts ``PubMed:`` evidence tags that are not PMIDs (dropped).
 
     Returns:
         An iterator of ``PTM`` relations, one per (feature, catalyst).
@@ -146,10 +105,11 @@ def read_uniprot(path: str | Path, **options: Any) -> Iterator[Relation]:
         InputFormatError: Empty, truncated or corrupt file, invalid UTF-8, or an entry that
             Biopython cannot parse (the message names the line).
     """
-    source = str(options.get("source") or SOURCE)
-    keep_empty = bool(options.get("include_without_catalyst", False))
+    stats = stats if stats is not None else ReadStats(path)
     for record in _iter_records(Path(path)):
-        yield from entry_relations(record, source=source, include_without_catalyst=keep_empty)
+        yield from entry_relations(record, source=source or SOURCE, stats=stats,
+                                   include_without_catalyst=include_without_catalyst)
+    stats.log_summary()
 
 
 class _NumberedHandle:
@@ -196,27 +156,6 @@ def _iter_records(path: Path) -> Iterator[Any]:
 def strip_evidence(text: str) -> str:
     """Drop ``{ECO:...}`` evidence braces and surrounding blanks."""
     return _EVIDENCE_BRACES.sub("", text).strip()
-
-
-def normalise_ptm(modification: str) -> str:
-    """PTM type of a UniProt modification name ("N6-acetyllysine" -> "acetylation").
-
-    Unknown names are returned lower-cased.
-    """
-    low = modification.lower()
-    for fragment, ptm in PTM_TYPES:
-        if fragment in low:
-            return ptm
-    return low
-
-
-def residue_from_name(modification: str) -> str:
-    """One-letter residue named in a modification ("Omega-N-methylarginine" -> "R"), else ""."""
-    low = modification.lower()
-    for name, one, _ in _AMINO_ACIDS:
-        if name in low:
-            return one
-    return ""
 
 
 def parse_note(note: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
@@ -266,11 +205,20 @@ def parse_mod_res(feature: Any, sequence: str) -> ModRes | None:
     return ModRes(position, residue, modification, catalysts, notes, pmids, evidence)
 
 
+def _checked_pmids(mod: ModRes, record: Any, stats: ReadStats | None) -> ModRes:
+    """``mod`` without ``PubMed:`` tags that are not PMIDs, each one noted in ``stats``."""
+    bad = [p for p in mod.pmids if not is_pmid(p)]
+    for pmid in bad if stats is not None else ():
+        stats.note(IssueKind.NOT_A_PMID, f"MOD_RES {mod.position} evidence 'PubMed:{pmid[:40]}' "
+                   "is not a PMID (1-10 ASCII digits); dropped", record=record.entry_name)
+    return replace(mod, pmids=tuple(p for p in mod.pmids if is_pmid(p))) if bad else mod
+
+
 def residue_entity(residue: str, position: int) -> Entity:
     """Residue entity "S473" with synonyms "Ser473", "Ser-473", "Ser 473", "serine 473"."""
-    if residue not in _ONE_TO_NAME:
+    if residue not in ONE_LETTER_NAMES:
         return Entity(f"{residue}{position}", "residue")
-    name, three = _ONE_TO_NAME[residue]
+    name, three = ONE_LETTER_NAMES[residue]
     synonyms = (f"{three}{position}", f"{three}-{position}", f"{three} {position}",
                 f"{name} {position}")
     return Entity(f"{residue}{position}", "residue", synonyms=synonyms)
@@ -332,7 +280,8 @@ def catalyst_entity(name: str, substrate: Entity) -> tuple[Entity, bool]:
 
 
 def entry_relations(
-    record: Any, *, source: str = SOURCE, include_without_catalyst: bool = False
+    record: Any, *, source: str = SOURCE, include_without_catalyst: bool = False,
+    stats: ReadStats | None = None,
 ) -> Iterator[Relation]:
     """PTM relations of one parsed Swiss-Prot record (pure).
 
@@ -340,6 +289,7 @@ def entry_relations(
         record: A ``Bio.SwissProt.Record``.
         source: Source label of the relations.
         include_without_catalyst: Also yield MOD_RES features without "by ..." (empty catalyst).
+        stats: Where evidence PMIDs that are not PMIDs are noted (they are dropped either way).
     """
     substrate = substrate_entity(record)
     context = {"entry_name": record.entry_name, "organism": (record.organism or "").rstrip(".")}
@@ -349,6 +299,7 @@ def entry_relations(
         mod = parse_mod_res(feature, record.sequence or "")
         if mod is None or not mod.modification:
             continue
+        mod = _checked_pmids(mod, record, stats)
         if mod.catalysts or include_without_catalyst:
             yield from mod_res_relations(mod, substrate, source=source, context=context)
 

@@ -13,13 +13,15 @@ Behaviour shared by every retriever (the contract tests check it):
 - ``add(docs)`` appends documents; adding an id that is already indexed is an error
   (rebuild with ``index(docs)``: with an embedding cache only changed texts are re-encoded).
 - ``save(folder)`` writes plain files (npy / json / faiss), never pickle, plus a
-  ``retriever.json`` manifest; ``load(folder)`` restores identical results.
+  ``retriever.json`` manifest, into a temporary folder swapped in when complete;
+  ``load(folder)`` restores identical results.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,6 +33,16 @@ from typing import Any, ClassVar, Self
 import numpy as np
 
 from retrievers.errors import RetrieverError, check_k
+from retrievers.saved import (
+    FORMAT_VERSION,
+    MANIFEST,
+    clean_leftovers,
+    complete_folder,
+    read_manifest,
+    replace_folder,
+    same_save,
+    write_json,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +53,7 @@ ProgressFn = Callable[[int, int], None]
 #: ``True`` shows a tqdm bar, ``False`` nothing, a callable receives ``(done, total)``.
 Progress = bool | ProgressFn
 
-MANIFEST = "retriever.json"
-FORMAT_VERSION = 1
+_LOAD_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -301,27 +312,36 @@ class Retriever(ABC):
         return self._search(queries, min(k, len(self._ids)))
 
     def save(self, folder: str | Path) -> Path:
-        """Write the index to ``folder`` as plain files (never pickle).
+        """Write the index to ``folder`` as plain files (never pickle), all at once.
+
+        The files go to a temporary sibling that replaces ``folder`` only when complete
+        (:mod:`retrievers.saved`): a save that fails or is killed leaves the previous index.
 
         Args:
-            folder: Target folder; created if missing, its index files overwritten.
+            folder: Target folder; created if missing, replaced if present.
 
         Returns:
             The folder.
         """
         folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / MANIFEST).unlink(missing_ok=True)  # a half-written save has no manifest
-        write_json(folder / "ids.json", self._ids)
-        manifest = {"retriever": self.name, "format": FORMAT_VERSION, "documents": len(self),
-                    "label": self.label, **self._save(folder)}
-        write_json(folder / MANIFEST, manifest)
+        with replace_folder(folder) as tmp:
+            self.write_to(tmp)
         logger.info("%s: saved %d documents to %s", self.label, len(self), folder)
         return folder
 
+    def write_to(self, folder: Path) -> None:
+        """Write the index files into ``folder`` in place, the manifest last (no swap: callers
+        use :meth:`save`, or write inside their own :func:`~retrievers.saved.replace_folder`)."""
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json(folder / "ids.json", self._ids)
+        manifest = {"retriever": self.name, "format": FORMAT_VERSION, "documents": len(self),
+                    "label": self.label, "save_id": secrets.token_hex(8), **self._save(folder)}
+        write_json(folder / MANIFEST, manifest)
+
     @classmethod
     def load(cls, folder: str | Path) -> Self:
-        """Read an index written by :meth:`save`.
+        """Read an index written by :meth:`save` (retried when a new save is swapped in while
+        reading; a save that was killed mid-swap is recovered, see :mod:`retrievers.saved`).
 
         Args:
             folder: Folder passed to ``save``.
@@ -330,18 +350,29 @@ class Retriever(ABC):
             The retriever, giving the same results as the one saved.
 
         Raises:
-            RetrieverError: The folder holds no saved retriever, or one of another type.
+            RetrieverError: The folder holds no complete saved retriever, or one of another type.
         """
         folder = Path(folder)
-        manifest = read_manifest(folder)
-        if manifest["retriever"] != cls.name:
-            raise RetrieverError(
-                f"{folder} holds a {manifest['retriever']!r} retriever, not {cls.name!r}: load it "
-                "with retrievers.registry.load_retriever(folder)"
-            )
-        obj = cls._load(folder, manifest)
-        obj._set_ids(json.loads((folder / "ids.json").read_text(encoding="utf-8")))
-        return obj
+        clean_leftovers(folder, MANIFEST)
+        for _ in range(_LOAD_ATTEMPTS):
+            path = complete_folder(folder, MANIFEST)
+            manifest = read_manifest(path)
+            if manifest["retriever"] != cls.name:
+                raise RetrieverError(
+                    f"{folder} holds a {manifest['retriever']!r} retriever, not {cls.name!r}: "
+                    "load it with retrievers.registry.load_retriever(folder)")
+            try:
+                obj = cls._load(path, manifest)
+                obj._set_ids(json.loads((path / "ids.json").read_text(encoding="utf-8")))
+            except Exception:
+                if same_save(path, manifest):
+                    raise
+            else:
+                if same_save(path, manifest):  # no new save was swapped in meanwhile
+                    return obj
+            logger.info("%s was replaced while loading; reading the new index", folder)
+        raise RetrieverError(f"{folder} was replaced {_LOAD_ATTEMPTS} times while loading; "
+                             "retry when the index build writing it has finished")
 
     def _set_ids(self, ids: list[str]) -> None:
         self._ids = list(ids)
@@ -367,30 +398,3 @@ class Retriever(ABC):
     @abstractmethod
     def _load(cls, folder: Path, manifest: dict[str, Any]) -> Self:
         """Rebuild from ``folder`` and its manifest (ids are restored by the caller)."""
-
-
-def write_json(path: Path, data: object) -> None:
-    """Write ``data`` as UTF-8 JSON."""
-    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-
-
-def read_manifest(folder: Path) -> dict[str, Any]:
-    """Read ``retriever.json`` from a saved retriever folder.
-
-    Raises:
-        RetrieverError: The folder holds no manifest (nothing was saved there, or a save was cut
-            short).
-    """
-    path = folder / MANIFEST
-    if not path.is_file():
-        raise RetrieverError(
-            f"no saved retriever in {folder} (missing {MANIFEST}); save one there with "
-            "retriever.save(folder) or point to the folder that holds it"
-        )
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    if manifest.get("format", 0) > FORMAT_VERSION:
-        raise RetrieverError(
-            f"{folder} was saved in format {manifest['format']}, newer than this version reads "
-            f"({FORMAT_VERSION}); upgrade kbcurate or rebuild the index"
-        )
-    return manifest

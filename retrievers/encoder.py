@@ -9,9 +9,10 @@ Loads a sentence-transformers model by Hugging Face name or local folder (offlin
 3. A plain transformers model (or unknown offline): Transformer + the pooling of its
    :data:`~retrievers.profiles.MODEL_PROFILES` entry, else mean pooling.
 
-Prefixes, a separate query model and the query length also come from :data:`~retrievers.profiles.MODEL_PROFILES`
-unless the config sets them. Documents are encoded in length-sorted chunks (less padding) with a
-progress bar; vectors come back in input order, float32, L2-normalised unless ``normalize=False``.
+Prefixes, a separate query model and the query length also come from
+:data:`~retrievers.profiles.MODEL_PROFILES` unless the config sets them. Documents are encoded
+in length-sorted chunks (less padding) with a progress bar; vectors come back in input order,
+float32, L2-normalised unless ``normalize=False``.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class Dtype(StrEnum):
 
 @dataclass(frozen=True)
 class EncoderConfig:
-    """Settings of a text encoder. ``None`` fields come from :data:`~retrievers.profiles.MODEL_PROFILES`.
+    """Settings of a text encoder (``None`` fields: :data:`~retrievers.profiles.MODEL_PROFILES`).
 
     Attributes:
         model: HF name or local folder of the (document) model; "all-MiniLM-L6-v2" is packaged.

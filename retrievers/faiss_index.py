@@ -13,7 +13,7 @@ Flat and IVF indexes move to the GPU when faiss was built with GPU support and s
 GPU vectors as float16 (half the memory: 36M x 384 is 27.6 GB). Nothing here needs a GPU.
 
 Files written by ``save``: ``index.faiss`` (faiss.write_index, CPU copy), ``ids.json`` and
-``params.json``. Never pickle.
+``params.json`` (last), into a temporary folder swapped in when complete. Never pickle.
 """
 
 from __future__ import annotations
@@ -30,8 +30,12 @@ from typing import Any
 import numpy as np
 
 from retrievers.errors import RetrieverError, unknown_name
+from retrievers.saved import complete_folder, replace_folder
 
 logger = logging.getLogger(__name__)
+
+#: Written last by :meth:`VectorIndex.write_to`: its presence marks a complete save.
+PARAMS = "params.json"
 
 _TRAIN_POINTS_PER_LIST = 64
 
@@ -207,14 +211,19 @@ class VectorIndex:
         return _faiss().index_gpu_to_cpu(self._index) if self.on_gpu else self._index
 
     def save(self, folder: str | Path) -> None:
-        """Write ``index.faiss``, ``ids.json`` and ``params.json`` to ``folder``."""
-        folder = Path(folder)
+        """Write ``index.faiss``, ``ids.json`` and ``params.json`` to ``folder``, all at once (a
+        temporary sibling swapped in when complete, see :mod:`retrievers.saved`)."""
+        with replace_folder(folder) as tmp:
+            self.write_to(tmp)
+
+    def write_to(self, folder: Path) -> None:
+        """Write the index files into ``folder`` in place, ``params.json`` last (no swap)."""
         folder.mkdir(parents=True, exist_ok=True)
         if self._index is not None:
             _faiss().write_index(self._cpu_index(), str(folder / "index.faiss"))
         (folder / "ids.json").write_text(json.dumps(self.ids), encoding="utf-8")
         params = {"dim": self.dim, "config": asdict(self.config), "nlist": self._nlist}
-        (folder / "params.json").write_text(json.dumps(params), encoding="utf-8")
+        (folder / PARAMS).write_text(json.dumps(params), encoding="utf-8")
 
     @classmethod
     def load(cls, folder: str | Path, *, use_gpu: bool | None = None) -> VectorIndex:
@@ -227,11 +236,11 @@ class VectorIndex:
         Raises:
             RetrieverError: The folder has no ``params.json``.
         """
-        folder = Path(folder)
-        if not (folder / "params.json").is_file():
-            raise RetrieverError(f"no FAISS index in {folder} (missing params.json); build and "
+        folder = complete_folder(folder, PARAMS)
+        if not (folder / PARAMS).is_file():
+            raise RetrieverError(f"no FAISS index in {folder} (missing {PARAMS}); build and "
                                  "save one first")
-        params = json.loads((folder / "params.json").read_text(encoding="utf-8"))
+        params = json.loads((folder / PARAMS).read_text(encoding="utf-8"))
         config = IndexConfig(**params["config"])
         if use_gpu is not None:
             config = IndexConfig(**{**asdict(config), "use_gpu": use_gpu})

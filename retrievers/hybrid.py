@@ -213,7 +213,7 @@ class HybridRetriever(Retriever):
 
     def _save(self, folder: Path) -> dict[str, Any]:
         for name, component in self.components.items():
-            component.save(folder / "components" / name)
+            component.write_to(folder / "components" / name)  # inside this save's swap
         return {"components": list(self.components), "fusion": self.fusion,
                 "weights": self.weights, "rrf_k": self.rrf_k, "depth": self.depth}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from curation.search.indexing import get_index
@@ -50,3 +51,16 @@ def label_rows(root: Path) -> list[dict]:
     """Every row of the labels table (superseded ones included)."""
     with Workspace.open(root) as ws:
         return [dict(r) for r in ws.conn.execute("SELECT * FROM labels ORDER BY id")]
+
+
+def shown(markdown: str) -> str:
+    """What the curator reads for a markdown string: backslash escapes resolved."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+
+
+def live_markdown(markdown: str) -> list[str]:
+    """Markdown constructs left unescaped in ``markdown`` (images, links, autolinks, raw HTML,
+    directives and icons, LaTeX, code): empty for text that shows literally."""
+    bare = re.sub(r"\\[\s\S]", "", markdown)  # drop every escaped character
+    return [c for c in ("![", "[", "](", "<", "://", "www.", ":material", ":red[", "$", "`")
+            if c in bare]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from app_helpers import APP, add_users, build_app_workspace, label_rows, sign_in
+from app_helpers import APP, add_users, build_app_workspace, label_rows, shown, sign_in
 from streamlit.testing.v1 import AppTest
 
 from curation.jobs.queue import list_jobs, wait_for_job
@@ -146,7 +146,7 @@ def test_confirm_a_suggestion_and_errors_show_once(ws_root):
     picker.set_value("drug:imatinib").run()
     comment_key = next(t.key for t in at.text_area if t.key.startswith("sugg_comment_"))
     at.button(key="sugg_add").click().run()
-    assert [e.value for e in at.error] == [
+    assert [shown(e.value) for e in at.error] == [
         "A source suggestion needs a comment (what the abstract shows); CIViC requires one"]
     at.run()
     assert not at.error  # shown once, not on every rerun

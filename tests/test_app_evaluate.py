@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from app_helpers import APP, add_users, build_app_workspace, sign_in
+from app_helpers import APP, add_users, build_app_workspace, shown, sign_in
 from streamlit.testing.v1 import AppTest
 
 from curation.jobs.queue import JobStatus, list_jobs, wait_for_job
@@ -43,7 +43,7 @@ def test_non_admin_cannot_start_an_evaluation_even_by_setting_state(ws_root):
     assert jobs(ws_root) == []
     (error,) = at.error
     assert "Starting a job of kind 'evaluate' needs the admin role; alice (curator) may not" \
-        in error.value
+        in shown(error.value)
     at.session_state["eval_schema"] = "PO"
     at.session_state["eval_retrievers"] = ["bm25"]
     at.session_state["eval_split"] = "all"
@@ -91,4 +91,4 @@ def test_training_is_offered_to_admins_and_refused_to_others(ws_root):
     at.session_state["train_request"] = {"schema": "PO", "options": {"epochs": 0}}
     at.run()
     assert jobs(ws_root) == []  # refused before queueing, in the page's words
-    assert any("TrainConfig.epochs must be an integer >= 1" in e.value for e in at.error)
+    assert any("TrainConfig.epochs must be an integer >= 1" in shown(e.value) for e in at.error)

@@ -5,12 +5,15 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sqlite3
 
 import pytest
-from app_helpers import APP, add_users, build_app_workspace, label_rows, sign_in
+from app_helpers import APP, add_users, build_app_workspace, label_rows, shown, sign_in
 from streamlit.testing.v1 import AppTest
 
+from curation.evaluation import reporting
 from curation.evaluation.reporting import export_labels_bytes
+from curation.search import session
 from curation.store.labels import list_labels, record_label
 from curation.store.workspace import Workspace
 
@@ -100,3 +103,38 @@ def test_exports_offered_and_written(ws_root):
     assert len(rows) == len(lines) == 8
     assert {r["user"] for r in rows} == {"alice", "bob"}
     assert json.loads(lines[0])["model_version"] in {"bm25", "bm25+rerank"}
+
+
+@pytest.mark.parametrize(("error", "expected"), [
+    (sqlite3.OperationalError("no such column: grade2"),
+     "unexpected database error in workspace {root}: no such column: grade2 "
+     "(OperationalError). This is a bug in kbcurate or a damaged workspace"),
+    (sqlite3.DatabaseError("database disk image is malformed"),
+     "The database of the workspace {root} is damaged: restore workspace.sqlite from a backup"),
+])
+def test_a_database_error_in_a_page_is_one_readable_message(ws_root, monkeypatch, error,
+                                                             expected):
+    at = review("alice")
+
+    def broken(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(reporting, "label_users", broken)
+    at.run()
+    assert not at.exception
+    (message,) = [shown(e.value) for e in at.error]
+    assert message.startswith(expected.format(root=ws_root))
+    assert "Traceback" not in message
+    assert at.title[0].value == "kbcurate: KB curation assistant"  # the app around it still runs
+
+
+def test_a_database_error_before_the_pages_is_one_readable_message(ws_root, monkeypatch):
+    def broken(*args, **kwargs):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(session, "corpus_counts", broken)
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    assert not at.exception
+    (message,) = [shown(e.value) for e in at.error]
+    assert message.startswith(f"Disk I/O error in the workspace {ws_root}: check that the disk "
+                              "has free space and is still mounted")

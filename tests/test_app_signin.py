@@ -7,7 +7,7 @@ from app_helpers import APP, add_users, build_app_workspace, sign_in
 from streamlit.testing.v1 import AppTest
 
 from curation.access.signin import AuthMode, Session
-from curation.access.users import USERS_FILE
+from curation.access.users import USERS_FILE, UserStore
 
 
 @pytest.fixture
@@ -59,7 +59,8 @@ def test_forged_session_state_gains_no_role(ws_root):
 
 
 def test_oidc_login_maps_email_to_the_users_file(ws_root):
-    add_users(ws_root, boss="admin")
+    UserStore(ws_root / USERS_FILE).add("boss", "boss-password", "admin",
+                                        email="boss@lab.example")
     at = AppTest.from_file(APP, default_timeout=60)
     at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback",
                           "cookie_secret": "x" * 32, "client_id": "id", "client_secret": "s",
@@ -72,3 +73,6 @@ def test_oidc_login_maps_email_to_the_users_file(ws_root):
     at.user = {"is_logged_in": True, "email": "newcomer@lab.example"}
     at.run()
     assert sidebar_user(at) == "**newcomer@lab.example** · curator"
+    at.user = {"is_logged_in": True, "email": "boss@elsewhere.example"}  # not boss's address
+    at.run()
+    assert sidebar_user(at) == "**boss@elsewhere.example** · curator"

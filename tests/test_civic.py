@@ -17,7 +17,7 @@ from kb_sources.civic import (
     split_drugs,
     therapy_groups,
 )
-from kb_sources.errors import InputFormatError
+from kb_sources.errors import CurationError, InputFormatError
 from kb_sources.registry import get_reader
 from kb_sources.schema import builtin_schemas
 from kb_sources.types import Relation
@@ -190,8 +190,9 @@ def test_therapy_groups() -> None:
 
 
 def test_options_are_refused(fixtures_dir: Path) -> None:
-    with pytest.raises(TypeError, match="takes no options, got mapping"):
-        list(read_civic(fixtures_dir / "civic_v1_sample.tsv", mapping="x.toml"))
+    with pytest.raises(CurationError, match="Reader kb 'civic' does not take option[(]s[)] "
+                       "mapping. Available options: none"):
+        get_reader("kb", "civic").read(fixtures_dir / "civic_v1_sample.tsv", mapping="x.toml")
 
 
 # --- real data ---------------------------------------------------------------------------------
@@ -306,7 +307,8 @@ def test_duplicate_header(tmp_path: Path, fixtures_dir: Path) -> None:
 def test_absurdly_long_field(tmp_path: Path, fixtures_dir: Path) -> None:
     lines = _sample_lines(fixtures_dir)
     lines[2] = _set(lines[2], lines[0], "evidence_statement", "x" * 2_000_000)
-    _read_error(_write(tmp_path / "huge.tsv", lines), "line 3: line is 2,00\\d,\\d{3} bytes long")
+    _read_error(_write(tmp_path / "huge.tsv", lines),
+                "line 3: line is longer than 1,000,000 bytes")
 
 
 def test_long_field_over_max_field_chars(tmp_path: Path, fixtures_dir: Path) -> None:
@@ -340,3 +342,40 @@ def test_pubmed_citation_that_is_not_a_pmid(tmp_path: Path, fixtures_dir: Path) 
     lines = _sample_lines(fixtures_dir)
     lines[2] = _set(lines[2], lines[0], "citation_id", "PMC123")
     _read_error(_write(tmp_path / "pmc.tsv", lines), "PubMed citation_id 'PMC123' is not a PMID")
+
+
+def test_identical_evidence_repeat_is_skipped_and_counted(tmp_path: Path,
+                                                          fixtures_dir: Path) -> None:
+    lines = _sample_lines(fixtures_dir)
+    path = _write(tmp_path / "twice.tsv", [*lines, lines[2]])  # EID15 again, unchanged
+    result = get_reader("kb", "civic").read(path)
+    assert [r.record_id for r in result] == [r.record_id for r in read_civic(
+        fixtures_dir / "civic_v1_sample.tsv")]
+    [issue] = result.issues
+    assert issue.summary() == (f"1 identical repeated record(s) skipped (first: line "
+                               f"{len(lines) + 1}: evidence id '15' repeats line 3 unchanged; "
+                               "the repeat is skipped)")
+
+
+def test_evidence_repeat_with_different_content_is_refused(tmp_path: Path,
+                                                           fixtures_dir: Path) -> None:
+    lines = _sample_lines(fixtures_dir)
+    changed = _set(lines[2], lines[0], "drugs", "Sunitinib")
+    _read_error(_write(tmp_path / "twice.tsv", [*lines, changed]),
+                f"line {len(lines) + 1}: evidence id '15' repeats line 3 with different content. "
+                "Expected each evidence id once per file. Fix: keep one row per evidence id")
+
+
+@pytest.mark.parametrize(("column", "value", "problem"), [
+    ("citation_id", "١٥٩٢٨٣٣٥", "line 3, record EID15: PubMed citation_id '١٥٩٢٨٣٣٥' is not a "
+     "PMID. Expected 1-10 ASCII digits"),
+    ("citation_id", "²³", "line 3, record EID15: PubMed citation_id '²³' is not a PMID"),
+    ("evidence_id", "1²", "line 3: evidence_id '1²' is not a number. Expected a numeric "
+     "evidence_id \\(ASCII digits\\)"),
+    ("evidence_statement", "No\x00response", "line 3: NUL byte at column"),
+])
+def test_non_ascii_digits_and_nul_are_refused(tmp_path: Path, fixtures_dir: Path, column: str,
+                                              value: str, problem: str) -> None:
+    lines = _sample_lines(fixtures_dir)
+    lines[2] = _set(lines[2], lines[0], column, value)
+    _read_error(_write(tmp_path / "bad.tsv", lines), problem)

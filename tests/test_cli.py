@@ -13,6 +13,7 @@ import pytest
 
 from curation.cli.main import main
 from curation.cli.serve import streamlit_command
+from curation.store.migrations import SCHEMA_VERSION
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -37,7 +38,8 @@ def test_init_stats_json(tmp_path, capsys):
     data = json.loads(out)
     assert code == 0
     assert data["documents"] == 0 and data["relations_by_source"] == {}
-    assert data["labels"] == 0 and data["model_versions"] == [] and data["schema_version"] == 4
+    assert data["labels"] == 0 and data["model_versions"] == []
+    assert data["schema_version"] == SCHEMA_VERSION
 
 
 def test_workspace_from_environment(tmp_path, capsys, monkeypatch):
@@ -154,3 +156,95 @@ def test_fetch_pubmed_imports_into_workspace(tmp_path, capsys, monkeypatch, fixt
     assert code == 0 and "documents +2" in out
     assert seen["pmids"] == ["1", "2"] and seen["settings"].requests_per_second == 10
     assert seen["settings"].cache_dir == ws.resolve() / "cache" / "entrez"
+
+
+def test_schema_add_refuses_builtin_name_unless_replace(tmp_path, capsys):
+    ws = str(tmp_path / "ws")
+    run_cli(capsys, "init", ws)
+    shadow = tmp_path / "po.toml"
+    shadow.write_text('name = "PO"\nanswer = "drug"\ntemplates = ["Drugs for {gene}?"]\n'
+                      '[[slots]]\nname = "gene"\ntype = "gene"\nquery = true\n'
+                      '[[slots]]\nname = "drug"\ntype = "drug"\n')
+    code, _, err = run_cli(capsys, "schema", "add", str(shadow), "-w", ws)
+    assert code == 2 and "is already taken by the built-in schema PO" in err
+    assert "kbcurate schema add --replace FILE" in err and "Traceback" not in err
+    assert "variant:variant?" in run_cli(capsys, "schema", "list", "-w", ws)[1]
+    code, out, _ = run_cli(capsys, "schema", "add", "--replace", str(shadow), "-w", ws)
+    assert code == 0 and out.startswith("schema PO saved to")
+    assert "PO               gene:gene?, drug:drug  -> drug" in run_cli(
+        capsys, "schema", "list", "-w", ws)[1]
+
+
+def test_sqlite_error_reaching_the_top_is_one_line(tmp_path, capsys, monkeypatch):
+    import sqlite3
+
+    ws = str(tmp_path / "ws")
+    run_cli(capsys, "init", ws)
+
+    def locked(args):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr("curation.cli.commands.cmd_stats", locked)
+    code, out, err = run_cli(capsys, "stats", "-w", ws)
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: The workspace {tmp_path / 'ws'} is busy (database is locked)")
+    assert "Another import is running; retry when it has finished" in err
+
+    def bug(args):
+        raise sqlite3.IntegrityError("UNIQUE constraint failed: labels.id")
+
+    monkeypatch.setattr("curation.cli.commands.cmd_stats", bug)
+    code, _, err = run_cli(capsys, "stats", "-w", ws)
+    assert code == 2 and "Traceback" not in err
+    assert err.strip() == (f"error: unexpected database error in workspace {tmp_path / 'ws'}: "
+                           "UNIQUE constraint failed: labels.id (IntegrityError). This is a bug in "
+                           "kbcurate or a damaged workspace; rerun with --verbose for the details "
+                           "and report it")
+
+
+def test_import_while_another_holds_the_lock_says_retry(tmp_path, capsys, monkeypatch,
+                                                        fixtures_dir):
+    import sqlite3
+
+    ws = tmp_path / "ws"
+    run_cli(capsys, "init", str(ws))
+    monkeypatch.setattr("curation.store.connection.LOCK_WAIT_S", 0.0)
+    other = sqlite3.connect(ws / "workspace.sqlite", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        code, _, err = run_cli(capsys, "import", "docs", "jsonl",
+                               str(fixtures_dir / "docs_sample.jsonl"), "-w", str(ws), "-q")
+    finally:
+        other.rollback()
+        other.close()
+    assert code == 2 and "Traceback" not in err
+    assert "is busy (database is locked)" in err and "we waited for 0 s" in err
+    code, out, _ = run_cli(capsys, "stats", "--json", "-w", str(ws))
+    assert json.loads(out)["documents"] == 0
+
+
+def test_read_only_workspace_commands(tmp_path, capsys, monkeypatch, fixtures_dir):
+    import os
+
+    ws = tmp_path / "ws"
+    run_cli(capsys, "init", str(ws))
+    if os.geteuid() == 0:  # chmod does not bind root: report what it would for another user
+        monkeypatch.setattr("curation.store.connection.not_writable_reason",
+                            lambda path: f"the folder {path.parent} is not writable")
+    (ws / "workspace.sqlite").chmod(0o444)
+    ws.chmod(0o555)
+    try:
+        code, out, err = run_cli(capsys, "stats", "--json", "-w", str(ws))
+        assert (code, err) == (0, "") and json.loads(out)["documents"] == 0
+        code, out, _ = run_cli(capsys, "relations", "-w", str(ws))
+        assert (code, out.strip()) == (0, "no partial relations of schema PO match")
+        code, out, _ = run_cli(capsys, "labels", "export", str(tmp_path / "l.csv"), "-w", str(ws))
+        assert code == 0 and out.startswith("0 labels written")
+        schema = str(fixtures_dir / "drug_target_schema.toml")
+        code, _, err = run_cli(capsys, "schema", "add", schema, "-w", str(ws))
+        assert code == 2 and "is not writable). This step needs to write" in err
+        assert "chmod u+w" in err
+        assert "not a kbcurate workspace database" not in err
+    finally:
+        ws.chmod(0o755)
+        (ws / "workspace.sqlite").chmod(0o644)

@@ -125,3 +125,22 @@ def test_cpu_fallback_without_gpu(caplog: pytest.LogCaptureFixture) -> None:
 def test_missing_folder_says_how_to_fix(tmp_path: Path) -> None:
     with pytest.raises(RetrieverError, match="no FAISS index in .*build and save one first"):
         VectorIndex.load(tmp_path)
+
+
+def test_a_failed_save_keeps_the_previous_index(clustered, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    ids, points, _ = clustered
+    folder = tmp_path / "vectors"
+    build(IndexConfig(), ids[:10], points[:10]).save(folder)
+    bigger = build(IndexConfig(), ids, points)
+
+    def killed(obj: object) -> dict:  # after index.faiss and ids.json, before params.json
+        raise KeyboardInterrupt("killed while saving")
+
+    monkeypatch.setattr("retrievers.faiss_index.asdict", killed)
+    with pytest.raises(KeyboardInterrupt):
+        bigger.save(folder)
+    monkeypatch.undo()
+    loaded = VectorIndex.load(folder)
+    assert loaded.ids == ids[:10] and len(loaded) == 10
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vectors"]  # no temporary folder left

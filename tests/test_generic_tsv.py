@@ -49,8 +49,9 @@ def _files(tmp_path: Path, rows: str, mapping: str = MINIMAL_MAPPING, *,
 
 def test_user_schema_and_mapping(fixtures_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING)
-    relations = list(read_generic_tsv(fixtures_dir / "generic_sample.tsv",
-                                      mapping=fixtures_dir / "mapping_sample.toml"))
+    result = get_reader("kb", "tsv").read(fixtures_dir / "generic_sample.tsv",
+                                          mapping=fixtures_dir / "mapping_sample.toml")
+    relations = list(result)
     assert [r.record_id for r in relations] == ["DT0001", "DT0002", "DT0003", "DT0004", "DT0006"]
     lapatinib = relations[0]
     assert (lapatinib.schema, lapatinib.source) == ("drug_target", "mydrugdb")
@@ -64,7 +65,11 @@ def test_user_schema_and_mapping(fixtures_dir: Path, caplog: pytest.LogCaptureFi
     assert relations[2].pmids == ("20818844",)  # "PMID:" prefix dropped
     assert relations[3].pmids == () and relations[3].slots["drug"][0].synonyms == ()
     assert relations[4].slots["target"] == ()  # answer unknown: kept for browsing
-    assert "skipped 1 row(s) with an empty query slot (first at line 6)" in caplog.text
+    summary = ("1 row(s) with an empty query slot skipped (first: line 6: a query slot (drug) "
+               "is empty; row skipped)")
+    assert [issue.summary() for issue in result.issues] == [summary]
+    assert ("generic_sample.tsv, line 6: a query slot (drug) is empty; row skipped (further "
+            "cases are counted)") in caplog.text
     schema = load_schema(fixtures_dir / "drug_target_schema.toml")
     for rel in relations:
         schema.validate_relation(rel)
@@ -210,7 +215,8 @@ def test_ids_not_parallel_to_entities(tmp_path: Path, user_schema: Path) -> None
 def test_duplicate_record_id(tmp_path: Path, user_schema: Path) -> None:
     data, mapping = _files(tmp_path, HEADER + "1\tImatinib\tABL1\t\n1\tImatinib\tKIT\t\n")
     with pytest.raises(InputFormatError,
-                       match=r"kb\.tsv, line 3: duplicate record id '1'.*set record_id in "):
+                       match=r"kb\.tsv, line 3: record id '1' repeats line 2 with different "
+                             r"content.*set record_id in "):
         list(read_generic_tsv(data, mapping=mapping))
 
 
@@ -256,3 +262,41 @@ def test_row_with_too_many_fields(tmp_path: Path, user_schema: Path) -> None:
     with pytest.raises(InputFormatError, match=r"kb\.tsv, line 2: row has 5 fields but the "
                                                r"header has 4"):
         list(read_generic_tsv(data, mapping=mapping))
+
+
+# ------------------------------------------ issue 12: inputs that crashed or slipped through
+
+def test_no_mapping_is_one_clear_error(tmp_path: Path) -> None:
+    data, _ = _files(tmp_path, HEADER + "1\tImatinib\tABL1\t\n")
+    message = (r"kb\.tsv: reader 'tsv' needs a column-mapping TOML that says which column fills "
+               r"which slot, and none was given. Pass it with --mapping FILE \(kbcurate import "
+               r"kb tsv FILE --mapping MAPPING\.toml\)")
+    with pytest.raises(SchemaError, match=message):
+        read_generic_tsv(data)  # raised at once, before any row is read
+    with pytest.raises(SchemaError, match=message):
+        get_reader("kb", "tsv").read(data)
+
+
+@pytest.mark.parametrize("pmid", ["١٧١٩٢٥٣٨", "²³", "１２３"])
+def test_pmids_in_other_scripts_are_refused(tmp_path: Path, user_schema: Path, pmid: str) -> None:
+    data, mapping = _files(tmp_path, HEADER + f"1\tImatinib\tABL1\t11287972;{pmid}\n")
+    with pytest.raises(InputFormatError, match=rf"kb\.tsv, line 2: PMID '{pmid}' in column "
+                       r"'pmids' is not a number \(1-10 ASCII digits\)"):
+        list(read_generic_tsv(data, mapping=mapping))
+
+
+def test_identical_repeated_row_is_skipped_and_counted(tmp_path: Path, user_schema: Path) -> None:
+    row = "1\tImatinib\tABL1\t11287972\n"
+    data, mapping = _files(tmp_path, HEADER + row + "2\tNilotinib\tABL1\t\n" + row)
+    result = get_reader("kb", "tsv").read(data, mapping=mapping)
+    assert [r.record_id for r in result] == ["1", "2"]
+    assert [i.summary() for i in result.issues] == [
+        "1 identical repeated record(s) skipped (first: line 4: record id '1' repeats line 2 "
+        "unchanged; the repeat is skipped)"]
+
+
+def test_mapping_path_that_is_a_folder(tmp_path: Path) -> None:
+    data, _ = _files(tmp_path, HEADER + "1\tImatinib\tABL1\t\n")
+    with pytest.raises(SchemaError, match=rf"{tmp_path}: cannot read the mapping file \(Is a "
+                       r"directory\); expected a readable TOML file"):
+        read_generic_tsv(data, mapping=tmp_path)

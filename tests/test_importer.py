@@ -1,15 +1,22 @@
-"""Importing into the workspace: idempotent, audited, one transaction, merge rules."""
+"""Importing into the workspace: idempotent, audited, all or nothing in short batches, merge
+rules."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
+from pathlib import Path
 
 import pytest
 
+from curation.store.errors import WorkspaceBusyError
 from curation.store.importer import import_items
 from curation.store.relations import list_partial_relations
+from curation.store.workspace import Workspace
 from kb_sources.errors import InputFormatError, SchemaError
 from kb_sources.types import Annotation, Document, Entity, Relation
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def po(record_id: str, gene: str, variant: str, drugs: list[str], pmids=("1",), **attrs):
@@ -135,3 +142,158 @@ def test_partial_relations_group_filter_and_answers(tmp_workspace):
     assert list_partial_relations(tmp_workspace, "PO", {"gene": "%"}) == []
     syn = {r[0] for r in tmp_workspace.conn.execute("SELECT synonym FROM synonyms")}
     assert {"BRAF", "braf-alias", "Osimertinib"} <= syn
+
+
+# -- short batches, still all or nothing ------------------------------------------------------
+TABLES = ("documents", "annotations", "relations", "relation_slots", "relation_pmids",
+          "entities", "synonyms", "citations", "mesh_tree", "audit_log", "imports", "import_undo",
+          "labels")
+
+
+def dump(ws) -> dict[str, list[tuple]]:
+    """Every row of every table an import touches, in a stable order."""
+    return {t: sorted(tuple(r) for r in ws.conn.execute(f"SELECT * FROM {t}")) for t in TABLES}
+
+
+def seed(ws):
+    ann = (Annotation(0, 4, "BRAF", "Gene", ("673",)),)
+    run(ws, [doc("1", "Pool title", source="pool"),
+             doc("5", "BRAF in melanoma", source="biored", annotations=ann),
+             po("EID1", "BRAF", "V600E", ["Vemurafenib"], level="B")])
+
+
+def changes_then_fail(after: int):
+    """An import that updates existing rows and adds new ones, then fails after ``after``."""
+    items = [doc("1", "XML title", source="pubmed-xml", journal="Blood", mesh=("Humans",)),
+             doc("5", "BRAF in melanoma", source="biored",
+                 annotations=(Annotation(0, 4, "BRAF", "Gene", ("999",)),)),
+             po("EID1", "BRAF", "V600E", ["Vemurafenib"], level="A"),
+             *[doc(str(100 + i), f"new {i}") for i in range(6)],
+             po("EID2", "KRAS", "G12C", ["Sotorasib"], pmids=("100",))]
+    yield from items[:after]
+    raise InputFormatError("bad.tsv", "row has 50 fields but the header has 41", line=7)
+
+
+def test_import_commits_in_batches_so_labels_get_through(tmp_workspace):
+    from curation.store.labels import record_label
+
+    seen = {}
+
+    def items():
+        for i in range(30):
+            if i == 25:  # a curator labels while the import runs (another connection)
+                with Workspace.open(tmp_workspace.root) as other, other.lock_wait(0):
+                    seen["docs"] = other.stats().documents
+                    seen["status"] = other.conn.execute(
+                        "SELECT status FROM imports ORDER BY id DESC").fetchone()[0]
+                    seen["label"] = record_label(other, user="ann", schema="PO", query_key="q",
+                                                 query_text="t", doc_id="1", grade="complete").id
+            yield doc(str(i), f"title {i}")
+
+    report = import_items(tmp_workspace, items(), reader="docs:test", path="mem",
+                          progress=False, batch_size=10)
+    assert report.documents_added == 30
+    assert seen == {"docs": 20, "status": "running", "label": 1}
+    assert tuple(tmp_workspace.conn.execute("SELECT status, added FROM imports").fetchone()) == (
+        "done", 30)
+    stamped = tmp_workspace.conn.execute(
+        "SELECT COUNT(*) FROM documents WHERE import_id = 1").fetchone()[0]
+    assert stamped == 30
+
+
+def test_failed_import_rolls_back_every_committed_batch(tmp_workspace):
+    seed(tmp_workspace)
+    before = dump(tmp_workspace)
+    with pytest.raises(InputFormatError, match="bad.tsv, line 7"):
+        import_items(tmp_workspace, changes_then_fail(after=10), reader="kb:test", path="mem",
+                     progress=False, batch_size=2)
+    assert dump(tmp_workspace) == before
+
+
+def test_killed_import_is_rolled_back_on_next_open(tmp_workspace):
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    seed(tmp_workspace)
+    before = dump(tmp_workspace)
+    root = tmp_workspace.root
+    tmp_workspace.close()
+    script = textwrap.dedent(f"""
+        import os, signal
+        from tests.test_importer import changes_then_fail
+        from curation.store.importer import import_items
+        from curation.store.workspace import Workspace
+
+        def killed():
+            for n, item in enumerate(changes_then_fail(after=10)):
+                if n == 8:
+                    os.kill(os.getpid(), signal.SIGKILL)  # kill -9 half-way
+                yield item
+
+        import_items(Workspace.open({str(root)!r}), killed(), reader="kb:test", path="mem",
+                     progress=False, batch_size=2)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    raw = sqlite3.connect(root / "workspace.sqlite")
+    assert raw.execute("SELECT status FROM imports ORDER BY id DESC").fetchone() == ("running",)
+    assert raw.execute("SELECT COUNT(*) FROM documents").fetchone()[0] > 2  # batches committed
+    raw.close()
+    with Workspace.open(root) as ws:
+        assert dump(ws) == before
+
+
+def test_second_import_while_one_runs_is_refused(tmp_workspace):
+    import os
+
+    tmp_workspace.conn.execute(
+        "INSERT INTO imports(ts, actor, kind, reader, path, sha256, added, updated, unchanged, "
+        "status, pid) VALUES ('t', 'cli', 'kb', 'kb:civic', 'big.tsv', '', 0, 0, 0, "
+        "'running', ?)", (os.getpid(),))
+    with pytest.raises(WorkspaceBusyError, match=r"Another import is running in workspace .* "
+                       r"\(import #1 of big.tsv, process \d+, started t\); retry when it has "
+                       r"finished"):
+        run(tmp_workspace, [doc("1", "t")])
+    assert tmp_workspace.stats().documents == 0
+
+
+def test_import_left_by_dead_process_is_cleaned_before_the_next(tmp_workspace):
+    import subprocess
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    tmp_workspace.conn.execute(
+        "INSERT INTO imports(ts, actor, kind, reader, path, sha256, added, updated, unchanged, "
+        "status, pid) VALUES ('t', 'cli', 'docs', 'docs:x', 'old', '', 0, 0, 0, 'running', ?)",
+        (dead.pid,))
+    tmp_workspace.conn.execute(
+        "INSERT INTO documents(doc_id, title, abstract, source, content_hash, added_at, "
+        "updated_at, import_id) VALUES ('77', 'half', '', 'x', 'h', 't', 't', 1)")
+    report = run(tmp_workspace, [doc("1", "t")])
+    assert report.documents_added == 1
+    assert [r[0] for r in tmp_workspace.conn.execute("SELECT doc_id FROM documents")] == ["1"]
+    assert [tuple(r) for r in tmp_workspace.conn.execute("SELECT path, status FROM imports")] == [
+        ("mem", "done")]
+
+
+def test_failed_pair_import_rolls_back(tmp_workspace):
+    from curation.store.importer import insert_pairs
+
+    sql = "INSERT OR IGNORE INTO citations(citing, cited) VALUES (?, ?)"
+    insert_pairs(tmp_workspace, sql, [("1", "2")], reader="citations", path="a", actor="cli")
+    before = dump(tmp_workspace)
+
+    def edges():
+        for i in range(2500):
+            yield ("1", str(i))
+        raise InputFormatError("c.tsv", "not two PMIDs", line=2501)
+
+    with pytest.raises(InputFormatError, match="line 2501"):
+        insert_pairs(tmp_workspace, sql, edges(), reader="citations", path="b", actor="cli")
+    assert dump(tmp_workspace) == before
+    added = insert_pairs(tmp_workspace, sql, [("1", "2"), ("1", "3")], reader="citations",
+                         path="c", actor="cli")
+    assert added == 1

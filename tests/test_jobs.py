@@ -22,8 +22,6 @@ ADMIN = User("root", Role.ADMIN)
 CURATOR = User("cur", Role.CURATOR)
 
 
-
-
 def test_admin_job_runs_in_worker_process(tmp_workspace):
     job = submit_job(tmp_workspace, "selftest", {"steps": 4}, user=ADMIN)
     assert job.status is JobStatus.QUEUED and job.pid and job.pid != os.getpid()
@@ -44,7 +42,8 @@ def test_non_admin_cannot_start_admin_job(tmp_workspace):
 
 
 def test_unknown_kind_lists_options(tmp_workspace):
-    with pytest.raises(UnknownNameError, match="Available options: evaluate, index, selftest"):
+    with pytest.raises(UnknownNameError, match="Available options: evaluate, index, retrain, "
+                       "selftest, simulate, train$"):
         submit_job(tmp_workspace, "train-everything", {}, user=ADMIN)
 
 

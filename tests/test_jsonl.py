@@ -118,7 +118,8 @@ def test_empty_file(tmp_path: Path) -> None:
 
 def test_absurdly_long_line(tmp_path: Path) -> None:
     path = _write(tmp_path, {"pmid": "1", "abstract": "x" * 1_200_000})
-    with pytest.raises(InputFormatError, match=r"bad\.jsonl, line 1: line is 1,200,\d+ bytes"):
+    with pytest.raises(InputFormatError,
+                       match=r"bad\.jsonl, line 1: line is longer than 1,000,000 bytes"):
         list(read_jsonl(path))
 
 
@@ -126,4 +127,65 @@ def test_absurdly_long_field(tmp_path: Path) -> None:
     path = _write(tmp_path, GOOD, {"pmid": "2", "abstract": "x" * 300_000})
     with pytest.raises(InputFormatError, match=r"bad\.jsonl, line 2, record 2: field 'abstract' "
                        "is 300,000 characters long"):
+        list(read_jsonl(path))
+
+
+# ------------------------------------------ issue 12: inputs that crashed or slipped through
+
+@pytest.mark.parametrize(("line", "message"), [
+    ('{"pmid": "7", "mesh": ' + "[" * 3000 + "]" * 3000 + "}",
+     r"line 2: JSON arrays/objects are nested too deeply to parse. Expected a flat JSON object"),
+    ('{"pmid": ' + "9" * 5000 + ', "title": "T"}',
+     r"line 2: a JSON number cannot be converted \(Exceeds the limit \(4300 digits\)"),
+    ('{"pmid": "7", "title": "a\\ud800b"}',
+     r"line 2, record 7: field 'title' holds a lone surrogate \(U\+D800\) at character 2. "
+     "Expected text without NUL characters or unpaired UTF-16 surrogates"),
+    ('{"pmid": "7", "title": "T", "journal": "J\\u0000"}',
+     r"line 2, record 7: field 'journal' holds a NUL character \(U\+0000\) at character 2"),
+    ('{"pmid": "7", "title": "T", "mesh": ["Hu\\u0000mans"]}',
+     r"line 2, record 7: field 'mesh' holds a NUL character"),
+    ({"doc_id": "X![px](http://host/p.png)[clickme](javascript:alert(1))", "title": "T"},
+     r"line 2: document id 'X'\.\.\. has '!' EXCLAMATION MARK \(U\+0021\) at position 2. "
+     r"Expected a PMID \(ASCII digits\) or an id of 1-64 characters from A-Z a-z 0-9 \. _ : -"),
+    ({"doc_id": "doc 1", "title": "T"}, r"line 2: document id 'doc'\.\.\. has SPACE"),
+    ({"pmid": "٧", "title": "T"}, r"line 2: 'pmid' is '٧'. Expected 1-10 ASCII digits"),
+    ({"pmid": 12345678901, "title": "T"}, r"line 2: 'pmid' is 12345678901. Expected 1-10"),
+    ({"pmid": "7", "title": "T", "references": ["²³"]},
+     r"line 2: 'references' holds '²³'. Expected PMIDs \(1-10 ASCII digits\)"),
+])
+def test_input_that_crashed_or_slipped_through(tmp_path: Path, line: str | dict,
+                                               message: str) -> None:
+    path = _write(tmp_path, GOOD, line)
+    with pytest.raises(InputFormatError, match=r"bad\.jsonl, " + message):
+        list(read_jsonl(path))
+
+
+def test_identical_repeat_is_skipped_and_counted(tmp_path: Path,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING)
+    path = _write(tmp_path, GOOD, {"pmid": 2, "title": "T"}, {"pmid": "1", "title": "T",
+                                                              "abstract": "A"})
+    result = get_reader("docs", "jsonl").read(path)
+    assert [d.doc_id for d in result] == ["1", "2"]
+    [issue] = result.issues
+    assert issue.summary() == ("1 identical repeated record(s) skipped (first: line 3: document "
+                               "id '1' repeats line 1 unchanged; the repeat is skipped)")
+    assert (f"{path}, line 3: document id '1' repeats line 1 unchanged; the repeat is skipped "
+            "(further cases are counted)") in caplog.text
+
+
+def test_repeat_with_different_content_is_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path, GOOD, {"pmid": "2", "title": "T"}, {**GOOD, "title": "Other"})
+    with pytest.raises(InputFormatError,
+                       match=r"bad\.jsonl, line 3: document id '1' repeats line 1 with different "
+                             r"content. Expected each document id once per file. Fix: keep one "
+                             r"line per document"):
+        list(read_jsonl(path))
+
+
+def test_utf16_file_is_named_as_such(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(json.dumps(GOOD).encode("utf-16-le"))
+    with pytest.raises(InputFormatError, match=r"bad\.jsonl, line 1: NUL byte at column 2. "
+                       r"Expected UTF-8 text without NUL bytes. Fix: the file may be UTF-16"):
         list(read_jsonl(path))

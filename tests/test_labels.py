@@ -1,4 +1,5 @@
-"""Labels: record, relabel with audit, undo, filters, export, Cohen's kappa."""
+"""Labels: record, relabel with audit, undo, filters, export, Cohen's kappa, and the outbox
+that keeps a label the database cannot take yet."""
 
 from __future__ import annotations
 
@@ -10,13 +11,17 @@ import pytest
 
 from curation.store.labels import (
     Grade,
+    LabelPending,
     agreement,
     export_labels,
+    flush_pending_labels,
     labelled_grades,
     list_labels,
+    pending_labels,
     record_label,
     undo_last_label,
 )
+from curation.store.workspace import WorkspaceBusyError
 from kb_sources.errors import CurationError
 
 Q = {"schema": "PO", "query_key": "gene=gene:673|variant=variant:v600e",
@@ -105,3 +110,128 @@ def test_cohen_kappa_on_shared_items(tmp_workspace):
     # p_o = .75; p_e = (2/4*2/4) + (1/4*2/4) + (1/4*0) = .375 -> kappa = .375/.625 = .6
     assert result.kappa == pytest.approx(0.6)
     assert math.isnan(agreement(tmp_workspace, "a", "nobody").kappa)
+
+
+# -- the outbox: a label that cannot be written now is kept, then saved ------------------------
+def hold_write_lock(ws):
+    import sqlite3
+
+    other = sqlite3.connect(ws.root / "workspace.sqlite", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # a long import in another process
+    return other
+
+
+@pytest.fixture
+def no_wait(monkeypatch):
+    monkeypatch.setattr("curation.store.labels.LABEL_LOCK_WAIT_S", 0.0)
+
+
+def test_label_during_long_write_is_pending_then_saved(tmp_workspace, no_wait):
+    ws = tmp_workspace
+    other = hold_write_lock(ws)
+    with pytest.raises(LabelPending, match=r"Label 'complete' on 21639808 is pending, not saved "
+                       r"yet: another import or job is writing to the workspace\. It is kept in "
+                       r"the workspace's outbox") as info:
+        label(ws, "ann", "21639808", "complete", note="first")
+    assert isinstance(info.value, CurationError)
+    assert (info.value.pending.doc_id, info.value.pending.grade) == ("21639808", Grade.COMPLETE)
+    assert [(p.user, p.doc_id, p.note) for p in pending_labels(ws)] == [
+        ("ann", "21639808", "first")]
+    assert pending_labels(ws, user="bob") == []
+    assert list_labels(ws) == []
+    other.rollback()
+    other.close()
+    # the next label that reaches the database takes the pending one first
+    newest = label(ws, "ann", "2", "irrelevant")
+    assert [(lab.doc_id, lab.grade, lab.id) for lab in list_labels(ws)] == [
+        ("2", Grade.IRRELEVANT, newest.id), ("21639808", Grade.COMPLETE, newest.id - 1)]
+    assert pending_labels(ws) == []
+    assert not (ws.root / "pending_labels.jsonl").exists()
+    (entry,) = [e for e in ws.audit_log("label") if e["object_id"] == str(newest.id - 1)]
+    assert json.loads(entry["after"])["pending_since"] == info.value.pending.created_at
+
+
+def test_flush_pending_labels_keeps_order_and_waits_for_the_lock(tmp_workspace, no_wait):
+    ws = tmp_workspace
+    other = hold_write_lock(ws)
+    for grade in ("partial", "complete"):
+        with pytest.raises(LabelPending):
+            label(ws, "ann", "1", grade)
+    with pytest.raises(WorkspaceBusyError, match="Another import is running; retry"):
+        flush_pending_labels(ws, wait_s=0)
+    assert len(pending_labels(ws)) == 2
+    other.rollback()
+    other.close()
+    assert flush_pending_labels(ws) == 2
+    assert flush_pending_labels(ws) == 0
+    current, first = list_labels(ws, include_superseded=True)
+    assert (current.grade, first.grade, first.superseded_by) == (
+        Grade.COMPLETE, Grade.PARTIAL, current.id)
+
+
+def test_label_on_full_disk_is_kept(tmp_workspace):
+    ws = tmp_workspace
+    pages = ws.conn.execute("PRAGMA page_count").fetchone()[0]
+    ws.conn.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(LabelPending, match="the disk is full") as info:
+        for i in range(300):
+            label(ws, "ann", str(i), "complete", note="n" * 3000)
+    kept = info.value.pending
+    assert [p.doc_id for p in pending_labels(ws)] == [kept.doc_id]
+    ws.conn.execute("PRAGMA max_page_count = 1073741823")  # space was freed
+    assert flush_pending_labels(ws) == 1
+    assert list_labels(ws)[0].doc_id == kept.doc_id
+
+
+def test_flush_after_a_kill_does_not_write_twice(tmp_workspace, no_wait):
+    ws = tmp_workspace
+    other = hold_write_lock(ws)
+    with pytest.raises(LabelPending) as info:
+        label(ws, "ann", "1", "complete")
+    other.rollback()
+    other.close()
+    assert flush_pending_labels(ws) == 1
+    # killed after the commit but before the outbox was emptied: the line is still there
+    (ws.root / "pending_labels.jsonl").write_text(json.dumps(info.value.pending.to_json()) + "\n")
+    assert flush_pending_labels(ws) == 1
+    assert len(list_labels(ws, include_superseded=True)) == 1
+
+
+def test_torn_outbox_line_is_set_aside_not_lost(tmp_workspace, no_wait):
+    ws = tmp_workspace
+    other = hold_write_lock(ws)
+    with pytest.raises(LabelPending):
+        label(ws, "ann", "1", "complete")
+    other.rollback()
+    other.close()
+    with open(ws.root / "pending_labels.jsonl", "a", encoding="utf-8") as fh:
+        fh.write('{"user": "ann", "doc_')  # a crash in the middle of an append
+    assert [p.doc_id for p in pending_labels(ws)] == ["1"]
+    assert (ws.root / "pending_labels.jsonl.unreadable").read_text() == '{"user": "ann", "doc_\n'
+
+
+def test_undo_takes_pending_labels_into_account(tmp_workspace, no_wait):
+    ws = tmp_workspace
+    label(ws, "ann", "1", "partial")
+    other = hold_write_lock(ws)
+    with pytest.raises(LabelPending):
+        label(ws, "ann", "2", "complete")
+    other.rollback()
+    other.close()
+    assert undo_last_label(ws, "ann").doc_id == "2"
+    assert [lab.doc_id for lab in list_labels(ws)] == ["1"] and pending_labels(ws) == []
+
+
+def test_outbox_record_that_is_not_a_label_does_not_block_the_rest(tmp_workspace, no_wait):
+    ws = tmp_workspace
+    other = hold_write_lock(ws)
+    with pytest.raises(LabelPending):
+        label(ws, "ann", "1", "complete")
+    other.rollback()
+    other.close()
+    with open(ws.root / "pending_labels.jsonl", "a", encoding="utf-8") as fh:
+        fh.write('{"user": null, "grade": "complete"}\n')
+    assert label(ws, "ann", "2", "partial").doc_id == "2"
+    assert sorted(lab.doc_id for lab in list_labels(ws)) == ["1", "2"]
+    set_aside = (ws.root / "pending_labels.jsonl.unreadable").read_text()
+    assert json.loads(set_aside) == {"user": None, "grade": "complete"}

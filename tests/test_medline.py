@@ -111,7 +111,8 @@ def test_blank_file(tmp_path: Path) -> None:
 
 def test_absurdly_long_line(tmp_path: Path) -> None:
     path = _write(tmp_path, "PMID- 1\nAB  - " + "x" * 1_100_000 + "\n")
-    with pytest.raises(InputFormatError, match=r"bad\.txt, line 2: line is 1,100,007 bytes long"):
+    with pytest.raises(InputFormatError,
+                       match=r"bad\.txt, line 2: line is longer than 1,000,000 bytes"):
         list(read_medline(path))
 
 
@@ -120,3 +121,14 @@ def test_absurdly_long_field(tmp_path: Path) -> None:
     with pytest.raises(InputFormatError, match=r"bad\.txt, line 1, record 7: field 'AB' is "
                        "250,000 characters long"):
         list(read_medline(path))
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("PMID- 7\nTI  - Ti\x00tle\n", r"line 2: NUL byte at column 9. Expected UTF-8 text without "
+     "NUL bytes"),
+    ("PMID- ١٢٣\nTI  - Title\n", r"line 1: record has no numeric PMID \(found '١٢٣'\)"),
+    ("PMID- ²³\nTI  - Title\n", r"line 1: record has no numeric PMID \(found '²³'\)"),
+])
+def test_nul_and_non_ascii_pmids_are_refused(tmp_path: Path, body: str, message: str) -> None:
+    with pytest.raises(InputFormatError, match=r"bad\.txt, " + message):
+        list(read_medline(_write(tmp_path, body)))

@@ -103,6 +103,9 @@ def test_mtrees2019_breast_neoplasms(mesh2019: MeshTree) -> None:
      "'Term;TreeNumber'"),
     ("Neoplasms;C04\n;C05\n", r"line 2: line ';C05' is not 'Term;TreeNumber'"),
     ("Neoplasms;C4.58\n", r"line 1: tree number 'C4.58' is malformed"),
+    # Arabic-Indic / fullwidth digits matched the \d of the old pattern (issue 12)
+    ("Neoplasms;C04\nNeoplasms by Site;C٠٤.588\n", r"line 2: tree number 'C٠٤.588' is malformed"),
+    ("Neoplasms;C０４\n", r"line 1: tree number 'C０４' is malformed"),
     ("Neoplasms;C04\nTumours;C04\n", r"line 2: tree number C04 is listed for 'Neoplasms' and "
      "'Tumours'"),
 ])
@@ -119,7 +122,8 @@ def test_tree_bad_utf8_empty_and_truncated(tmp_path: Path, fixtures_dir: Path) -
     data = gzip.compress((fixtures_dir / "mtrees_sample.bin").read_bytes() * 50)
     with pytest.raises(InputFormatError, match=r"cut\.bin\.gz: compressed data is truncated"):
         read_mesh_trees(_write(tmp_path, data[: len(data) // 2], "cut.bin.gz"))
-    with pytest.raises(InputFormatError, match=r"long\.bin, line 1: line is 1,000,\d+ bytes"):
+    with pytest.raises(InputFormatError,
+                       match=r"long\.bin, line 1: line is longer than 1,000,000 bytes"):
         read_mesh_trees(_write(tmp_path, "x" * 1_000_001 + ";C04\n", "long.bin"))
 
 

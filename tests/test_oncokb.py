@@ -7,13 +7,21 @@ copied into the repository; the fixtures here are hand-written.
 from __future__ import annotations
 
 import gzip
+import logging
 import re
 from pathlib import Path
 
 import pytest
 
-from kb_sources.errors import InputFormatError
-from kb_sources.oncokb import OncokbFile, detect_layout, drug_groups, parse_pmids, read_oncokb
+from kb_sources.errors import CurationError, InputFormatError
+from kb_sources.oncokb import (
+    OncokbFile,
+    detect_layout,
+    drug_groups,
+    parse_pmids,
+    read_oncokb,
+    split_pmids,
+)
 from kb_sources.registry import get_reader
 from kb_sources.schema import builtin_schemas
 from kb_sources.types import Relation
@@ -140,11 +148,15 @@ def test_parse_pmids() -> None:
     assert parse_pmids("24478319, 26051236,23816963, 24478319") == (
         "24478319", "26051236", "23816963")
     assert parse_pmids("PMID pending, , 12") == ("12",)
+    assert split_pmids("24478319, abc;-5, ١٢٣, ²³, 24478319") == (
+        ("24478319",), ("abc;-5", "١٢٣", "²³"))
 
 
 def test_options_are_refused(fixtures_dir: Path) -> None:
-    with pytest.raises(TypeError, match="takes no options, got mapping"):
-        list(read_oncokb(fixtures_dir / "oncokb_annotated_sample.tsv", mapping="x.toml"))
+    with pytest.raises(CurationError, match="Reader kb 'oncokb' does not take option[(]s[)] "
+                       "mapping. Available options: none"):
+        get_reader("kb", "oncokb").read(fixtures_dir / "oncokb_annotated_sample.tsv",
+                                        mapping="x.toml")
 
 
 # --- real data (local copies only; never in the repository) ----------------------------------
@@ -249,7 +261,8 @@ def test_duplicate_header(tmp_path: Path, fixtures_dir: Path) -> None:
 def test_absurdly_long_field(tmp_path: Path, fixtures_dir: Path) -> None:
     lines = _sample_lines(fixtures_dir)
     lines[1] += "x" * 2_000_000
-    _read_error(_write(tmp_path / "huge.txt", lines), "line 2: line is 2,00\\d,\\d{3} bytes long")
+    _read_error(_write(tmp_path / "huge.txt", lines),
+                "line 2: line is longer than 1,000,000 bytes")
 
 
 def test_row_with_more_fields_than_header(tmp_path: Path, fixtures_dir: Path) -> None:
@@ -263,3 +276,24 @@ def test_row_without_gene(tmp_path: Path, fixtures_dir: Path) -> None:
     lines = _sample_lines(fixtures_dir, "oncokb_annotated_sample.tsv")
     lines[3] = "\t" + lines[3].split("\t", 1)[1]
     _read_error(_write(tmp_path / "no_gene.txt", lines), "line 4: row has no 'Gene'.*Fix:")
+
+
+def test_non_pmid_items_are_dropped_warned_and_counted(tmp_path: Path, fixtures_dir: Path,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING)
+    lines = _sample_lines(fixtures_dir, "oncokb_annotated_sample.tsv")
+    column = lines[0].split("\t").index("PMIDs for Mutation Effect")
+    fields = lines[1].split("\t")
+    fields[column] = "12068308, abc;-5, ١٢٣٤٥, 15035987"
+    lines[1] = "\t".join(fields)
+    path = _write(tmp_path / "pmids.txt", lines)
+    result = get_reader("kb", "oncokb").read(path)
+    assert next(result).pmids == ("12068308", "15035987")
+    list(result)
+    [issue] = result.issues
+    first = ("line 2: 'abc;-5' in column 'PMIDs for Mutation Effect' is not a PMID (1-10 ASCII "
+             "digits); dropped")
+    assert (issue.count, issue.first) == (2, first)
+    assert issue.summary() == f"2 non-PMID item(s) dropped from PMID lists (first: {first})"
+    assert f"{path}, {first} (further cases are counted)" in caplog.text
+    assert f"{path}: {issue.summary()}" in caplog.text

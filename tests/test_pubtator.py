@@ -17,6 +17,7 @@ from kb_sources.pubtator import (
     read_pubtator_kb,
     relation_slots,
 )
+from kb_sources.registry import get_reader
 from kb_sources.schema import builtin_schemas
 from kb_sources.types import Annotation, Document, Entity, Relation
 
@@ -307,3 +308,37 @@ def test_streaming_yields_documents_before_a_later_error(tmp_path: Path) -> None
     assert next(items).doc_id == "1"
     with pytest.raises(InputFormatError, match=r"late\.txt, line 6"):
         next(items)
+
+
+# ------------------------------------------ issue 12: inputs that crashed or slipped through
+
+@pytest.mark.parametrize(("offsets", "shown"), [("0\t²", "'0'-'²'"), ("٠\t٤", "'٠'-'٤'")])
+def test_offsets_in_other_scripts_are_refused(tmp_path: Path, offsets: str, shown: str) -> None:
+    # '²' crashed in int(); Arabic-Indic digits were read as numbers by int()
+    path = _write(tmp_path, "digits.txt", GOOD + f"1\t{offsets}\tBRAF\tGene\t673\n")
+    with pytest.raises(InputFormatError, match=rf"digits\.txt, line 4, record 1: annotation "
+                       rf"offsets {shown} are not ASCII digits. Expected offsets written with "
+                       "the digits 0-9"):
+        list(read_pubtator_docs(path))
+
+
+@pytest.mark.parametrize(("doc_id", "problem"), [
+    ("X![px](http://host/p.png)[clickme](javascript:alert(1))",
+     r"document id 'X'\.\.\. has '!' EXCLAMATION MARK \(U\+0021\) at position 2"),
+    ("PMC 1", r"document id 'PMC'\.\.\. has SPACE \(U\+0020\) at position 4"),
+])
+def test_unsafe_document_ids_are_refused(tmp_path: Path, doc_id: str, problem: str) -> None:
+    path = _write(tmp_path, "ids.txt", GOOD + f"\n{doc_id}|t|Title.\n{doc_id}|a|Text.\n")
+    with pytest.raises(InputFormatError, match=r"ids\.txt, line 5: " + problem):
+        list(read_pubtator_kb(path))
+
+
+def test_skipped_annotations_are_counted(tmp_path: Path) -> None:
+    path = _write(tmp_path, "skip.txt", GOOD + "1\t0\t400\tBRAF\tGene\t673\n"
+                  "1\t5\t8\tXYZ\tGene\t1\n")
+    result = get_reader("docs", "pubtator").read(path, mismatch="skip")
+    assert [len(d.annotations) for d in result] == [1]
+    [issue] = result.issues
+    assert (issue.kind.value, issue.count) == ("annotation_skipped", 2)
+    assert issue.first == ("line 4, record 1: offsets 0-400 fall outside the document text "
+                           "(34 characters)")

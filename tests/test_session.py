@@ -175,7 +175,7 @@ def test_sign_in_modes_and_roles_from_the_users_file(tmp_path, monkeypatch):
     assert local_user() == User("maria", Role.ADMIN)
     assert resolve_user(store, Session("maria", AuthMode.LOCAL)) == User("maria", Role.ADMIN)
     store.add("alice", "correct-horse", "curator")
-    store.add("boss", "correct-horse", "admin")
+    store.add("boss", "correct-horse", "admin", email="boss@lab.org")
     assert auth_modes(store, True) == [AuthMode.USERS, AuthMode.OIDC]
     # local mode ends as soon as the workspace has users
     assert resolve_user(store, Session("maria", AuthMode.LOCAL)) is None
@@ -188,6 +188,7 @@ def test_sign_in_modes_and_roles_from_the_users_file(tmp_path, monkeypatch):
     assert resolve_user(store, Session("a@b.org", AuthMode.OIDC)) is None  # OIDC not configured
     assert user_for_email(store, "boss@lab.org") == User("boss@lab.org", Role.ADMIN)
     assert user_for_email(store, "new@lab.org") == User("new@lab.org", Role.CURATOR)
+    assert user_for_email(store, "boss@elsewhere.org").role is Role.CURATOR  # full address only
     assert resolve_user(store, {"name": "boss"}) is None
 
 

@@ -10,6 +10,7 @@ import pytest
 from Bio.SeqFeature import SimpleLocation
 
 from kb_sources.errors import InputFormatError
+from kb_sources.registry import get_reader
 from kb_sources.schema import builtin_schemas
 from kb_sources.types import Entity
 from kb_sources.uniprot import (
@@ -281,5 +282,29 @@ def test_absurdly_long_line(tmp_path: Path, fixtures_dir: Path) -> None:
     text = (fixtures_dir / "uniprot_sample.dat").read_text()
     long_text = text.replace("OS   Homo", "OS   " + "x" * 1_100_000, 1)
     path = _write(tmp_path, "long.dat", long_text.encode())
-    with pytest.raises(InputFormatError, match=r"long\.dat, line 14: line is 1,100,0\d\d bytes"):
+    with pytest.raises(InputFormatError,
+                       match=r"long\.dat, line 14: line is longer than 1,000,000 bytes"):
+        list(read_uniprot(path))
+
+
+def test_pubmed_tag_that_is_not_a_pmid_is_dropped_and_counted(tmp_path: Path,
+                                                                fixtures_dir: Path) -> None:
+    text = (fixtures_dir / "uniprot_sample.dat").read_text()
+    assert 'PubMed:20333297"' in text  # MOD_RES 176 "Phosphotyrosine; by TNK2"
+    path = _write(tmp_path, "digits.dat", text.replace(
+        'PubMed:20333297"', 'PubMed:٢٠٣٣٣٢٩٧, ECO:0000269|PubMed:20333297"').encode())
+    result = get_reader("kb", "uniprot").read(path)
+    by_id = {r.record_id: r for r in result}
+    assert by_id["P31749:176:Phosphotyrosine:TNK2"].pmids == ("20333297",)
+    [issue] = result.issues
+    assert issue.summary() == ("1 non-PMID item(s) dropped from PMID lists (first: record "
+                               "AKT1_HUMAN: MOD_RES 176 evidence 'PubMed:٢٠٣٣٣٢٩٧' is not a PMID "
+                               "(1-10 ASCII digits); dropped)")
+
+
+def test_nul_byte_is_refused(tmp_path: Path, fixtures_dir: Path) -> None:
+    text = (fixtures_dir / "uniprot_sample.dat").read_text()
+    path = _write(tmp_path, "nul.dat", text.replace("OS   Homo sapiens", "OS   Homo\x00sapiens",
+                                                    1).encode())
+    with pytest.raises(InputFormatError, match=r"nul\.dat, line 14: NUL byte at column 10"):
         list(read_uniprot(path))

@@ -1,7 +1,8 @@
-"""Workspace store: layout, WAL, migrations, transactions, audit."""
+"""Workspace store: layout, WAL, migrations, transactions, audit, schemas."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
@@ -13,12 +14,13 @@ from kb_sources.errors import SchemaError
 
 def test_init_creates_layout_and_wal(tmp_path):
     with Workspace.init(tmp_path / "ws") as ws:
-        assert ws.schema_version == SCHEMA_VERSION == 4
+        assert ws.schema_version == SCHEMA_VERSION >= 5
         assert ws.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in ws.conn.execute(
             "SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"documents", "relations", "entities", "synonyms", "labels", "models", "jobs",
-            "audit_log", "imports", "annotations", "citations", "mesh_tree"} <= tables
+            "audit_log", "imports", "annotations", "citations", "mesh_tree",
+            "import_undo"} <= tables
     for area in AREAS:
         assert (tmp_path / "ws" / area).is_dir()
 
@@ -104,12 +106,12 @@ def test_add_schema_copies_and_validates(tmp_workspace, tmp_path):
 
 
 def test_version_1_workspace_is_migrated_on_open(tmp_path):
+    from curation.store.connection import connect
     from curation.store.migrations import MIGRATIONS
-    from curation.store.workspace import _connect
 
     root = tmp_path / "old"
     root.mkdir()
-    old = Workspace(root, _connect(root / DB_NAME))
+    old = Workspace(root, connect(root / DB_NAME))
     old.migrate(MIGRATIONS[:1])
     old.conn.execute("INSERT INTO jobs(kind, status, created_at, updated_at) "
                      "VALUES ('evaluate', 'done', 'x', 'x')")
@@ -119,3 +121,52 @@ def test_version_1_workspace_is_migrated_on_open(tmp_path):
         assert ws.conn.execute("SELECT COUNT(*) FROM source_suggestions").fetchone()[0] == 0
         assert [tuple(r) for r in ws.conn.execute("SELECT kind, pid FROM jobs")] == [
             ("evaluate", None)]
+
+
+SHADOW_PO = ('name = "{name}"\nanswer = "drug"\ntemplates = ["Drugs for {{gene}}?"]\n'
+             '[[slots]]\nname = "gene"\ntype = "gene"\nquery = true\n'
+             '[[slots]]\nname = "drug"\ntype = "drug"\n')
+
+
+def test_schema_named_like_a_builtin_is_refused(tmp_workspace, tmp_path):
+    path = tmp_path / "po.toml"
+    path.write_text(SHADOW_PO.format(name="PO"))
+    with pytest.raises(SchemaError, match=r"schema name 'PO' is already taken by the built-in "
+                       r"schema PO \(built-in schemas: .*PO, PTM.*\); adding it would replace "
+                       r"that schema .* pass --replace"):
+        tmp_workspace.add_schema(path)
+    path.write_text(SHADOW_PO.format(name="po"))
+    for replace in (False, True):
+        with pytest.raises(SchemaError, match=r"schema name 'po' is already taken by the "
+                           r"built-in schema PO \(names are compared without case\)\. Rename "
+                           r"it, or use name = \"PO\" with --replace"):
+            tmp_workspace.add_schema(path, replace=replace)
+    assert tmp_workspace.schemas()["PO"].slot_names == ("gene", "variant", "treatment")
+    assert list((tmp_workspace.root / "schemas").iterdir()) == []
+    assert tmp_workspace.audit_log("schema") == []
+
+
+def test_replacing_a_builtin_schema_is_audited(tmp_workspace, tmp_path):
+    path = tmp_path / "po.toml"
+    path.write_text(SHADOW_PO.format(name="PO"))
+    tmp_workspace.add_schema(path, actor="admin", replace=True)
+    assert tmp_workspace.schemas()["PO"].slot_names == ("gene", "drug")
+    (entry,) = tmp_workspace.audit_log("schema")
+    assert (entry["action"], entry["actor"], entry["object_id"]) == ("replace", "admin", "PO")
+    before = json.loads(entry["before"])
+    assert before["builtin"] is True and before["slots"] == ["gene", "variant", "treatment"]
+    assert json.loads(entry["after"])["toml"] == path.read_text()
+
+
+def test_workspace_schema_is_not_silently_overwritten(tmp_workspace, fixtures_dir, tmp_path):
+    source = fixtures_dir / "drug_target_schema.toml"
+    tmp_workspace.add_schema(source)
+    tmp_workspace.add_schema(source)  # the same file again is fine
+    changed = tmp_path / "dt.toml"
+    changed.write_text(source.read_text().replace("Molecular targets", "Targets"))
+    with pytest.raises(SchemaError, match=r"already taken by the workspace schema in "
+                       r".*drug_target.toml"):
+        tmp_workspace.add_schema(changed)
+    assert [e["action"] for e in tmp_workspace.audit_log("schema")] == ["add", "add"]
+    tmp_workspace.add_schema(changed, replace=True)
+    assert tmp_workspace.schemas()["drug_target"].templates[1] == "Targets of {drug}?"

@@ -5,8 +5,8 @@ Three ways in, chosen by what the workspace and the deployment provide:
 * ``users``: ``WS/users.toml`` has users: name + password (scrypt hashes,
   :mod:`curation.access.users`).
 * ``oidc``: Streamlit's OIDC login is configured (an ``[auth]`` section in ``secrets.toml``); the
-  e-mail maps to a users-file entry named by the full address or its local part, else the
-  ``curator`` role.
+  e-mail maps to a users-file entry by its full address (:func:`user_for_email`), else the
+  ``curator`` role, or no entry at all outside the ``[oidc] allowed_domains`` of the users file.
 * ``local``: no users file and no OIDC: single-user mode as ``$USER`` with the admin role (the app
   says so and how to add users).
 
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from curation.access.throttle import SignInThrottle
 from curation.access.users import USERS_FILE, Role, User, UserStore
 
 logger = logging.getLogger(__name__)
@@ -69,22 +70,59 @@ def local_user() -> User:
     return User(name or "local", Role.ADMIN)
 
 
-def user_for_email(store: UserStore, email: str) -> User:
-    """Map an OIDC e-mail to a users-file entry (full address or local part) or a curator."""
+def user_for_email(store: UserStore, email: str) -> User | None:
+    """The user an OIDC e-mail signs in as, or None when the address may not sign in.
+
+    Only full addresses match: an entry's ``email`` (or an entry named by the whole address)
+    gives its role. With ``[oidc] allowed_domains`` set, an address of a listed domain also maps
+    to the entry named by its part before ``@`` (alice@lab.org -> ``[users.alice]``) unless that
+    entry names its own ``email``; any other address of a listed domain is a curator, and
+    addresses of other domains are refused. Without the setting, an address that matches no
+    entry is a curator (the identity provider decides who gets in) and the part before ``@``
+    gives no role.
+    """
     email = email.strip()
-    users = {u.name.lower(): u for u in store.users()}
-    for candidate in (email.lower(), email.split("@")[0].lower()):
-        if candidate in users:
-            return User(email, users[candidate].role)
-    return User(email, Role.CURATOR)
+    if email.count("@") != 1:
+        return None
+    known = store.user_with_email(email)
+    if known is not None:
+        return User(email, known.role)
+    domains = store.allowed_domains()
+    if not domains:
+        return User(email, Role.CURATOR)
+    local, domain = email.lower().split("@")
+    if domain not in domains:
+        return None
+    named = store.user_named(local, without_email=True)
+    return User(email, named.role if named else Role.CURATOR)
 
 
-def password_sign_in(store: UserStore, name: str, password: str) -> Session | None:
-    """A session when the name and password match the users file, else None."""
+def password_sign_in(store: UserStore, name: str, password: str, *,
+                     throttle: SignInThrottle | None = None,
+                     client: str = "") -> Session | None:
+    """A session when the name and password match the users file, else None.
+
+    Args:
+        store: The users file.
+        name: The user name typed.
+        password: The password typed.
+        throttle: Failed sign-ins so far (None: no lockout, e.g. in scripts).
+        client: Who is signing in (the browser's address), for the throttle's per-client count.
+
+    Raises:
+        SignInLocked: Too many failures for this name or client; no password was checked.
+        CurationError: The user's stored hash is malformed.
+    """
+    if throttle is not None:
+        throttle.check(name, client)
     user = store.authenticate(name, password)
     if user is None:
-        logger.info("failed sign-in for %r", name)
+        logger.info("failed sign-in for %r from %r", name, client)
+        if throttle is not None:
+            throttle.record_failure(name, client)
         return None
+    if throttle is not None:
+        throttle.record_success(name, client)
     return Session(user.name, AuthMode.USERS)
 
 

@@ -25,8 +25,8 @@ def dispatch(args: argparse.Namespace) -> int:
         "relations": cmd_relations, "query": cmd_query, "schema": cmd_schema,
         "demo": cmd_demo, "serve": cmd_serve, "fetch": cmd_fetch, "users": cmd_users,
         "labels": cmd_labels, "evaluate": cmd_evaluate, "match-bench": cmd_match_bench,
-        "bench": cmd_bench, "train": train_commands.cmd_train,
-        "models": train_commands.cmd_models, "train-bench": train_commands.cmd_train_bench,
+        "bench": cmd_bench,
+        **train_commands.HANDLERS,
     }[args.command]
     return handler(args)
 
@@ -151,10 +151,9 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_schema(args: argparse.Namespace) -> int:
     with Workspace.open(workspace_path(args)) as ws:
         if args.action == "add":
-            if not args.file:
-                raise CurationError("schema add needs a TOML file: kbcurate schema add FILE.toml")
-            schema = ws.add_schema(args.file)
-            print(f"schema {schema.name} added to {ws.root / 'schemas'}")
+            schema = ws.add_schema(args.file, replace=args.replace)
+            print(f"schema {schema.name} {'saved' if args.replace else 'added'} to "
+                  f"{ws.root / 'schemas'}")
             return 0
         for schema in ws.schemas().values():
             slots = ", ".join(f"{s.name}:{s.type}{'?' if s.query else ''}" for s in schema.slots)

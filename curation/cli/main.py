@@ -1,7 +1,9 @@
 """The ``kbcurate`` command line.
 
 Every command takes ``--workspace DIR`` (default: ``$KBCURATE_WORKSPACE``). Errors the user can fix
-(:class:`~kb_sources.errors.CurationError`) are printed as one message with exit code 2.
+(:class:`~kb_sources.errors.CurationError`) are printed as one message with exit code 2, and so is
+any SQLite error that reaches this level (a full disk, a read-only or locked workspace): never a
+traceback (``--verbose`` logs it).
 """
 
 from __future__ import annotations
@@ -9,10 +11,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sqlite3
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from curation.cli.common import workspace_path
 from curation.store.config import DATA_ENV, WORKSPACE_ENV
+from curation.store.errors import describe_sqlite_error
 from kb_sources.errors import CurationError
 from kb_sources.registry import readers
 from retrievers.errors import RetrieverError
@@ -42,6 +48,41 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("init", parents=[common], help="create a workspace")
     p.add_argument("dir", nargs="?", help="folder to create (default: --workspace)")
 
+    _import_parser(sub, common)
+    _fetch_parser(sub, common)
+    _users_parser(sub, common)
+    _labels_parser(sub, common)
+
+    p = sub.add_parser("stats", parents=[common], help="counts of what the workspace holds")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+    p = sub.add_parser("relations", parents=[common], help="list partial relations")
+    p.add_argument("--schema", default="PO", help="schema name (default PO)")
+    p.add_argument("--where", action="append", default=[], metavar="NAME=TEXT",
+                   help="filter on a slot or attribute, e.g. gene=BRAF or evidence_level=A")
+    p.add_argument("--source", help="only records from this KB")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--format", choices=("table", "json", "tsv"), default="table")
+
+    _evaluation_parsers(sub, common)
+
+    p = sub.add_parser("query", parents=[common], help="render a templated query")
+    p.add_argument("--schema", default="PO")
+    p.add_argument("--template", help="template index or text")
+    p.add_argument("values", nargs="+", metavar="SLOT=TEXT")
+
+    _schema_parser(sub, common)
+
+    _app_parsers(sub, common)
+
+    from curation.cli import train_commands
+
+    train_commands.add_parsers(sub, common)
+    return parser
+
+
+def _import_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser("import", parents=[common], help="import KB records or documents",
                        formatter_class=fmt)
     isub = p.add_subparsers(dest="what", required=True, metavar="WHAT")
@@ -61,21 +102,20 @@ def build_parser() -> argparse.ArgumentParser:
                        ("citations", "citation edges TSV (citing_pmid, cited_pmid)")):
         isub.add_parser(name, parents=[common], help=text).add_argument("file")
 
-    _fetch_parser(sub, common)
-    _users_parser(sub, common)
-    _labels_parser(sub, common)
 
-    p = sub.add_parser("stats", parents=[common], help="counts of what the workspace holds")
-    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+def _schema_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("schema", parents=[common], help="list or add relation schemas")
+    ssub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    ssub.add_parser("list", parents=[common], help="the built-in and workspace schemas")
+    q = ssub.add_parser("add", parents=[common], help="add a schema TOML to the workspace")
+    q.add_argument("file", help="schema TOML")
+    q.add_argument("--replace", action="store_true",
+                   help="replace a built-in or workspace schema of the same name (recorded in "
+                        "the audit log)")
 
-    p = sub.add_parser("relations", parents=[common], help="list partial relations")
-    p.add_argument("--schema", default="PO", help="schema name (default PO)")
-    p.add_argument("--where", action="append", default=[], metavar="NAME=TEXT",
-                   help="filter on a slot or attribute, e.g. gene=BRAF or evidence_level=A")
-    p.add_argument("--source", help="only records from this KB")
-    p.add_argument("--limit", type=int, default=50)
-    p.add_argument("--format", choices=("table", "json", "tsv"), default="table")
 
+def _evaluation_parsers(sub: argparse._SubParsersAction,
+                        common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("evaluate", parents=[common],
                        help="evaluate retrievers on a schema's held-out queries")
     p.add_argument("--schema", required=True, help="schema whose KB relations are the queries")
@@ -108,15 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schema", default="PO", help="schema whose partial relations are queried")
     p.add_argument("--model", default="all-MiniLM-L6-v2", help="encoder for the throughput test")
 
-    p = sub.add_parser("query", parents=[common], help="render a templated query")
-    p.add_argument("--schema", default="PO")
-    p.add_argument("--template", help="template index or text")
-    p.add_argument("values", nargs="+", metavar="SLOT=TEXT")
 
-    p = sub.add_parser("schema", parents=[common], help="list or add relation schemas")
-    p.add_argument("action", choices=("list", "add"))
-    p.add_argument("file", nargs="?", help="schema TOML (for add)")
-
+def _app_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("demo", parents=[common],
                        help="build the sample workspace from real data, then serve the app")
     p.add_argument("--data-dir",
@@ -128,11 +161,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", parents=[common], help="start the curation app (Streamlit)")
     _serve_args(p)
-
-    from curation.cli import train_commands
-
-    train_commands.add_parsers(sub, common)
-    return parser
 
 
 def _fetch_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -190,12 +218,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CurationError, RetrieverError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except sqlite3.Error as exc:  # one that no store function translated
+        logger.debug("database error", exc_info=True)
+        print(f"error: {describe_sqlite_error(exc, _database_of(args))}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted; nothing was written by the unfinished step", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into head, less, ...: stop quietly (Python docs)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _database_of(args: argparse.Namespace) -> Path | None:
+    """The workspace database the command used, when one was named."""
+    from curation.store.workspace import DB_NAME
+
+    try:
+        return workspace_path(args) / DB_NAME
+    except CurationError:
+        return None
 
 
 if __name__ == "__main__":  # pragma: no cover

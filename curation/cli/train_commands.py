@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import fields
+from typing import Any
 
 from curation.cli.common import print_json, workspace_path
 from curation.store.workspace import Workspace
@@ -27,12 +28,16 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                    help="evaluate the new version on the test split (encodes the whole corpus)")
 
     p = sub.add_parser("models", parents=[common], help="the workspace's model versions")
-    p.add_argument("action", choices=("list", "show", "activate", "retire", "export"))
+    p.add_argument("action", choices=("list", "show", "activate", "retire", "export", "promote",
+                                       "history"))
     p.add_argument("version", nargs="?", help="version id (e.g. disease_gene-edel@1)")
     p.add_argument("dest", nargs="?", help="export: destination folder")
-    p.add_argument("--schema", help="list: only this schema's versions")
-    p.add_argument("--reason", default="", help="activate/retire: why (audited)")
+    p.add_argument("--schema", help="list/history: only this schema's versions")
+    p.add_argument("--reason", default="",
+                   help="activate/retire/promote: why (audited; promote requires it)")
     p.add_argument("--json", action="store_true", help="print JSON")
+
+    _loop_parsers(sub, common)
 
     p = sub.add_parser("train-bench", parents=[common],
                        help="train EDEL per task and compare with BM25 and zero-shot on test")
@@ -45,6 +50,63 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                    help="encoding precision for the evaluation (bfloat16: CPU autocast)")
     p.add_argument("--out", help="write the JSON summary here")
     _training_options(p)
+
+
+def _loop_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """``kbcurate retrain`` and ``kbcurate simulate`` (the feedback loop)."""
+    from curation.training.simulate import QueryStrategy, SimulationConfig
+
+    p = sub.add_parser("retrain", parents=[common],
+                       help="one feedback round: KB + labels -> new version -> gate -> switch")
+    p.add_argument("--schema", required=True)
+    _retrain_options(p)
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    d = SimulationConfig()
+    p = sub.add_parser("simulate", parents=[common],
+                       help="simulated curator + retraining rounds in a copy of the workspace")
+    p.add_argument("--schema", required=True)
+    p.add_argument("--rounds", type=int, default=d.rounds)
+    p.add_argument("--labels-per-round", type=int, default=d.labels_per_round)
+    p.add_argument("--labels-per-query", type=int, default=d.labels_per_query)
+    p.add_argument("--query-strategy", dest="strategy", default=d.strategy,
+                   choices=[s.value for s in QueryStrategy])
+    p.add_argument("--pool-depth", type=int, default=d.pool_depth,
+                   help="BM25 candidates per query the simulated curator screens")
+    p.add_argument("--start", help="version to start from (the KB-only model; default: train "
+                                   "one in the copy)")
+    p.add_argument("--no-zero-shot", action="store_true", help="skip scoring the base model")
+    p.add_argument("--out", help="folder for simulation.json/.html/.txt "
+                                 "(default: WS/exports/simulation-SCHEMA-TIME)")
+    _retrain_options(p, evaluation="pool")
+
+
+def _retrain_options(p: argparse.ArgumentParser, evaluation: str = "corpus") -> None:
+    from curation.training.feedback import LabelMapping
+    from curation.training.retrain import EVALUATIONS, RetrainOptions
+
+    d, m = RetrainOptions(), LabelMapping()
+    p.add_argument("--from-base", action="store_true",
+                   help="start from the base model instead of the active version")
+    p.add_argument("--tolerance", type=float, default=d.tolerance_pp,
+                   help="largest allowed drop of NDCG@10 / EntityRecall@10 in pp")
+    p.add_argument("--no-promote", action="store_true",
+                   help="only report the gate's decision; never switch the active version")
+    p.add_argument("--evaluation", default=evaluation, choices=EVALUATIONS,
+                   help="score on the whole corpus (as kbcurate evaluate) or on a pool")
+    p.add_argument("--partial-mu", type=float, default=m.partial_mu)
+    p.add_argument("--irrelevant-mu", type=float, default=m.irrelevant_mu)
+    _training_options(p)
+
+
+def retrain_options(args: argparse.Namespace) -> Any:
+    from curation.training.feedback import LabelMapping
+    from curation.training.retrain import RetrainOptions
+
+    return RetrainOptions(edel=edel_options(args), warm_start=not args.from_base,
+                          tolerance_pp=args.tolerance, promote=not args.no_promote,
+                          mapping=LabelMapping(args.partial_mu, args.irrelevant_mu),
+                          evaluation=args.evaluation)
 
 
 def _training_options(p: argparse.ArgumentParser) -> None:
@@ -100,6 +162,9 @@ def cmd_models(args: argparse.Namespace) -> int:
     from curation.store import models
 
     with Workspace.open(workspace_path(args)) as ws:
+        if args.action in ("promote", "history"):
+            _models_promote_history(ws, args)
+            return 0
         if args.action == "list":
             versions = models.list_models(ws, schema=args.schema)
             if args.json:
@@ -134,3 +199,73 @@ def cmd_train_bench(args: argparse.Namespace) -> int:
                     zero_shot=not args.no_zero_shot, dtype=args.dtype, progress=not args.quiet,
                     out=args.out, emit=print)
     return 0
+
+
+def cmd_retrain(args: argparse.Namespace) -> int:
+    from curation.training.retrain import retrain
+
+    with Workspace.open(workspace_path(args)) as ws:
+        result = retrain(ws, args.schema, retrain_options(args), actor="cli",
+                         progress=not args.quiet)
+    if args.json:
+        print_json({"version": result.version.id, "previous": result.previous,
+                    "promoted": result.promoted, "labels_used": result.labels_used,
+                    "gate": result.decision.to_json()})
+        return 0
+    print(f"trained {result.version.id} on {result.labels_used} label(s) "
+          f"(parent: {result.previous or 'base model'})")
+    for reason in result.decision.reasons:
+        print(f"  {reason}")
+    print(f"{result.version.id} is now the active {result.version.schema} model"
+          if result.promoted else f"{result.version.id} stays a candidate; promote it anyway "
+          "with: kbcurate models promote VERSION --reason TEXT")
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    import time
+    from pathlib import Path
+
+    from curation.training.simulate import SimulationConfig, simulate
+    from curation.training.simulate_report import format_rounds
+
+    config = SimulationConfig(rounds=args.rounds, labels_per_round=args.labels_per_round,
+                              labels_per_query=args.labels_per_query, strategy=args.strategy,
+                              pool_depth=args.pool_depth, seed=args.seed, start=args.start,
+                              zero_shot=not args.no_zero_shot)
+    with Workspace.open(workspace_path(args)) as ws:
+        out = Path(args.out) if args.out else (
+            ws.root / "exports" / f"simulation-{args.schema}-{time.strftime('%Y%m%d-%H%M%S')}")
+        summary = simulate(ws, args.schema, config, retrain_options(args),
+                           progress=not args.quiet, out_dir=out)
+    print(format_rounds(summary))
+    print(f"written: {out}/simulation.json, simulation.html, simulation.txt")
+    return 0
+
+
+def _models_promote_history(ws: Workspace, args: argparse.Namespace) -> None:
+    from curation.access.users import Role, User
+    from curation.training.retrain import history, promote
+
+    if args.action == "promote":
+        if not args.version:
+            raise CurationError("kbcurate models promote needs a VERSION and --reason TEXT")
+        v = promote(ws, args.version, user=User("cli", Role.ADMIN), reason=args.reason)
+        print(f"{v.id} is now the active {v.schema} model (promoted by hand: {args.reason})")
+        return
+    if not args.schema:
+        raise CurationError("kbcurate models history needs --schema S")
+    rows = history(ws, args.schema)
+    if args.json:
+        print_json(rows)
+        return
+    for r in rows:
+        ndcg = f"{r['ndcg@10']:.4f}" if isinstance(r["ndcg@10"], float) else "-"
+        promoted = f"promoted by {r['promoted_by']}: {r['reason']}" if r["promoted_by"] else ""
+        print(f"{r['version']:<28}{r['status']:<11}NDCG@10 {ndcg:<8} "
+              f"labels {r['labels_used']:<5}{promoted}")
+
+
+#: ``kbcurate`` sub-command -> handler (merged into :func:`curation.cli.commands.dispatch`).
+HANDLERS = {"train": cmd_train, "models": cmd_models, "train-bench": cmd_train_bench,
+            "retrain": cmd_retrain, "simulate": cmd_simulate}

@@ -1,5 +1,11 @@
 """Background jobs: the job table, submission, cancellation, stale-worker detection and the
 worker process (``python -m curation.jobs.worker WS JOB_ID``) that runs registered job kinds.
+
+- ``kinds``: the registry of job kinds (function, roles, whitelisted parameters, validator);
+- ``queue``: submit, read, cancel and run jobs; jobs whose worker is gone are failed;
+- ``guards``: waiting out a busy workspace, parameter and workspace-path checks, pid liveness;
+- ``worker``: the worker process.
+
 Job kinds are named as ``module:function`` strings, so this wing imports no job's code.
 
 May import: curation.access, curation.store, curation.templates, kb_sources.

@@ -4,30 +4,55 @@ A job is a row in the workspace's ``jobs`` table. :func:`submit_job` checks the 
 server side, stores the job as ``queued`` and starts a worker *process* (``python -m
 curation.jobs.worker WS JOB_ID``), so long work never runs in the Streamlit script thread and keeps
 going when the page reloads. The worker reports progress into the row; any page reads it back with
-:func:`get_job`. A job whose worker died is reported as failed.
+:func:`get_job`.
 
 Job kinds are registered in :data:`JOB_KINDS` as ``module:function``; the function is called as
-``fn(ctx: JobContext, **params) -> dict`` and its result dict is stored as JSON.
+``fn(ctx: JobContext, **params) -> dict`` and its result dict is stored as JSON. Each kind declares
+the parameter names it accepts (``params``); :func:`submit_job` refuses any other name, listing the
+allowed ones, and then calls the kind's ``validator`` (``"module:function"``, called as
+``fn(ws, params)``, raising :class:`CurationError`) to check the values, e.g. that every path lies
+inside the workspace (:func:`curation.jobs.guards.workspace_path`). A new kind is one line::
+
+    JobKind("retrain", "curation.training.jobs:run_retrain", "...", params=("schema", "options"),
+            validator="curation.training.jobs:check_retrain_params")
+
+Workers that stop: :func:`get_job` reports a job as failed, with the reason and the end of the
+worker's log, when its worker process is gone, whether it was running or still queued (killed
+before it claimed the job), and when a queued job never got a worker (no pid after
+:data:`ORPHAN_AFTER_S`). Such jobs are failed, not re-queued: a worker that dies at start-up would
+die again, and a failed job lets :func:`curation.search.session.ensure_index_job` start a fresh one.
+Workers wait for a busy workspace (:func:`curation.jobs.guards.retry_busy`) instead of dying.
+
+Who may cancel: the job's owner (kinds open to every role) or an admin. ``user=None`` may cancel
+nothing; internal callers (the CLI's demo, maintenance scripts, benchmarks) act as
+:data:`SYSTEM_USER`, an admin whose name no real user can have.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from curation.access.users import User, require_admin
+from curation.access.users import PermissionDenied, User, require_admin
+from curation.jobs.guards import process_alive, retry_busy
+from curation.jobs.kinds import JOB_KINDS, SYSTEM_USER, JobKind
+from curation.store.errors import WorkspaceBusyError
 from curation.store.workspace import Workspace, utcnow
 from kb_sources.errors import CurationError, UnknownNameError
+
+__all__ = ["JOB_KINDS", "ORPHAN_AFTER_S", "SYSTEM_USER", "Job", "JobCancelled", "JobContext",
+           "JobKind", "JobStatus", "cancel_job", "check_may_cancel", "get_job", "list_jobs",
+           "run_job", "selftest", "submit_job", "wait_for_job"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,33 +65,8 @@ class JobStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
-@dataclass(frozen=True)
-class JobKind:
-    """A registered kind of background job."""
-
-    name: str
-    target: str
-    description: str
-    admin_only: bool = True
-
-    def load(self) -> Callable[..., dict[str, Any]]:
-        module, func = self.target.split(":")
-        return getattr(importlib.import_module(module), func)
-
-
-JOB_KINDS: dict[str, JobKind] = {
-    kind.name: kind for kind in (
-        JobKind("evaluate", "curation.evaluation.runner:run_evaluation",
-                "evaluate retrievers on a schema's held-out queries"),
-        JobKind("index", "curation.search.indexing:run_index_job",
-                "build or update a retriever index over the workspace documents",
-                admin_only=False),
-        JobKind("train", "curation.training.jobs:run_training",
-                "train a dense retriever on a schema's KB into a new model version"),
-        JobKind("selftest", "curation.jobs.queue:selftest",
-                "check that background workers start and report progress"),
-    )
-}
+#: A queued job still without a worker pid after this many seconds was never started.
+ORPHAN_AFTER_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -97,11 +97,17 @@ class JobContext:
         self.job_id = job_id
 
     def progress(self, fraction: float, message: str = "") -> None:
-        """Record progress (0..1) and a short message; raises when the job was cancelled."""
-        with self.ws.transaction():
-            self.ws.conn.execute(
-                "UPDATE jobs SET progress = ?, message = ?, updated_at = ? WHERE id = ?",
-                (min(max(fraction, 0.0), 1.0), message, utcnow(), self.job_id))
+        """Record progress (0..1) and a short message; raises when the job was cancelled.
+
+        A busy workspace is waited out (:func:`~curation.jobs.guards.retry_busy`).
+        """
+        def write() -> None:
+            with self.ws.transaction():
+                self.ws.conn.execute(
+                    "UPDATE jobs SET progress = ?, message = ?, updated_at = ? WHERE id = ?",
+                    (min(max(fraction, 0.0), 1.0), message, utcnow(), self.job_id))
+
+        retry_busy(write, f"job {self.job_id}: progress")
         if self.cancelled():
             raise JobCancelled(f"job {self.job_id} was cancelled")
 
@@ -116,37 +122,63 @@ class JobCancelled(CurationError):
 
 
 def submit_job(
-    ws: Workspace, kind: str, params: dict[str, Any], *, user: User | None,
+    ws: Workspace, kind: str, params: Mapping[str, Any], *, user: User | None,
     start: bool = True,
 ) -> Job:
     """Queue a job and start its worker process.
 
+    Args:
+        ws: The workspace.
+        kind: A name from :data:`JOB_KINDS`.
+        params: The job's parameters: only the names its kind declares.
+        user: Who submits it (:data:`SYSTEM_USER` for internal callers).
+        start: Start a worker process (tests pass False and call :func:`run_job`).
+
     Raises:
         UnknownNameError: Unknown job kind.
         PermissionDenied: An admin-only job requested by a non-admin (checked here, server side).
+        CurationError: A parameter the kind does not accept, or a bad value (its validator).
     """
     if kind not in JOB_KINDS:
         raise UnknownNameError("job kind", kind, JOB_KINDS)
     spec = JOB_KINDS[kind]
     if spec.admin_only:
         require_admin(user, f"Starting a job of kind {kind!r}")
-    now = utcnow()
+    if not isinstance(params, Mapping):
+        raise CurationError(f"Job parameters must be a mapping of names to values, not "
+                            f"{type(params).__name__}; available options: {', '.join(spec.params)}")
+    spec.check(ws, params)
+    actor = user.name if user else ""
     with ws.transaction():
         job_id = int(ws.conn.execute(
             "INSERT INTO jobs(kind, status, params, created_by, created_at, updated_at) "
             "VALUES (?, 'queued', ?, ?, ?, ?)",
-            (kind, json.dumps(params, sort_keys=True), user.name if user else "", now,
-             now)).lastrowid)
-        ws.audit(user.name if user else "", "submit", "job", str(job_id), after=params)
+            (kind, json.dumps(dict(params), sort_keys=True), actor, utcnow(),
+             utcnow())).lastrowid)
+        ws.audit(actor, "submit", "job", str(job_id), after=dict(params))
     if start:
-        with open(_log_path(ws, job_id), "ab") as log:  # the child keeps its own descriptor
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "curation.jobs.worker", str(ws.root), str(job_id)],
-                stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
-                env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
-        with ws.transaction():
-            ws.conn.execute("UPDATE jobs SET pid = ? WHERE id = ?", (proc.pid, job_id))
+        _start_worker(ws, job_id)
     return get_job(ws, job_id)
+
+
+def _start_worker(ws: Workspace, job_id: int) -> None:
+    """Start ``python -m curation.jobs.worker WS JOB_ID`` and record its pid.
+
+    When the pid cannot be recorded (workspace busy) the worker records it when it claims the
+    job; a worker that never does is caught by :func:`get_job` after :data:`ORPHAN_AFTER_S`.
+    """
+    with open(_log_path(ws, job_id), "ab") as log:  # the child keeps its own descriptor
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "curation.jobs.worker", str(ws.root), str(job_id)],
+            stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+            env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    try:
+        with ws.transaction():
+            ws.conn.execute("UPDATE jobs SET pid = ? WHERE id = ? AND pid IS NULL",
+                            (proc.pid, job_id))
+    except WorkspaceBusyError as exc:
+        logger.warning("job %d: could not record worker pid %d (%s); the worker records it",
+                       job_id, proc.pid, exc)
 
 
 def _log_path(ws: Workspace, job_id: int) -> Path:
@@ -156,16 +188,58 @@ def _log_path(ws: Workspace, job_id: int) -> Path:
 
 
 def get_job(ws: Workspace, job_id: int) -> Job:
-    """The job's current state (a running job whose worker died is marked failed)."""
+    """The job's current state; a job whose worker is gone is marked failed (see the module
+    docstring)."""
     row = ws.conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
     if row is None:
         raise CurationError(f"No job with id {job_id}")
     job = _job(row)
-    if job.status is JobStatus.RUNNING and job.pid and not _alive(job.pid):
-        _finish(ws, job_id, JobStatus.FAILED, error="the worker process stopped unexpectedly; "
-                f"see {_log_path(ws, job_id)}")
-        return get_job(ws, job_id)
-    return job
+    reason = _worker_gone(job)
+    return job if reason is None else _fail_abandoned(ws, job, reason)
+
+
+def _worker_gone(job: Job) -> str | None:
+    """Why ``job`` can never finish (its worker is gone), or None while it still may."""
+    if job.status is JobStatus.RUNNING and job.pid and not process_alive(job.pid):
+        return f"the worker process (pid {job.pid}) stopped unexpectedly"
+    if job.status is not JobStatus.QUEUED:
+        return None
+    if job.pid:
+        if process_alive(job.pid):
+            return None
+        return f"the worker process (pid {job.pid}) stopped before it started the job"
+    age = (datetime.fromisoformat(utcnow()) - datetime.fromisoformat(job.updated_at))
+    if age.total_seconds() > ORPHAN_AFTER_S:
+        return (f"no worker process was started for it within {ORPHAN_AFTER_S:g} s (the "
+                "process that submitted it stopped?)")
+    return None
+
+
+def _fail_abandoned(ws: Workspace, job: Job, reason: str) -> Job:
+    """Record ``job`` as failed for ``reason`` unless its row changed meanwhile."""
+    log = _log_path(ws, job.id)
+    error = f"{reason}; {_log_tail(log)}see {log}. Start the job again"
+    try:
+        with ws.transaction():
+            ws.conn.execute(
+                "UPDATE jobs SET status = 'failed', error = ?, updated_at = ? "
+                "WHERE id = ? AND status = ? AND pid IS ?",
+                (error, utcnow(), job.id, job.status.value, job.pid))
+    except WorkspaceBusyError as exc:  # report it now, record it on a later look
+        logger.warning("job %d: could not record that its worker is gone (%s)", job.id, exc)
+        return replace(job, status=JobStatus.FAILED, error=error)
+    logger.warning("job %d (%s) failed: %s", job.id, job.kind, reason)
+    return _job(ws.conn.execute("SELECT * FROM jobs WHERE id = ?", (job.id,)).fetchone())
+
+
+def _log_tail(log: Path) -> str:
+    """The last line of a worker log as ``last log line: ...; `` ("" when there is none)."""
+    try:
+        lines = [ln for ln in log.read_text(encoding="utf-8", errors="replace").splitlines()
+                 if ln.strip()]
+    except OSError:
+        return ""
+    return f"last log line: {lines[-1].strip()[:300]}; " if lines else ""
 
 
 def wait_for_job(ws: Workspace, job_id: int, timeout: float = 60.0,
@@ -197,24 +271,54 @@ def list_jobs(ws: Workspace, kind: str | None = None, limit: int = 50) -> list[J
 
 
 def cancel_job(ws: Workspace, job_id: int, *, user: User | None) -> Job:
-    """Ask a queued or running job to stop (it stops at its next progress report)."""
+    """Ask a queued or running job to stop (it stops at its next progress report).
+
+    Raises:
+        PermissionDenied: ``user`` is None, or neither the job's owner nor an admin (an
+            admin-only kind needs an admin).
+    """
     job = get_job(ws, job_id)
-    if JOB_KINDS[job.kind].admin_only or (user and user.name != job.created_by):
-        require_admin(user, f"Cancelling job {job_id}")
+    user = check_may_cancel(job, user)
     if not job.finished:
-        _finish(ws, job_id, JobStatus.CANCELLED, error="cancelled by " + (user.name if user
-                                                                         else "?"))
+        with ws.transaction():
+            _set_final(ws, job_id, JobStatus.CANCELLED, error=f"cancelled by {user.name}",
+                       was=(JobStatus.QUEUED, JobStatus.RUNNING))
+            ws.audit(user.name, "cancel", "job", str(job_id), before=job.status.value)
     return get_job(ws, job_id)
 
 
+def check_may_cancel(job: Job, user: User | None) -> User:
+    """``user`` when they may cancel ``job``, else :class:`PermissionDenied` (server side)."""
+    action = f"Cancelling job {job.id} ({job.kind})"
+    if user is None:
+        raise PermissionDenied(f"{action} needs its owner or an admin; no user was given "
+                               "(internal callers pass user=SYSTEM_USER)")
+    spec = JOB_KINDS.get(job.kind)
+    if user.is_admin:
+        return user
+    if spec is None or spec.admin_only:
+        require_admin(user, action)
+    if not job.created_by or user.name != job.created_by:
+        owner = job.created_by or "the system"
+        raise PermissionDenied(f"{action} needs its owner ({owner}) or the admin role; "
+                               f"{user.name} ({user.role.value}) may not do it")
+    return user
+
+
 def run_job(ws: Workspace, job_id: int) -> Job:
-    """Execute a queued job in this process (what the worker does)."""
+    """Execute a queued job in this process (what the worker does).
+
+    Claiming the job and recording its end wait out a busy workspace
+    (:func:`~curation.jobs.guards.retry_busy`).
+
+    Raises:
+        CurationError: The job is not queued (already claimed, cancelled or failed).
+        WorkspaceBusyError: The workspace stayed busy through every retry of the claim.
+    """
     job = get_job(ws, job_id)
     if job.status is not JobStatus.QUEUED:
         raise CurationError(f"Job {job_id} is {job.status.value}, not queued")
-    with ws.transaction():
-        ws.conn.execute("UPDATE jobs SET status = 'running', pid = ?, updated_at = ? WHERE id = ?",
-                        (os.getpid(), utcnow(), job_id))
+    retry_busy(lambda: _claim(ws, job_id), f"job {job_id}: mark running")
     try:
         result = JOB_KINDS[job.kind].load()(JobContext(ws, job_id), **job.params)
     except JobCancelled:
@@ -227,14 +331,40 @@ def run_job(ws: Workspace, job_id: int) -> Job:
     return get_job(ws, job_id)
 
 
+def _claim(ws: Workspace, job_id: int) -> None:
+    """Mark the job running with this process's pid, if it is still queued."""
+    with ws.transaction():
+        claimed = ws.conn.execute(
+            "UPDATE jobs SET status = 'running', pid = ?, updated_at = ? "
+            "WHERE id = ? AND status = 'queued'", (os.getpid(), utcnow(), job_id)).rowcount
+    if not claimed:
+        status = ws.conn.execute("SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        raise CurationError(f"Job {job_id} is {status[0] if status else 'gone'}, not queued")
+
+
 def _finish(ws: Workspace, job_id: int, status: JobStatus, *, error: str = "",
             result: dict[str, Any] | None = None) -> None:
-    with ws.transaction():
-        ws.conn.execute(
-            "UPDATE jobs SET status = ?, error = ?, result = ?, updated_at = ?, "
-            "progress = CASE WHEN ? = 'done' THEN 1.0 ELSE progress END WHERE id = ?",
-            (status.value, error, json.dumps(result or {}, default=str), utcnow(),
-             status.value, job_id))
+    """Record the end of a running job (waiting out a busy workspace); a job cancelled
+    meanwhile stays cancelled."""
+    def write() -> None:
+        with ws.transaction():
+            _set_final(ws, job_id, status, error=error, result=result,
+                       was=(JobStatus.RUNNING,))
+
+    retry_busy(write, f"job {job_id}: record {status.value}")
+
+
+def _set_final(ws: Workspace, job_id: int, status: JobStatus, *, error: str = "",
+               result: dict[str, Any] | None = None,
+               was: tuple[JobStatus, ...]) -> bool:
+    """Set a final status (inside a transaction) if the job is in one of ``was``."""
+    marks = ", ".join("?" * len(was))
+    return bool(ws.conn.execute(
+        "UPDATE jobs SET status = ?, error = ?, result = ?, updated_at = ?, "
+        "progress = CASE WHEN ? = 'done' THEN 1.0 ELSE progress END "
+        f"WHERE id = ? AND status IN ({marks})",
+        (status.value, error, json.dumps(result or {}, default=str), utcnow(), status.value,
+         job_id, *(w.value for w in was))).rowcount)
 
 
 def _job(row: Any) -> Job:
@@ -243,21 +373,6 @@ def _job(row: Any) -> Job:
     data["params"] = json.loads(data["params"])
     data["result"] = json.loads(data["result"])
     return Job(**data)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child of this process counts as dead
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().split(") ")[-1][:1] != "Z"
-    except OSError:
-        return True
 
 
 def selftest(ctx: JobContext, steps: int = 3) -> dict[str, Any]:

@@ -1,12 +1,23 @@
-"""Worker process for one background job: ``python -m curation.jobs.worker WORKSPACE JOB_ID``."""
+"""Worker process for one background job: ``python -m curation.jobs.worker WORKSPACE JOB_ID``.
+
+Opening the workspace and claiming the job wait out a workspace whose write lock another process
+holds (:func:`curation.jobs.guards.retry_busy`: bounded, each retry logged to the job's log).
+When the workspace stays busy through every retry, the worker records the job as failed with that
+reason if it can; otherwise :func:`curation.jobs.queue.get_job` finds the worker gone and reports
+the job as failed with the last line of this log.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
 
-from curation.jobs.queue import run_job
-from curation.store.workspace import Workspace
+from curation.jobs.guards import retry_busy
+from curation.jobs.queue import JobStatus, run_job
+from curation.store.errors import WorkspaceBusyError
+from curation.store.workspace import Workspace, utcnow
+
+logger = logging.getLogger("curation.jobs.worker")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,9 +27,28 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    with Workspace.open(args[0]) as ws:
-        job = run_job(ws, int(args[1]))
-    return 0 if job.status.value == "done" else 1
+    job_id = int(args[1])
+    ws = retry_busy(lambda: Workspace.open(args[0]), f"job {job_id}: open the workspace")
+    with ws:
+        try:
+            job = run_job(ws, job_id)
+        except WorkspaceBusyError as exc:
+            logger.error("job %d: %s", job_id, exc)
+            _record_busy(ws, job_id, str(exc))
+            return 1
+    return 0 if job.status is JobStatus.DONE else 1
+
+
+def _record_busy(ws: Workspace, job_id: int, error: str) -> None:
+    """Mark the unfinished job failed because the workspace stayed busy (one attempt)."""
+    try:
+        with ws.transaction():
+            ws.conn.execute("UPDATE jobs SET status = 'failed', error = ?, updated_at = ? "
+                            "WHERE id = ? AND status IN ('queued', 'running')",
+                            (error, utcnow(), job_id))
+    except WorkspaceBusyError:
+        logger.error("job %d: could not record the failure; the app reports it from this log",
+                     job_id)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,12 @@ An index lives in ``WS/indexes/<name>-<options hash>/`` as the retriever's own p
 ``corpus.json`` (a fingerprint of the documents it covers). :func:`get_index` loads it when the
 fingerprint still matches the workspace and rebuilds it otherwise; dense retrievers keep an
 embedding cache in ``WS/cache/embeddings`` so a rebuild encodes only new or changed documents.
+A rebuild writes a temporary sibling folder and swaps it in when complete
+(:mod:`retrievers.saved`): a worker killed mid-build leaves the previous index readable.
+
+Index jobs accept only the parameters ``retriever``, ``options`` and ``rebuild``;
+:func:`check_index_params` (the ``index`` job kind's validator) refuses unknown retrievers and any
+path option (``cache_dir``, a ``model`` folder) that resolves outside the workspace.
 """
 
 from __future__ import annotations
@@ -11,15 +17,18 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from curation.jobs.guards import workspace_path
 from curation.store.models import is_model_version, model_options
 from curation.store.workspace import Workspace
+from kb_sources.errors import CurationError, UnknownNameError
 from retrievers.base import Retriever
-from retrievers.registry import build_retriever, load_retriever
+from retrievers.encoder import resolve_model_path
+from retrievers.registry import build_retriever, load_retriever, retriever_names
+from retrievers.saved import MANIFEST, complete_folder, replace_folder
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +93,7 @@ def index_folder(ws: Workspace, name: str, options: dict[str, Any]) -> Path:
 
 def saved_fingerprint(folder: Path) -> str | None:
     """The corpus fingerprint a saved index was built for (None when there is none)."""
-    marker = folder / CORPUS_FILE
+    marker = complete_folder(folder, MANIFEST) / CORPUS_FILE
     try:
         return json.loads(marker.read_text(encoding="utf-8")).get("fingerprint")
     except (OSError, ValueError):
@@ -127,12 +136,11 @@ def get_index(
     logger.info("building %s index over %d documents in %s", name, len(docs), folder)
     retriever = build_retriever(name, **build_opts)
     retriever.index(docs, progress=progress)
-    if folder.exists():
-        shutil.rmtree(folder)
-    retriever.save(folder)
-    manifest = {"fingerprint": fingerprint, "documents": len(docs), "retriever": name,
-                "options": opts}
-    (folder / CORPUS_FILE).write_text(json.dumps(manifest, default=str), encoding="utf-8")
+    marker = {"fingerprint": fingerprint, "documents": len(docs), "retriever": name,
+              "options": opts}
+    with replace_folder(folder) as tmp:  # the old index stays until the new one is complete
+        retriever.write_to(tmp)
+        (tmp / CORPUS_FILE).write_text(json.dumps(marker, default=str), encoding="utf-8")
     return retriever
 
 
@@ -146,3 +154,57 @@ def run_index_job(ctx: Any, retriever: str = "dense", options: dict[str, Any] | 
     return {"retriever": retriever, "documents": len(index),
             "folder": str(index_folder(ctx.ws, retriever,
                                        with_workspace_defaults(ctx.ws, retriever, options or {})))}
+
+
+#: Retriever options that name a folder the job writes or reads; they must lie in the workspace.
+PATH_OPTIONS = ("cache_dir",)
+#: Options naming a model: a registered version, the packaged model, or a folder in the workspace.
+MODEL_OPTIONS = ("model", "query_model")
+
+
+def check_index_params(ws: Workspace, params: dict[str, Any]) -> None:
+    """Validator of the ``index`` job kind (called by :func:`curation.jobs.queue.submit_job`).
+
+    Raises:
+        CurationError: Unknown retriever, ``options`` not a table, ``rebuild`` not a boolean, or
+            a path option (``cache_dir``; ``model`` when it is a folder) outside the workspace.
+    """
+    name = params.get("retriever", "dense")
+    if name not in retriever_names():
+        raise UnknownNameError("retriever", str(name), retriever_names())
+    if not isinstance(params.get("rebuild", False), bool):
+        raise CurationError(f"Index job option rebuild={params['rebuild']!r}; expected true or "
+                            "false")
+    check_retriever_paths(ws, "options", params.get("options") or {})
+
+
+def check_retriever_paths(ws: Workspace, where: str, options: Any) -> None:
+    """Refuse path options that lie outside the workspace, in ``options`` and in the per-
+    component tables inside it (``hybrid``'s ``dense = {...}``).
+
+    Raises:
+        CurationError: ``options`` is not a table, or a path resolves outside the workspace.
+    """
+    if not isinstance(options, dict):
+        raise CurationError(f"Index job option {where} is {type(options).__name__} "
+                            f"{str(options)[:60]!r}; expected a table of option names to values")
+    for key, value in options.items():
+        option = f"{where}.{key}"
+        if isinstance(value, dict):
+            check_retriever_paths(ws, option, value)
+        elif key in PATH_OPTIONS:
+            workspace_path(ws, value, option)
+        elif key in MODEL_OPTIONS and not _known_model(ws, value):
+            try:
+                workspace_path(ws, value, option, must_exist=True)
+            except CurationError as exc:
+                raise CurationError(
+                    f"Index job option {option}={value!r} is not a model version of this "
+                    "workspace (see kbcurate models list) nor the packaged all-MiniLM-L6-v2, and "
+                    f"as a folder: {exc}") from exc
+
+
+def _known_model(ws: Workspace, value: object) -> bool:
+    """A model version of this workspace, or the packaged model's alias."""
+    return isinstance(value, str) and (is_model_version(ws, value)
+                                       or resolve_model_path(value) != value)

@@ -28,7 +28,7 @@ from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
 from curation.search.suggestions import Candidate, answer_candidates, is_pmid
 from curation.store.importer import query_key as make_query_key
 from curation.store.labels import Grade
-from curation.store.models import ModelStatus, list_models
+from curation.store.models import ModelStatus, active_model, list_models
 from curation.store.relations import PartialRelation, list_partial_relations
 from curation.store.synonyms import entity_from_store
 from curation.store.workspace import Workspace
@@ -348,11 +348,39 @@ VERSION_SEP = " · "
 
 def retriever_choices(ws: Workspace, schema: str | None = None) -> list[str]:
     """The app's retriever menu: registered retrievers, then dense and hybrid over each
-    candidate or active model version of ``schema`` (the active one first)."""
+    candidate or active model version of ``schema`` (the active one first), preceded by
+    "dense · active" and "hybrid · active" (which follow promotions) when there is an active one.
+    """
     versions = [v for v in list_models(ws, schema=schema) if v.status != ModelStatus.RETIRED]
     versions.sort(key=lambda v: v.status != ModelStatus.ACTIVE)
-    return [*retriever_names(),
+    follow = ([f"{name}{VERSION_SEP}{ACTIVE}" for name in ("dense", "hybrid")]
+              if any(v.status == ModelStatus.ACTIVE for v in versions) else [])
+    return [*retriever_names(), *follow,
             *(f"{name}{VERSION_SEP}{v.id}" for v in versions for name in ("dense", "hybrid"))]
+
+
+#: The version part of a menu entry that follows the schema's active version ("dense · active").
+ACTIVE = "active"
+
+
+def resolve_retriever_choice(ws: Workspace, schema: str, choice: str) -> str:
+    """Pin "dense · active" / "hybrid · active" to the schema's active version *now*.
+
+    A search resolves its menu entry once and then loads that version's model and index (both
+    keyed by the version), so a promotion running at the same time gives it the old model and
+    index or the new ones, never a mix.
+
+    Raises:
+        CurationError: The entry follows the active version but the schema has none.
+    """
+    name, _, version = choice.partition(VERSION_SEP)
+    if version != ACTIVE:
+        return choice
+    active = active_model(ws, schema)
+    if active is None:
+        raise CurationError(f"{schema} has no active model version yet; train one (kbcurate "
+                            "train / retrain) or pick another retriever")
+    return f"{name}{VERSION_SEP}{active.id}"
 
 
 def parse_retriever_choice(choice: str) -> tuple[str, dict[str, Any]]:

@@ -20,7 +20,6 @@ import csv
 import io
 import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +28,7 @@ from curation.access.users import User
 from curation.matching.matcher import EntityMatcher
 from curation.store.relations import PartialRelation
 from curation.store.workspace import Workspace, utcnow
+from kb_sources.checks import is_pmid as _is_pmid
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
 from kb_sources.types import Entity
@@ -40,13 +40,12 @@ ANNOTATION_ALIASES: dict[str, tuple[str, ...]] = {"drug": ("drug", "chemical"),
                                                   "chemical": ("chemical", "drug")}
 #: Slot name -> column name of a CIViC source suggestion.
 CIVIC_COLUMNS: dict[str, str] = {"treatment": "therapy"}
-_PMID = re.compile(r"[0-9]{1,10}")
 _SEP = "\x1f"
 
 
 def is_pmid(value: str) -> bool:
-    """True for a PubMed id (digits only)."""
-    return bool(_PMID.fullmatch(value or ""))
+    """True for a PubMed id (1-10 ASCII digits; :func:`kb_sources.checks.is_pmid`)."""
+    return _is_pmid(value or "")
 
 
 @dataclass(frozen=True)

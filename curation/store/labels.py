@@ -5,62 +5,45 @@ grade, an optional note, and which model version (and training-set size) ranked 
 A relabel never overwrites: the new row supersedes the old one, and the audit log keeps both.
 Undo removes the user's latest label (its full row goes to the audit log first) and re-activates
 the label it had superseded, so no label is ever lost.
+
+A label the database cannot take right now (another process holds the write lock past
+:data:`LABEL_LOCK_WAIT_S`, or the disk is full) is kept in the workspace's outbox
+(``WS/pending_labels.jsonl``, fsynced) and :func:`record_label` raises :class:`LabelPending`.
+Pending labels are written, oldest first and before the new one, by the next label that reaches
+the database, or by :func:`flush_pending_labels`; :func:`pending_labels` lists them.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import logging
+import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from enum import StrEnum
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from curation.store.workspace import Workspace, utcnow
-from kb_sources.errors import CurationError, parse_choice
+from curation.store.label_types import Grade, Label, LabelPending, PendingLabel
+from curation.store.outbox import Outbox
+from curation.store.workspace import (
+    Workspace,
+    WorkspaceBusyError,
+    WorkspaceFullError,
+    utcnow,
+)
+from kb_sources.errors import CurationError
 
+__all__ = ["LABEL_LOCK_WAIT_S", "Agreement", "Grade", "Label", "LabelPending", "PendingLabel",
+           "agreement", "export_labels", "flush_pending_labels", "get_label", "labelled_grades",
+           "list_labels", "pending_labels", "record_label", "undo_last_label"]
 
-class Grade(StrEnum):
-    """How well a document completes the partial relation."""
+logger = logging.getLogger(__name__)
 
-    COMPLETE = "complete"  # names the query entities and an answer
-    PARTIAL = "partial"  # some of them
-    IRRELEVANT = "irrelevant"
-    SKIP = "skip"  # not judged
-
-    @classmethod
-    def parse(cls, value: str | Grade) -> Grade:
-        return parse_choice(cls, value, "grade")
-
-
-@dataclass(frozen=True)
-class Label:
-    """One stored relevance label."""
-
-    id: int
-    created_at: str
-    user: str
-    schema: str
-    query_key: str
-    query_text: str
-    doc_id: str
-    grade: Grade
-    note: str
-    model_version: str
-    train_size: int | None
-    superseded_by: int | None = None
-
-    @classmethod
-    def from_row(cls, row: Any) -> Label:
-        data = dict(row)
-        data["grade"] = Grade(data["grade"])
-        return cls(**data)
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["grade"] = self.grade.value
-        return data
+#: Seconds a label waits for another process's write lock before it goes to the outbox.
+LABEL_LOCK_WAIT_S = 5.0
+#: The outbox file in the workspace folder.
+OUTBOX_NAME = "pending_labels.jsonl"
 
 
 def record_label(
@@ -76,26 +59,135 @@ def record_label(
     model_version: str = "",
     train_size: int | None = None,
 ) -> Label:
-    """Store a label (one transaction). Labelling the same item again supersedes the old label."""
+    """Store a label (one transaction). Labelling the same item again supersedes the old label.
+
+    Labels still waiting in the outbox are written first, in the order they were given.
+
+    Raises:
+        CurationError: Unknown grade or no user.
+        LabelPending: The database could not take the label within :data:`LABEL_LOCK_WAIT_S`
+            (busy) or the disk is full; the label is kept in the outbox (``exc.pending``).
+        WorkspaceReadOnlyError: The workspace is read-only (nothing is kept).
+    """
     grade = Grade.parse(grade)
     if not user.strip():
         raise CurationError("A label needs a user; sign in first")
-    with ws.transaction():
-        old = _active(ws, user, schema, query_key, doc_id)
-        cur = ws.conn.execute(
-            "INSERT INTO labels(created_at, user, schema, query_key, query_text, doc_id, grade, "
-            "note, model_version, train_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (utcnow(), user, schema, query_key, query_text, doc_id, grade.value, note.strip(),
-             model_version, train_size))
-        new_id = int(cur.lastrowid)
-        if old is not None:
-            ws.conn.execute("UPDATE labels SET superseded_by = ? WHERE id = ?", (new_id, old.id))
-            ws.audit(user, "relabel", "label", str(new_id), before=old.to_json(),
-                     after={"grade": grade.value, "note": note.strip()})
-        else:
-            ws.audit(user, "label", "label", str(new_id),
-                     after={"doc_id": doc_id, "grade": grade.value, "query_key": query_key})
+    label = PendingLabel(uuid.uuid4().hex, utcnow(), user, schema, query_key, query_text, doc_id,
+                         grade, note.strip(), model_version, train_size)
+    ws.check_writable()
+    outbox = _outbox(ws)
+    with outbox.locked():
+        try:
+            _, new_id = _write_queued(ws, outbox, label)
+        except (WorkspaceBusyError, WorkspaceFullError) as exc:
+            _keep(outbox, label, exc)
+            raise LabelPending(label, exc) from exc
     return get_label(ws, new_id)
+
+
+def pending_labels(ws: Workspace, user: str | None = None) -> list[PendingLabel]:
+    """Labels waiting in the outbox, oldest first (only ``user``'s when given)."""
+    outbox = _outbox(ws)
+    if not outbox.exists():
+        return []
+    with outbox.locked():
+        queued = _queued(outbox)
+    return [p for p in queued if user is None or p.user == user]
+
+
+def flush_pending_labels(ws: Workspace, *, wait_s: float | None = None) -> int:
+    """Write the outbox's labels into the database, oldest first; returns how many.
+
+    Args:
+        wait_s: Seconds to wait for another process's write lock (default
+            :data:`LABEL_LOCK_WAIT_S`).
+
+    Raises:
+        WorkspaceBusyError: The write lock was not free within ``wait_s``; they stay pending.
+        WorkspaceFullError: The disk is full; they stay pending.
+    """
+    outbox = _outbox(ws)
+    if not outbox.exists():
+        return 0
+    with outbox.locked():
+        written, _ = _write_queued(ws, outbox, None, wait_s=wait_s)
+    return written
+
+
+def _outbox(ws: Workspace) -> Outbox:
+    return Outbox(ws.root / OUTBOX_NAME)
+
+
+def _write_queued(ws: Workspace, outbox: Outbox, label: PendingLabel | None, *,
+                  wait_s: float | None = None) -> tuple[int, int]:
+    """Write the outbox's labels, then ``label`` (if any), in one transaction; call with the
+    outbox lock held. Returns (outbox labels written, id of the last label; 0 when none)."""
+    queued = _queued(outbox)
+    new_id = 0
+    with ws.lock_wait(LABEL_LOCK_WAIT_S if wait_s is None else wait_s), ws.transaction():
+        for item in queued:
+            new_id = _insert_label(ws, item, was_pending=True)
+        if label is not None:
+            new_id = _insert_label(ws, label)
+    if queued:
+        outbox.replace([])
+    return len(queued), new_id
+
+
+def _queued(outbox: Outbox) -> list[PendingLabel]:
+    """The outbox's labels (lock held); records that are not labels are set aside, so one bad
+    record cannot block the others."""
+    good, bad = [], []
+    for record in outbox.read():
+        try:
+            good.append(PendingLabel.from_json(record))
+        except (ValueError, TypeError) as exc:
+            logger.warning("%s: %s", outbox.path, exc)
+            bad.append(record)
+    if bad:
+        outbox.set_aside([json.dumps(r, ensure_ascii=False) for r in bad])
+        outbox.replace([p.to_json() for p in good])
+    return good
+
+
+def _keep(outbox: Outbox, label: PendingLabel, cause: CurationError) -> None:
+    try:
+        outbox.append(label.to_json())
+    except OSError as exc:
+        raise CurationError(f"{cause} The label '{label.grade.value}' on {label.doc_id} could "
+                            f"not be kept in {outbox.path} either ({exc.strerror}); give it "
+                            "again when the workspace is writable") from exc
+
+
+def _insert_label(ws: Workspace, label: PendingLabel, *, was_pending: bool = False) -> int:
+    """Insert one label (inside a transaction), superseding the user's active label for the
+    same item. A pending label already written (by a flush that committed but was killed before
+    it emptied the outbox) is not written twice."""
+    if was_pending:
+        row = ws.conn.execute(
+            "SELECT id FROM labels WHERE user = ? AND schema = ? AND query_key = ? AND "
+            "doc_id = ? AND created_at = ? AND grade = ? AND note = ?",
+            (label.user, label.schema, label.query_key, label.doc_id, label.created_at,
+             label.grade.value, label.note)).fetchone()
+        if row is not None:
+            return int(row[0])
+    old = _active(ws, label.user, label.schema, label.query_key, label.doc_id)
+    cur = ws.conn.execute(
+        "INSERT INTO labels(created_at, user, schema, query_key, query_text, doc_id, grade, "
+        "note, model_version, train_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (label.created_at, label.user, label.schema, label.query_key, label.query_text,
+         label.doc_id, label.grade.value, label.note, label.model_version, label.train_size))
+    new_id = int(cur.lastrowid)
+    extra = {"pending_since": label.created_at} if was_pending else {}
+    if old is not None:
+        ws.conn.execute("UPDATE labels SET superseded_by = ? WHERE id = ?", (new_id, old.id))
+        ws.audit(label.user, "relabel", "label", str(new_id), before=old.to_json(),
+                 after={"grade": label.grade.value, "note": label.note, **extra})
+    else:
+        ws.audit(label.user, "label", "label", str(new_id),
+                 after={"doc_id": label.doc_id, "grade": label.grade.value,
+                        "query_key": label.query_key, **extra})
+    return new_id
 
 
 def _active(ws: Workspace, user: str, schema: str, query_key: str, doc_id: str) -> Label | None:
@@ -114,7 +206,11 @@ def get_label(ws: Workspace, label_id: int) -> Label:
 
 
 def undo_last_label(ws: Workspace, user: str) -> Label | None:
-    """Remove the user's most recent label; returns it, or None when there is nothing to undo."""
+    """Remove the user's most recent label; returns it, or None when there is nothing to undo.
+
+    Pending labels are written first, so the most recent one is the one undone.
+    """
+    flush_pending_labels(ws)
     with ws.transaction():
         row = ws.conn.execute(
             "SELECT * FROM labels WHERE user = ? AND superseded_by IS NULL ORDER BY id DESC "

@@ -195,6 +195,37 @@ MIGRATIONS: list[str] = [
     ALTER TABLE models ADD COLUMN sha256 TEXT NOT NULL DEFAULT '';
     CREATE UNIQUE INDEX models_one_active ON models(schema) WHERE status = 'active'
     """,
+    # 4 -> 5: imports commit in short batches (curation/store/import_log.py). An import is
+    # 'running' (with its process id) until its last batch; the rows it inserts carry its id and
+    # the rows it changes keep a before image in import_undo, so a failed or killed import is
+    # rolled back completely
+    """
+    ALTER TABLE imports ADD COLUMN status TEXT NOT NULL DEFAULT 'done';
+    ALTER TABLE imports ADD COLUMN pid INTEGER;
+    ALTER TABLE documents ADD COLUMN import_id INTEGER;
+    ALTER TABLE relations ADD COLUMN import_id INTEGER;
+    ALTER TABLE entities ADD COLUMN import_id INTEGER;
+    ALTER TABLE synonyms ADD COLUMN import_id INTEGER;
+    ALTER TABLE citations ADD COLUMN import_id INTEGER;
+    ALTER TABLE mesh_tree ADD COLUMN import_id INTEGER;
+    ALTER TABLE audit_log ADD COLUMN import_id INTEGER;
+    CREATE INDEX documents_import ON documents(import_id) WHERE import_id IS NOT NULL;
+    CREATE INDEX relations_import ON relations(import_id) WHERE import_id IS NOT NULL;
+    CREATE INDEX entities_import ON entities(import_id) WHERE import_id IS NOT NULL;
+    CREATE INDEX synonyms_import ON synonyms(import_id) WHERE import_id IS NOT NULL;
+    CREATE INDEX citations_import ON citations(import_id) WHERE import_id IS NOT NULL;
+    CREATE INDEX mesh_tree_import ON mesh_tree(import_id) WHERE import_id IS NOT NULL;
+    CREATE INDEX audit_log_import ON audit_log(import_id) WHERE import_id IS NOT NULL;
+    CREATE INDEX imports_status ON imports(status);
+    CREATE TABLE import_undo (
+        seq INTEGER PRIMARY KEY,
+        import_id INTEGER NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('document', 'annotations', 'relation')),
+        key TEXT NOT NULL,
+        before TEXT NOT NULL
+    );
+    CREATE INDEX import_undo_import ON import_undo(import_id, seq)
+    """,
 ]
 
 #: Schema version this code writes and reads.

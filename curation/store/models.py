@@ -143,10 +143,15 @@ def register_model(
                  created_by, _dumps(full), files[WEIGHTS]))
             ws.audit(created_by, "register", "model", ident,
                      after={"base_model": base_model, "sha256": files[WEIGHTS]})
-    except BaseException:
+    except BaseException as exc:
         for folder in (tmp, final):
             if folder is not None and folder.exists():
                 shutil.rmtree(folder, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise CurationError(
+                f"Cannot save the model version into {tmp.parent}: {exc.strerror or exc}. "
+                "Nothing was registered; free disk space or make the folder writable, then "
+                "run the training again (it resumes from its last checkpoint)") from exc
         raise
     logger.info("registered model %s from %s", ident, source)
     return get_model(ws, ident)

@@ -13,13 +13,17 @@ Layout::
 The database runs in WAL mode so the app can read while a background job writes. Everything a user
 changes goes through :meth:`Workspace.transaction` (all or nothing) and is written to the audit log.
 A different backend (PostgreSQL) is a new class with the same public methods.
+
+SQLite errors caused by the environment (lock wait ran out, read-only files, full disk) arrive as
+:class:`~curation.store.errors.WorkspaceError` subclasses naming the workspace and the fix. A
+workspace whose database or folder is not writable opens read-only (``mode=ro``): reading works,
+and a write says "workspace is read-only".
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import shutil
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,18 +32,25 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from curation.store.connection import LOCK_WAIT_S, connect, lock_wait_of, set_lock_wait
+from curation.store.errors import (
+    WorkspaceBusyError,
+    WorkspaceError,
+    WorkspaceFullError,
+    WorkspaceReadOnlyError,
+    read_only_error,
+)
 from curation.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from kb_sources.errors import CurationError
-from kb_sources.schema import Schema, load_schema, load_schemas
+from kb_sources.errors import SchemaError
+from kb_sources.schema import Schema, builtin_schemas, load_schema, load_schemas
+
+__all__ = ["AREAS", "DB_NAME", "LOCK_WAIT_S", "Workspace", "WorkspaceBusyError", "WorkspaceError",
+           "WorkspaceFullError", "WorkspaceReadOnlyError", "WorkspaceStats", "utcnow"]
 
 logger = logging.getLogger(__name__)
 
 DB_NAME = "workspace.sqlite"
 AREAS = ("indexes", "models", "schemas", "cache", "exports")
-
-
-class WorkspaceError(CurationError):
-    """The workspace folder or database cannot be used."""
 
 
 def utcnow() -> str:
@@ -93,9 +104,13 @@ class Workspace:
             raise WorkspaceError(
                 f"{root} is a non-empty folder without {DB_NAME}; choose an empty or new folder"
             )
-        for area in AREAS:
-            (root / area).mkdir(parents=True, exist_ok=True)
-        ws = cls(root, _connect(root / DB_NAME))
+        try:
+            for area in AREAS:
+                (root / area).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WorkspaceError(f"Cannot create the workspace folders in {root} "
+                                 f"({exc.strerror}); choose a folder you may write to") from exc
+        ws = cls(root, connect(root / DB_NAME))
         ws.migrate()
         with ws.transaction():
             ws.conn.execute(
@@ -104,17 +119,38 @@ class Workspace:
         return ws
 
     @classmethod
-    def open(cls, root: str | Path) -> Workspace:
-        """Open an existing workspace, migrating its database forward if needed."""
+    def open(cls, root: str | Path, *, read_only: bool = False) -> Workspace:
+        """Open an existing workspace, migrating its database forward if needed.
+
+        Args:
+            root: The workspace folder.
+            read_only: Open without write access. A workspace whose database or folder is not
+                writable is opened read-only anyway (reads work; writes raise
+                :class:`WorkspaceReadOnlyError`).
+
+        Raises:
+            WorkspaceError: No workspace there, not a workspace database, written by a newer
+                kbcurate, or read-only and in need of a migration.
+        """
         root = Path(root).expanduser().resolve()
         if not (root / DB_NAME).is_file():
             raise WorkspaceError(
                 f"No workspace at {root} (no {DB_NAME}). Create one with: kbcurate init {root}"
             )
-        ws = cls(root, _connect(root / DB_NAME))
-        ws.migrate()
-        for area in AREAS:
-            (root / area).mkdir(exist_ok=True)
+        ws = cls(root, connect(root / DB_NAME, read_only=read_only))
+        try:
+            if ws.read_only:
+                ws._check_readable_version()
+                return ws
+            ws.migrate()
+            for area in AREAS:
+                (root / area).mkdir(exist_ok=True)
+        except BaseException:
+            ws.close()
+            raise
+        from curation.store.import_log import recover_on_open
+
+        recover_on_open(ws)  # imports a killed process left unfinished
         return ws
 
     def close(self) -> None:
@@ -125,6 +161,32 @@ class Workspace:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def read_only(self) -> bool:
+        """True when this workspace was opened without write access."""
+        return bool(self.read_only_reason)
+
+    @property
+    def read_only_reason(self) -> str:
+        """Why the workspace is read-only ("" when it is writable)."""
+        return getattr(self.conn, "read_only_reason", "")
+
+    def check_writable(self) -> None:
+        """Raises :class:`WorkspaceReadOnlyError` when the workspace was opened read-only."""
+        if self.read_only:
+            raise read_only_error(self.root / DB_NAME, self.read_only_reason)
+
+    def _check_readable_version(self) -> None:
+        current = self.schema_version
+        if current > SCHEMA_VERSION:
+            self.migrate()  # raises the "newer than this kbcurate" error
+        if current < SCHEMA_VERSION:
+            raise WorkspaceReadOnlyError(
+                f"The workspace {self.root} is read-only ({self.read_only_reason}) and has schema "
+                f"version {current}; this kbcurate needs version {SCHEMA_VERSION} and must "
+                "upgrade it, which needs write access. Make it writable and open it once "
+                "(e.g. kbcurate stats), then it can be read-only again")
 
     # -- schema version --------------------------------------------------------------------
     @property
@@ -155,18 +217,45 @@ class Workspace:
     # -- transactions and audit ------------------------------------------------------------
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One all-or-nothing transaction (``BEGIN IMMEDIATE``): rolled back on any exception."""
+        """One all-or-nothing transaction (``BEGIN IMMEDIATE``): rolled back on any exception.
+
+        Raises:
+            WorkspaceReadOnlyError: The workspace was opened read-only.
+            WorkspaceBusyError: Another process held the write lock longer than the lock wait.
+            WorkspaceFullError: The disk is full (the transaction is rolled back).
+        """
         if self.conn.in_transaction:
             yield self.conn
             return
+        self.check_writable()
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        else:
             self.conn.execute("COMMIT")
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _rollback(self) -> None:
+        """Roll back if a transaction is still open. SQLite rolls back by itself on some errors
+        (a full disk); a failed rollback is logged so the error that caused it stays the one
+        the user sees."""
+        if not self.conn.in_transaction:
+            return
+        try:
+            self.conn.execute("ROLLBACK")
+        except (sqlite3.Error, WorkspaceError) as exc:
+            logger.warning("%s: rollback failed (%s)", self.root, exc)
+
+    @contextmanager
+    def lock_wait(self, seconds: float) -> Iterator[None]:
+        """Wait at most ``seconds`` for another process's write lock inside this block."""
+        previous = lock_wait_of(self.conn)
+        set_lock_wait(self.conn, seconds)
+        try:
+            yield
+        finally:
+            set_lock_wait(self.conn, previous)
 
     def audit(
         self,
@@ -201,13 +290,30 @@ class Workspace:
         """Built-in schemas plus the workspace's own (``schemas/*.toml``)."""
         return load_schemas([self.root / "schemas"])
 
-    def add_schema(self, path: str | Path, actor: str = "cli") -> Schema:
-        """Validate a schema TOML and copy it into the workspace."""
+    def add_schema(self, path: str | Path, actor: str = "cli", *, replace: bool = False) -> Schema:
+        """Validate a schema TOML and copy it into the workspace.
+
+        Args:
+            path: The schema TOML file.
+            actor: Who adds it (for the audit log).
+            replace: Allow replacing a built-in schema or a different workspace schema of the
+                same name; the replacement is audited with both versions.
+
+        Raises:
+            SchemaError: The file is not a valid schema, or its name is taken and ``replace`` is
+                False.
+        """
         schema = load_schema(path)
         dest = self.root / "schemas" / f"{schema.name}.toml"
-        shutil.copyfile(path, dest)
+        new_text = Path(path).read_text(encoding="utf-8")
+        replaced = _replaced_schema(schema, dest, new_text, self.schemas(), path, replace)
         with self.transaction():
-            self.audit(actor, "add", "schema", schema.name, after={"path": str(dest)})
+            if replaced is None:
+                self.audit(actor, "add", "schema", schema.name, after={"path": str(dest)})
+            else:
+                self.audit(actor, "replace", "schema", schema.name, before=replaced,
+                           after={"path": str(dest), "toml": new_text})
+            dest.write_text(new_text, encoding="utf-8")
         return schema
 
     # -- counts ----------------------------------------------------------------------------
@@ -246,18 +352,33 @@ class Workspace:
         return {str(k): int(v) for k, v in self.conn.execute(sql)}
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    try:
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
-        conn.row_factory = sqlite3.Row
-        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-    except sqlite3.DatabaseError as exc:
-        raise WorkspaceError(f"{path} is not a kbcurate workspace database ({exc})") from exc
-    if str(mode).lower() != "wal":
-        logger.warning("%s: WAL mode unavailable (journal_mode=%s)", path, mode)
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    return conn
+def _replaced_schema(schema: Schema, dest: Path, new_text: str, known: dict[str, Schema],
+                     path: str | Path, replace: bool) -> dict[str, Any] | None:
+    """What adding ``schema`` would replace (for the audit log), or None when nothing.
+
+    Raises:
+        SchemaError: The name is taken and ``replace`` is False.
+    """
+    builtins = builtin_schemas()
+    builtin = next((n for n in builtins if n.lower() == schema.name.lower()), None)
+    if builtin is None and (not dest.is_file() or dest.read_text(encoding="utf-8") == new_text):
+        return None
+    what = f"the built-in schema {builtin}" if builtin else f"the workspace schema in {dest}"
+    if builtin and builtin != schema.name:
+        raise SchemaError(
+            f"{path}: schema name {schema.name!r} is already taken by {what} (names are compared "
+            f"without case). Rename it, or use name = \"{builtin}\" with --replace to replace "
+            f"{builtin} on purpose")
+    if not replace:
+        raise SchemaError(
+            f"{path}: schema name {schema.name!r} is already taken by {what} (built-in schemas: "
+            f"{', '.join(sorted(builtins))}); adding it would replace that schema for every "
+            "reader and page that uses it. Rename it (name = \"...\") or, to replace it on "
+            "purpose, pass --replace (kbcurate schema add --replace FILE)")
+    old = known.get(builtin or schema.name)
+    return {"builtin": builtin is not None, "description": old.description if old else "",
+            "slots": list(old.slot_names) if old else [],
+            "toml": dest.read_text(encoding="utf-8") if dest.is_file() else None}
 
 
 def _split_sql(script: str) -> list[str]:

@@ -18,21 +18,26 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import random
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from curation.evaluation.harness import EvalTask, build_task, score_run
+from curation.evaluation.harness import EvalTask, build_task
 from curation.matching.matcher import EntityMatcher
-from curation.search.indexing import get_index
-from curation.store.models import ModelVersion, register_model, update_metrics
+from curation.store.models import (
+    ModelVersion,
+    get_model,
+    is_model_version,
+    register_model,
+    update_metrics,
+    verify_weights,
+)
 from curation.store.workspace import Workspace
 from curation.training.examples import ExampleConfig, ExampleSet, build_examples, to_pairs
+from curation.training.pool import pool_scorer
 from kb_sources.errors import CurationError
-from retrievers.base import Hit
 from retrievers.errors import RetrieverError
 
 logger = logging.getLogger(__name__)
@@ -91,47 +96,17 @@ class EdelOptions:
 def dev_scorer(ws: Workspace, task: EvalTask, options: EdelOptions, document_format: str,
                matcher: EntityMatcher) -> Callable[[Path, int], float] | None:
     """``fn(model_folder, epoch) -> dev NDCG@10`` over the dev pool (None: no dev queries)."""
-    queries = task.split("dev")
-    if not queries or options.dev_depth <= 0:
+    if options.dev_depth <= 0:
         return None
-    rows = ws.conn.execute("SELECT doc_id, title, abstract FROM documents").fetchall()
-    raw = {r[0]: f"{r[1]} {r[2]}".strip() for r in rows}
-    bm25 = get_index(ws, "bm25", progress=False)
-    pool = {d for q in queries for d in q.gold}
-    pool |= {h.doc_id for q in queries for h in bm25.search(q.text, options.dev_depth)}
-    rest = sorted(set(raw) - pool)
-    pool |= set(random.Random(options.seed).sample(rest, min(options.dev_random, len(rest))))
-    ids = sorted(pool)
-    texts = [document_format.format(title=r[1], abstract=r[2]).strip()
-             for r in sorted((r for r in rows if r[0] in pool), key=lambda r: r[0])]
-    logger.info("dev pool: %d queries, %d documents", len(queries), len(ids))
-
-    def score(folder: Path, epoch: int) -> float:
-        import numpy as np
-        from sentence_transformers import SentenceTransformer
-
-        model = SentenceTransformer(str(folder), device="cpu")
-        model.max_seq_length = options.max_seq_length
-        docs = model.encode(texts, batch_size=32, normalize_embeddings=True,
-                            convert_to_numpy=True, show_progress_bar=False)  # (n_docs, dim)
-        qv = model.encode([q.text for q in queries], normalize_embeddings=True,
-                          convert_to_numpy=True, show_progress_bar=False)  # (n_q, dim)
-        sims = qv @ docs.T  # (n_q, n_docs)
-        run = {}
-        for i, q in enumerate(queries):
-            top = np.argsort(-sims[i], kind="stable")[:100]
-            run[q.qid] = [Hit(ids[j], float(sims[i, j]), r + 1) for r, j in enumerate(top)]
-        result = score_run(queries, run, f"epoch {epoch}", raw.__getitem__, matcher)
-        logger.info("epoch %d: dev NDCG@10 %.4f, ER@10 %.4f", epoch, result.metrics["ndcg@10"],
-                    result.metrics["entity_recall@10"])
-        return float(result.metrics["ndcg@10"])
-
-    return score
+    return pool_scorer(ws, task.split("dev"), document_format,
+                       max_seq_length=options.max_seq_length, matcher=matcher,
+                       depth=options.dev_depth, n_random=options.dev_random, seed=options.seed)
 
 
 def train_edel(ws: Workspace, schema: str, options: EdelOptions | None = None, *,
                actor: str, progress: bool = True, report: Report | None = None,
-               examples: ExampleSet | None = None) -> ModelVersion:
+               examples: ExampleSet | None = None,
+               extra_manifest: dict[str, Any] | None = None) -> ModelVersion:
     """Train one EDEL round on a schema's train split and register it as a candidate version.
 
     Args:
@@ -141,7 +116,9 @@ def train_edel(ws: Workspace, schema: str, options: EdelOptions | None = None, *
         actor: Who starts it (recorded as ``created_by``).
         progress: tqdm bars (CLI).
         report: ``fn(fraction, message)`` for background jobs.
-        examples: Prebuilt examples (the benchmark reuses one set); built when None.
+        examples: Prebuilt examples (the benchmark reuses one set; retraining adds labels);
+            built when None.
+        extra_manifest: More manifest fields (retraining: parent version, warm start).
 
     Returns:
         The new candidate :class:`ModelVersion` (not activated).
@@ -171,7 +148,8 @@ def train_edel(ws: Workspace, schema: str, options: EdelOptions | None = None, *
     if resume:
         logger.warning("resuming the interrupted run in %s", run_dir)
     try:
-        result = train_pairs(resolve_model_path(options.base), pairs, run_dir, train_config,
+        result = train_pairs(_base_path(ws, options.base, resolve_model_path), pairs, run_dir,
+                             train_config,
                              resume=resume, progress=step if report else progress,
                              eval_fn=scorer)
     except RetrieverError as exc:
@@ -180,7 +158,8 @@ def train_edel(ws: Workspace, schema: str, options: EdelOptions | None = None, *
         if report:
             report(0.97, "registering the model version")
         manifest = {
-            "recipe": "edel", "base_model": options.base, "options": asdict(options),
+            "recipe": "edel", "base_model": options.base, **(extra_manifest or {}),
+            "options": asdict(options),
             "train_config": train_config.to_dict(), "seed": options.seed,
             "max_seq_length": options.max_seq_length, "document_format": fmt,
             "examples": examples.manifest,
@@ -190,6 +169,7 @@ def train_edel(ws: Workspace, schema: str, options: EdelOptions | None = None, *
             "seconds": round(result.seconds, 1),
             "examples_per_second": round(result.examples_per_second, 2),
             "precision": result.precision, "device": result.device,
+            "resumed_from_checkpoint": resume,
         }
         dev = {"dev_ndcg@10": max(result.epoch_scores)} if result.epoch_scores else {}
         version = register_model(ws, schema=examples.schema, recipe="edel",
@@ -202,6 +182,15 @@ def train_edel(ws: Workspace, schema: str, options: EdelOptions | None = None, *
     if report:
         report(1.0, f"registered {version.id}")
     return version
+
+
+def _base_path(ws: Workspace, base: str, resolve: Callable[[str], str]) -> str:
+    """The folder of a base model: a registry version (verified weights) or HF name/path."""
+    if is_model_version(ws, base):
+        version = get_model(ws, base)
+        verify_weights(version)
+        return str(version.model_dir)
+    return resolve(base)
 
 
 def _run_folder(ws: Workspace, examples: ExampleSet, options: EdelOptions) -> Path:

@@ -332,9 +332,6 @@ class _Builder:
 def _manifest(sch: Schema, table: MarginTable, config: ExampleConfig, task: EvalTask,
               queries: Sequence[EvalQuery], examples: Sequence[Example],
               skipped: Counter[str]) -> dict[str, Any]:
-    digest = hashlib.sha256()
-    for e in examples:
-        digest.update(f"{e.qid}\t{e.doc_id}\t{int(e.positive)}\t{e.mu:.3f}\t{e.cls}\n".encode())
     return {
         "schema": sch.name, "recipe": "edel", "config": asdict(config),
         "margin_table": table.to_json(),
@@ -344,8 +341,16 @@ def _manifest(sch: Schema, table: MarginTable, config: ExampleConfig, task: Eval
         "negatives": sum(not e.positive for e in examples),
         "classes": dict(sorted(Counter(e.cls for e in examples).items())),
         "mu": {f"{k:.1f}": v for k, v in sorted(Counter(e.mu for e in examples).items())},
-        "skipped": dict(skipped), "sha256": digest.hexdigest(),
+        "skipped": dict(skipped), "sha256": manifest_digest(examples),
     }
+
+
+def manifest_digest(examples: Sequence[Example]) -> str:
+    """SHA-256 over the examples (query, document, sign, mu, class), in order."""
+    digest = hashlib.sha256()
+    for e in examples:
+        digest.update(f"{e.qid}\t{e.doc_id}\t{int(e.positive)}\t{e.mu:.3f}\t{e.cls}\n".encode())
+    return digest.hexdigest()
 
 
 def to_pairs(example_set: ExampleSet) -> list[Any]:

@@ -8,6 +8,8 @@ show. :func:`run_training` is the job's entry point in the worker process.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, fields
 from typing import Any
 
@@ -58,3 +60,94 @@ def run_training(ctx: Any, schema: str, options: dict[str, Any]) -> dict[str, An
 def _job_owner(ctx: Any) -> str:
     row = ctx.ws.conn.execute("SELECT created_by FROM jobs WHERE id = ?", (ctx.job_id,)).fetchone()
     return (row[0] if row else "") or "worker"
+
+
+# -- the feedback loop: retraining rounds and simulations --------------------------------------
+def start_retrain(ws: Workspace, user: User | None, schema: str,
+                  options: dict[str, Any] | None = None) -> Job:
+    """Submit a ``retrain`` job, or return the schema's unfinished one (never two at once).
+
+    The check and the submission hold a file lock, so two admins pressing Retrain at the same
+    moment (two app processes) start one job.
+
+    Raises:
+        PermissionDenied: ``user`` is not an admin (checked before anything else).
+        CurationError: Unknown schema or invalid options.
+    """
+    from curation.access.users import require_admin
+    from curation.training.retrain import RetrainOptions
+
+    require_admin(user, "Retraining a model")
+    sch = get_schema(schema, ws.schemas())
+    checked = RetrainOptions.from_json(dict(options or {}))
+    with _kind_lock(ws, f"retrain-{sch.name}"):
+        running = unfinished_job(ws, "retrain", sch.name)
+        if running is not None:
+            return running
+        return submit_job(ws, "retrain", {"schema": sch.name, "options": checked.to_json()},
+                          user=user)
+
+
+def run_retrain(ctx: Any, schema: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Worker entry point of a ``retrain`` job."""
+    from curation.training.retrain import RetrainOptions, retrain
+
+    result = retrain(ctx.ws, schema, RetrainOptions.from_json(options), actor=_job_owner(ctx),
+                     progress=False, report=ctx.progress)
+    return {"version": result.version.id, "previous": result.previous,
+            "promoted": result.promoted, "labels_used": result.labels_used,
+            "gate": result.decision.to_json()}
+
+
+def start_simulation(ws: Workspace, user: User | None, schema: str,
+                     config: dict[str, Any] | None = None,
+                     options: dict[str, Any] | None = None) -> Job:
+    """Submit a ``simulate`` job (admins only; runs in a copy of the workspace)."""
+    from curation.access.users import require_admin
+    from curation.training.retrain import RetrainOptions
+    from curation.training.simulate import SimulationConfig
+
+    require_admin(user, "Simulating the feedback loop")
+    sch = get_schema(schema, ws.schemas())
+    cfg = SimulationConfig(**dict(config or {}))
+    opts = RetrainOptions.from_json({"evaluation": "pool", **dict(options or {})})
+    return submit_job(ws, "simulate", {"schema": sch.name, "config": asdict(cfg),
+                                       "options": opts.to_json()}, user=user)
+
+
+def run_simulation(ctx: Any, schema: str, config: dict[str, Any],
+                   options: dict[str, Any]) -> dict[str, Any]:
+    """Worker entry point of a ``simulate`` job: the summary lands in WS/exports/."""
+    from curation.training.retrain import RetrainOptions
+    from curation.training.simulate import SimulationConfig, simulate
+
+    out = ctx.ws.root / "exports" / f"simulation-{schema}-job{ctx.job_id}"
+    summary = simulate(ctx.ws, schema, SimulationConfig(**config),
+                       RetrainOptions.from_json(options), progress=False, report=ctx.progress,
+                       out_dir=out)
+    return {"out_dir": str(out), "targets": summary["targets"], "rounds": summary["rounds"]}
+
+
+def unfinished_job(ws: Workspace, kind: str, schema: str) -> Job | None:
+    """The newest queued or running job of ``kind`` for ``schema``, if any."""
+    from curation.jobs.queue import list_jobs
+
+    for job in list_jobs(ws, kind, limit=20):
+        if job.params.get("schema") == schema and not job.finished:
+            return job
+    return None
+
+
+@contextmanager
+def _kind_lock(ws: Workspace, name: str) -> Iterator[None]:
+    """An exclusive advisory lock (``WS/cache/locks/<name>.lock``) across processes."""
+    import fcntl
+
+    folder = ws.root / "cache" / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{name}.lock", "w", encoding="utf-8") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

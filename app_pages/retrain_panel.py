@@ -1,0 +1,86 @@
+"""Sidebar, every page: the running retraining round (everyone sees its progress) and, for
+admins, per schema: the active version, labels given since it was trained, and Retrain.
+
+The Retrain button only records a request; :func:`curation.training.jobs.start_retrain` refuses
+anyone but an admin (server side) and returns the running job instead of starting a second one.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_pages.common import AppContext, flash, poll_job
+from app_pages.safe import md
+from curation.evaluation.reporting import evaluable_schemas
+from curation.jobs.queue import list_jobs
+from curation.store.labels import Grade
+from curation.store.models import active_model
+from curation.training.edel import EdelOptions
+from curation.training.jobs import start_retrain
+from curation.training.retrain import RetrainOptions, labels_since_active
+from kb_sources.errors import CurationError
+
+
+def _request() -> None:
+    st.session_state["retrain_request"] = {
+        "schema": st.session_state.get("retrain_schema"),
+        "options": {
+            "edel": {"epochs": int(st.session_state.get("retrain_epochs", 1)),
+                     "negatives_per_class": int(st.session_state.get("retrain_negatives", 2))},
+            "warm_start": not st.session_state.get("retrain_from_base", False),
+            "tolerance_pp": float(st.session_state.get("retrain_tolerance", 0.5)),
+        },
+    }
+
+
+def handle_retrain_request(ctx: AppContext) -> None:
+    """Submit a pending Retrain request as the signed-in user (refused for non-admins)."""
+    request = st.session_state.get("retrain_request")
+    st.session_state["retrain_request"] = None
+    if not request:
+        return
+    try:
+        job = start_retrain(ctx.ws, ctx.user, request.get("schema") or "", request["options"])
+    except CurationError as exc:
+        st.sidebar.error(md(exc))
+        return
+    flash("success", f"Retraining job {job.id:d} for {md(job.params.get('schema'))} is running; "
+                     "the new version is promoted only if it beats the active one on held-out "
+                     "queries.")
+
+
+def retrain_sidebar(ctx: AppContext) -> None:
+    """The sidebar block (see the module docstring)."""
+    handle_retrain_request(ctx)
+    running = [j for j in list_jobs(ctx.ws, "retrain", limit=5) if not j.finished]
+    with st.sidebar:
+        if running:
+            poll_job(ctx, running[0].id, "retrain")
+        if not ctx.user.is_admin:
+            return
+        with st.expander("Retraining", expanded=False):
+            schemas = evaluable_schemas(ctx.ws)
+            if not schemas:
+                st.caption("No relation cites a document of this workspace: nothing to train on.")
+                return
+            schema = st.selectbox("Schema", schemas, key="retrain_schema")
+            _status(ctx, schema)
+            edel, loop = EdelOptions(), RetrainOptions()
+            st.number_input("Epochs", 1, 20, edel.epochs, key="retrain_epochs")
+            st.number_input("Negatives / class", 1, 50, edel.negatives_per_class,
+                            key="retrain_negatives")
+            st.number_input("Gate tolerance (pp)", 0.0, 10.0, loop.tolerance_pp, step=0.5,
+                            key="retrain_tolerance")
+            st.checkbox("Start from the base model (not the active version)",
+                        key="retrain_from_base")
+            st.button("Retrain", key="retrain_start", type="primary", on_click=_request,
+                      disabled=bool(running))
+
+
+def _status(ctx: AppContext, schema: str) -> None:
+    active = active_model(ctx.ws, schema)
+    counts = labels_since_active(ctx.ws, schema)
+    grades = " · ".join(f"{g.value} {counts.get(g.value, 0):,}" for g in Grade
+                        if g is not Grade.SKIP)
+    st.caption(f"Active: {md(active.id) if active else 'none (BM25 and zero-shot only)'}")
+    st.caption(f"Labels since it was trained: {md(grades)}")

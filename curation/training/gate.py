@@ -1,0 +1,90 @@
+"""The evaluation gate: a new version is promoted only when it does not make search worse.
+
+Both versions are scored on the same held-out queries (the test split by query entity, which no
+KB example and no label of the loop touches) with the metrics of ``kbcurate evaluate``. The
+candidate is promoted when neither NDCG@10 nor EntityRecall@10 drops by more than the tolerance
+(default 0.5 pp) **and** at least one of them improves; otherwise it stays a candidate and the
+decision says why, metric by metric. An admin may promote anyway with a written reason
+(:func:`curation.training.retrain.promote`), which the audit log keeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kb_sources.errors import CurationError
+
+#: The metrics the gate compares.
+GATE_METRICS: tuple[str, ...] = ("ndcg@10", "entity_recall@10")
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """Whether a candidate replaces the active version, and why.
+
+    Attributes:
+        promote: True when the candidate passes.
+        reasons: One sentence per metric (and the verdict), for the admin.
+        candidate: The candidate's metrics.
+        active: The active version's metrics (empty when there is none).
+        deltas: candidate - active per gate metric, in percentage points.
+        tolerance_pp: The allowed drop.
+    """
+
+    promote: bool
+    reasons: tuple[str, ...]
+    candidate: Mapping[str, float]
+    active: Mapping[str, float]
+    deltas: Mapping[str, float] = field(default_factory=dict)
+    tolerance_pp: float = 0.5
+
+    def to_json(self) -> dict[str, Any]:
+        return {"promote": self.promote, "reasons": list(self.reasons),
+                "candidate": dict(self.candidate), "active": dict(self.active),
+                "deltas_pp": dict(self.deltas), "tolerance_pp": self.tolerance_pp}
+
+
+def decide(candidate: Mapping[str, float], active: Mapping[str, float] | None, *,
+           tolerance_pp: float = 0.5, metrics: Sequence[str] = GATE_METRICS) -> GateDecision:
+    """The gate's decision for a candidate's metrics against the active version's.
+
+    Args:
+        candidate: Metric name -> value in [0, 1] (``ndcg@10``, ``entity_recall@10``, ...).
+        active: The active version's metrics, or None/empty when the schema has no active
+            version (then the candidate is promoted: anything beats no trained model).
+        tolerance_pp: Largest allowed drop per metric, in percentage points.
+        metrics: The metrics compared.
+
+    Raises:
+        CurationError: A negative tolerance or a metric missing from the candidate.
+    """
+    if tolerance_pp < 0:
+        raise CurationError(f"The gate tolerance must be >= 0 pp, got {tolerance_pp}")
+    missing = [m for m in metrics if m not in candidate]
+    if missing:
+        raise CurationError(f"The candidate has no {', '.join(missing)}; evaluate it first")
+    if not active:
+        return GateDecision(True, ("no active version: the candidate becomes the first",),
+                            dict(candidate), {}, {}, tolerance_pp)
+    deltas = {m: round(100 * (float(candidate[m]) - float(active.get(m, 0.0))), 2)
+              for m in metrics}
+    reasons = []
+    dropped = improved = False
+    for m in metrics:
+        d = deltas[m]
+        if d < -tolerance_pp:
+            dropped = True
+            reasons.append(f"{m} drops by {-d:.2f} pp (more than the {tolerance_pp:g} pp allowed)")
+        elif d > 0:
+            improved = True
+            reasons.append(f"{m} improves by {d:.2f} pp")
+        else:
+            reasons.append(f"{m} changes by {d:+.2f} pp (within tolerance, no gain)")
+    promote = improved and not dropped
+    verdict = ("promoted" if promote else
+               "kept as a candidate: a metric dropped" if dropped else
+               "kept as a candidate: no metric improved")
+    return GateDecision(promote, (*reasons, verdict), dict(candidate), dict(active), deltas,
+                        tolerance_pp)
