@@ -11,10 +11,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app_pages.common import AppContext, flash, run_page, show_flash
+from app_pages.common import AppContext, flash, poll_job, run_page, show_flash
 from app_pages.safe import html_text, md
 from curation.evaluation.reporting import evaluable_schemas
+from curation.jobs.queue import list_jobs
+from curation.training.jobs import start_simulation
 from curation.training.retrain import history, promote
+from curation.training.simulate import QueryStrategy, SimulationConfig
 from kb_sources.errors import CurationError
 
 
@@ -39,6 +42,53 @@ def handle_rollback(ctx: AppContext) -> None:
     flash("success", f"{md(version.id)} is now the active {md(version.schema)} model.")
 
 
+def _simulate_request() -> None:
+    st.session_state["simulate_request"] = {
+        "schema": st.session_state.get("models_schema"),
+        "config": {"rounds": int(st.session_state.get("sim_rounds", 3)),
+                   "labels_per_round": int(st.session_state.get("sim_labels", 50)),
+                   "strategy": st.session_state.get("sim_strategy", "top"),
+                   "start": st.session_state.get("sim_start") or None},
+    }
+
+
+def handle_simulation(ctx: AppContext) -> None:
+    """Submit a pending simulation request as the signed-in user (refused for non-admins)."""
+    request = st.session_state.get("simulate_request")
+    st.session_state["simulate_request"] = None
+    if not request:
+        return
+    try:
+        job = start_simulation(ctx.ws, ctx.user, request.get("schema") or "",
+                               request.get("config") or {})
+    except CurationError as exc:
+        st.error(md(exc))
+        return
+    flash("success", f"Simulation job {job.id:d} started (in a copy of the workspace).")
+
+
+def simulation_panel(ctx: AppContext, versions: list[str]) -> None:
+    """Admins: run the simulated curator + retraining rounds; the latest result's rounds."""
+    d = SimulationConfig()
+    with st.expander("Simulate the feedback loop (admin)", expanded=False):
+        cols = st.columns(4, vertical_alignment="bottom")
+        cols[0].number_input("Rounds", 1, 10, d.rounds, key="sim_rounds")
+        cols[1].number_input("Labels per round", 5, 500, d.labels_per_round, step=5,
+                             key="sim_labels")
+        cols[2].selectbox("Query strategy", [q.value for q in QueryStrategy], key="sim_strategy")
+        cols[3].selectbox("Start from", ["", *versions], key="sim_start",
+                          help="The KB-only model of round 0 (empty: train one in the copy)")
+        st.button("Start simulation", key="sim_start_button", on_click=_simulate_request)
+        jobs = list_jobs(ctx.ws, "simulate", limit=5)
+        running = [j for j in jobs if not j.finished]
+        if running:
+            poll_job(ctx, running[0].id, "simulate")
+        done = next((j for j in jobs if j.status.value == "done"), None)
+        if done is not None:
+            st.dataframe(pd.DataFrame(done.result.get("rounds", [])), hide_index=True,
+                         key="sim_rounds_table", width="stretch")
+
+
 def timeline_chart(rows: list[dict]) -> go.Figure:
     """Held-out NDCG@10 and EntityRecall@10 per version (plotly lines)."""
     fig = go.Figure()
@@ -54,6 +104,7 @@ def timeline_chart(rows: list[dict]) -> go.Figure:
 def render(ctx: AppContext) -> None:
     st.header("Models")
     handle_rollback(ctx)
+    handle_simulation(ctx)
     show_flash()
     schemas = evaluable_schemas(ctx.ws)
     if not schemas:
@@ -74,6 +125,7 @@ def render(ctx: AppContext) -> None:
                          [r["version"] for r in rows], key="rollback_version")
             st.text_input("Reason (required, audited)", key="rollback_reason")
             st.form_submit_button("Activate", on_click=_request, key="rollback_submit")
+        simulation_panel(ctx, [r["version"] for r in rows])
 
 
 run_page(render)

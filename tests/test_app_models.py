@@ -65,3 +65,37 @@ def test_admin_retrains_from_the_sidebar_and_sees_the_timeline(ws_root, tiny_mod
     at.text_input(key="rollback_reason").input("")
     at.button(key="rollback_submit").click().run()
     assert any("needs a written reason" in e.value for e in at.error)
+
+
+def test_simulation_runs_as_an_admin_job_only(ws_root, tiny_model_path):
+    from test_feedback_loop import _options  # the tiny-BERT retraining options
+
+    from curation.training.retrain import retrain
+
+    with Workspace.open(ws_root) as ws:
+        v1 = retrain(ws, "disease_gene", _options(tiny_model_path), actor="boss").version
+    request = {"schema": "disease_gene", "config": {"rounds": 1, "labels_per_round": 4,
+                                                     "start": v1.id}}
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    at.switch_page("app_pages/models.py").run()
+    assert not [b for b in at.button if b.key == "sim_start_button"]
+    at.session_state["simulate_request"] = dict(request)
+    at.run()
+    assert any("needs the admin role" in shown(e.value) for e in at.error)
+    with Workspace.open(ws_root) as ws:
+        assert list_jobs(ws, "simulate") == []
+
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "boss")
+    at.switch_page("app_pages/models.py").run()
+    assert [b for b in at.button if b.key == "sim_start_button"]
+    at.session_state["simulate_request"] = dict(request)
+    at.run()
+    with Workspace.open(ws_root) as ws:
+        (job,) = list_jobs(ws, "simulate")
+        done = wait_for_job(ws, job.id, timeout=300)
+        assert done.status == "done", done.error
+        assert [r["round"] for r in done.result["rounds"]] == [0, 1]
+    at.run()
+    assert not at.exception
+    table = at.dataframe[-1].value
+    assert list(table["round"]) == [0, 1] and list(table["labels"]) == [0, 4]
