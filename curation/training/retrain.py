@@ -55,6 +55,8 @@ logger = logging.getLogger(__name__)
 Report = Callable[[float, str], None]
 #: How candidates are scored: the whole corpus (the gate's default) or a pool (simulation).
 EVALUATIONS = ("corpus", "pool")
+#: The test pool of ``evaluation="pool"``: test gold + BM25 top 30 per query + 500 random.
+TEST_POOL_DEPTH, TEST_POOL_RANDOM = 30, 500
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,9 @@ class RetrainOptions:
         tolerance_pp: The gate's allowed drop per metric (percentage points).
         promote: Activate the candidate when the gate passes (False: only report).
         mapping: Margins of labelled examples.
-        evaluation: "corpus" (every document, as ``kbcurate evaluate``) or "pool" (gold + BM25
-            top 50 + 1,000 random documents per round; the simulation's cheap default).
+        evaluation: "corpus" (every document, as ``kbcurate evaluate``) or "pool" (test gold +
+            BM25 top 30 per query + 500 random documents; the simulation's cheap default; a
+            version already scored on the same pool is not scored again).
     """
 
     edel: EdelOptions = field(default_factory=EdelOptions)
@@ -172,7 +175,7 @@ def retrain(ws: Workspace, schema: str, options: RetrainOptions | None = None, *
         scores = evaluate_pair(ws, task, version, active, options, matcher, progress=progress)
         decision = decide(scores["candidate"], scores.get("active"),
                           tolerance_pp=options.tolerance_pp)
-        metrics = _prefixed(scores["candidate"], options)
+        metrics = _prefixed(ws, scores["candidate"], options)
     else:
         decision = GateDecision(False, (f"{sch.name} has no held-out (test split) query with a "
                                         "cited abstract in the workspace, so the gate cannot "
@@ -199,9 +202,14 @@ def evaluate_pair(ws: Workspace, task: EvalTask, candidate: ModelVersion,
     pairs = [("candidate", candidate)] + ([("active", active)] if active is not None else [])
     if options.evaluation == "pool":
         fmt = candidate.manifest.get("document_format", "{title} {abstract}")
-        pool = build_pool(ws, task.split("test"), fmt, depth=50, n_random=1000,
-                          seed=options.edel.seed)
+        spec = pool_spec(ws, options.edel.seed)
+        pool = build_pool(ws, task.split("test"), fmt, depth=TEST_POOL_DEPTH,
+                          n_random=TEST_POOL_RANDOM, seed=options.edel.seed)
         for role, v in pairs:
+            if v.metrics.get("testpool_spec") == spec:  # scored on this very pool before
+                out[role] = {k.removeprefix("testpool_"): float(x) for k, x in v.metrics.items()
+                             if k.startswith("testpool_") and k != "testpool_spec"}
+                continue
             out[role] = score_model(v.model_dir, pool, matcher=matcher, name=v.id,
                                     max_seq_length=int(v.manifest.get("max_seq_length", 128)))
         return out
@@ -212,6 +220,14 @@ def evaluate_pair(ws: Workspace, task: EvalTask, candidate: ModelVersion,
                                     options={"dense": {"model": v.id}}, progress=progress)
         out[role] = dict(result["retrievers"]["dense"])
     return out
+
+
+def pool_spec(ws: Workspace, seed: int) -> str:
+    """Identity of the test pool: its sizes, seed and the corpus it was drawn from."""
+    from curation.search.indexing import corpus_fingerprint
+
+    return (f"test+bm25@{TEST_POOL_DEPTH}+random{TEST_POOL_RANDOM}/seed{seed}/"
+            f"{corpus_fingerprint(ws)[:16]}")
 
 
 def switch_active(ws: Workspace, ident: str, *, actor: str, reason: str) -> ModelVersion:
@@ -287,9 +303,12 @@ def _reason(audit: Mapping[str, Any] | None) -> str:
     return str(after.get("reason", "")) if isinstance(after, dict) else ""
 
 
-def _prefixed(metrics: Mapping[str, float], options: RetrainOptions) -> dict[str, float]:
-    prefix = "test_" if options.evaluation == "corpus" else "testpool_"
-    return {prefix + k: v for k, v in metrics.items()}
+def _prefixed(ws: Workspace, metrics: Mapping[str, float], options: RetrainOptions
+              ) -> dict[str, Any]:
+    if options.evaluation == "corpus":
+        return {"test_" + k: v for k, v in metrics.items()}
+    return {**{"testpool_" + k: v for k, v in metrics.items()},
+            "testpool_spec": pool_spec(ws, options.edel.seed)}
 
 
 def _say(report: Report | None, fraction: float, message: str) -> None:

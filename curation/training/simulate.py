@@ -36,11 +36,23 @@ from curation.evaluation.harness import EvalQuery, EvalTask, build_task
 from curation.matching.matcher import EntityMatcher
 from curation.search.indexing import get_index
 from curation.store.labels import record_label
-from curation.store.models import activate_model, export_model, get_model, register_model
+from curation.store.models import (
+    activate_model,
+    export_model,
+    get_model,
+    register_model,
+    update_metrics,
+)
 from curation.store.workspace import DB_NAME, Workspace
 from curation.training.edel import train_edel
 from curation.training.pool import build_pool, score_model
-from curation.training.retrain import RetrainOptions, retrain
+from curation.training.retrain import (
+    TEST_POOL_DEPTH,
+    TEST_POOL_RANDOM,
+    RetrainOptions,
+    pool_spec,
+    retrain,
+)
 from curation.training.simulate_report import targets, write_outputs, wss_at
 from kb_sources.errors import CurationError, parse_choice
 
@@ -125,8 +137,8 @@ def simulate(ws: Workspace, schema: str, config: SimulationConfig | None = None,
         matcher = EntityMatcher()
         v0 = _start_version(ws, sim, schema, config, options, progress)
         fmt = v0.manifest.get("document_format", "{title} [SEP] {abstract}")
-        test_pool = build_pool(sim, task.split("test"), fmt, depth=50, n_random=1000,
-                               seed=options.edel.seed)
+        test_pool = build_pool(sim, task.split("test"), fmt, depth=TEST_POOL_DEPTH,
+                               n_random=TEST_POOL_RANDOM, seed=options.edel.seed)
         seq = int(v0.manifest.get("max_seq_length", 128))
         rows = [_round0(sim, v0, test_pool, seq, matcher, config, options)]
         screening = _Screening(_query_order(task, config.seed))
@@ -193,6 +205,9 @@ def _start_version(ws: Workspace, sim: Workspace, schema: str, config: Simulatio
 def _round0(sim: Workspace, v0: Any, test_pool: Any, seq: int, matcher: EntityMatcher,
             config: SimulationConfig, options: RetrainOptions) -> dict[str, Any]:
     kb = score_model(v0.model_dir, test_pool, max_seq_length=seq, matcher=matcher)
+    update_metrics(sim, v0.id, {**{f"testpool_{k}": v for k, v in kb.items()},
+                                "testpool_spec": pool_spec(sim, options.edel.seed)},
+                   actor=SIMULATOR)  # round 1's gate reuses it
     row: dict[str, Any] = {"round": 0, "version": v0.id, "labels": 0, "promoted": True,
                            "ndcg@10": kb["ndcg@10"], "entity_recall@10": kb["entity_recall@10"],
                            "active_ndcg@10": kb["ndcg@10"],
