@@ -67,7 +67,10 @@ def main() -> None:
         st.Page(PAGES / "evaluate.py", title="Evaluate", icon=":material/monitoring:"),
         st.Page(PAGES / "models.py", title="Models", icon=":material/timeline:"),
     ])
-    retrain_sidebar(AppContext(ws, user))
+    try:
+        retrain_sidebar(AppContext(ws, user))
+    except READABLE_ERRORS as exc:  # the pages still work when the panel cannot be drawn
+        show_error(exc, path)
     nav.run()
 
 

@@ -347,3 +347,27 @@ def test_killed_retrain_worker_leaves_the_active_model_and_resumes(loop_ws, tiny
     done = wait_for_job(loop_ws, again.id, timeout=300)
     assert done.status == "done", done.error
     assert get_model(loop_ws, done.result["version"]).manifest["resumed_from_checkpoint"]
+
+
+def test_cli_retrain_history_and_promote(loop_ws, tiny_model_path, capsys):
+    import json
+
+    from curation.cli.main import main
+
+    common = ["-w", str(loop_ws.root), "--quiet"]
+    tiny = ["--base", str(tiny_model_path), "--batch-size", "4", "--max-seq-length", "32",
+            "--dev-depth", "0", "--negatives-per-class", "2"]
+    assert main(["retrain", *common, "--schema", "disease_gene", *tiny, "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["version"] == "disease_gene-edel@1" and first["promoted"]
+    assert main(["retrain", *common, "--schema", "disease_gene", *tiny, "--no-promote"]) == 0
+    out = capsys.readouterr().out
+    assert "disease_gene-edel@2 stays a candidate" in out and "kbcurate models promote" in out
+    assert main(["models", "promote", "disease_gene-edel@2", *common]) == 2
+    assert "needs a written reason" in capsys.readouterr().err
+    assert main(["models", "promote", "disease_gene-edel@2", *common, "--reason", "manual"]) == 0
+    assert main(["models", "history", *common, "--schema", "disease_gene", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out.split("\n", 1)[1])
+    assert [(r["version"], r["status"]) for r in rows] == [
+        ("disease_gene-edel@1", "candidate"), ("disease_gene-edel@2", "active")]
+    assert rows[1]["reason"] == "manual" and rows[1]["promoted_by"] == "cli"
