@@ -73,6 +73,8 @@ class RetrainOptions:
         evaluation: "corpus" (every document, as ``kbcurate evaluate``) or "pool" (test gold +
             BM25 top 30 per query + 500 random documents; the simulation's cheap default; a
             version already scored on the same pool is not scored again).
+        build_index: Build the promoted version's dense index before the switch (the
+            simulation, which never searches its copy, turns it off).
     """
 
     edel: EdelOptions = field(default_factory=EdelOptions)
@@ -81,6 +83,7 @@ class RetrainOptions:
     promote: bool = True
     mapping: LabelMapping = field(default_factory=LabelMapping)
     evaluation: str = "corpus"
+    build_index: bool = True
 
     def __post_init__(self) -> None:
         if self.evaluation not in EVALUATIONS:
@@ -97,7 +100,8 @@ class RetrainOptions:
         """Options from plain values (a job's params); unknown names are clear errors."""
         from curation.training.jobs import edel_options
 
-        known = {"edel", "warm_start", "tolerance_pp", "promote", "mapping", "evaluation"}
+        known = {"edel", "warm_start", "tolerance_pp", "promote", "mapping", "evaluation",
+                 "build_index"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise CurationError(f"Unknown retraining option(s) {', '.join(unknown)}. Available "
@@ -187,7 +191,8 @@ def retrain(ws: Workspace, schema: str, options: RetrainOptions | None = None, *
     if decision.promote and options.promote:
         _say(report, 0.9, f"building the index of {version.id} before the switch")
         version = switch_active(ws, version.id, actor=actor,
-                                reason="gate: " + "; ".join(decision.reasons))
+                                reason="gate: " + "; ".join(decision.reasons),
+                                build_index=options.build_index)
         promoted = True
     _say(report, 1.0, f"{version.id}: {decision.reasons[-1]}")
     return RetrainResult(version, active.id if active else None, decision, promoted,
@@ -230,7 +235,8 @@ def pool_spec(ws: Workspace, seed: int) -> str:
             f"{corpus_fingerprint(ws)[:16]}")
 
 
-def switch_active(ws: Workspace, ident: str, *, actor: str, reason: str) -> ModelVersion:
+def switch_active(ws: Workspace, ident: str, *, actor: str, reason: str,
+                  build_index: bool = True) -> ModelVersion:
     """Build the version's dense index (from cached embeddings when present), then activate it.
 
     The index is complete on disk before the registry changes, and the activation is one
@@ -239,7 +245,8 @@ def switch_active(ws: Workspace, ident: str, *, actor: str, reason: str) -> Mode
     from curation.search.indexing import get_index
 
     version = get_model(ws, ident)
-    get_index(ws, "dense", {"model": version.id}, progress=False)
+    if build_index:
+        get_index(ws, "dense", {"model": version.id}, progress=False)
     return activate_model(ws, version.id, actor=actor, reason=reason)
 
 

@@ -128,7 +128,7 @@ def simulate(ws: Workspace, schema: str, config: SimulationConfig | None = None,
         CurationError: Unknown schema or start version, or no train query with gold documents.
     """
     config = config or SimulationConfig()
-    options = options or RetrainOptions(evaluation="pool")
+    options = replace(options or RetrainOptions(evaluation="pool"), build_index=False)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = ws.root / "cache" / "simulations" / f"{schema}-{stamp}"
     started = time.perf_counter()
