@@ -28,13 +28,9 @@ from curation.access.signin import resolve_user, users_store
 from curation.access.users import User
 from curation.jobs.queue import Job, cancel_job, get_job
 from curation.matching.matcher import EntityMatcher
+from curation.search.choices import index_location, parse_retriever_choice
 from curation.search.indexing import corpus_fingerprint, index_ready
-from curation.search.session import (
-    documents_stamp,
-    evidence_levels,
-    index_location,
-    parse_retriever_choice,
-)
+from curation.search.session import documents_stamp, evidence_levels
 from curation.store.config import WORKSPACE_ENV
 from curation.store.errors import WorkspaceBusyError, describe_sqlite_error
 from curation.store.labels import (

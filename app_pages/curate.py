@@ -28,14 +28,16 @@ from app_pages.curate_suggestions import suggestions_panel
 from app_pages.safe import md
 from curation.cli.commands import relations_frame
 from curation.jobs.queue import JobStatus, get_job
-from curation.search.session import (
-    SearchResult,
+from curation.search.choices import (
     ensure_index_job,
     last_index_job,
     parse_retriever_choice,
+    retriever_choices,
+)
+from curation.search.session import (
+    SearchResult,
     relation_filters,
     relation_label,
-    retriever_choices,
     run_search,
     schema_sources,
     schemas_with_relations,

@@ -193,8 +193,8 @@ def test_retrain_warm_starts_gates_and_switches(loop_ws, tiny_model_path):
 
 
 def test_switch_is_atomic_for_concurrent_searches(loop_ws, tiny_model_path):
+    from curation.search.choices import parse_retriever_choice, resolve_retriever_choice
     from curation.search.indexing import get_index
-    from curation.search.session import parse_retriever_choice, resolve_retriever_choice
     from curation.store.workspace import Workspace
     from curation.training.retrain import retrain, switch_active
 

@@ -90,8 +90,8 @@ def test_queued_job_that_never_got_a_worker_fails_after_the_grace_period(tmp_wor
 
 
 def test_ensure_index_job_replaces_an_abandoned_queued_job(tmp_workspace):
+    from curation.search.choices import ensure_index_job
     from curation.search.indexing import index_ready
-    from curation.search.session import ensure_index_job
 
     stuck = submit_job(tmp_workspace, "index", {"retriever": "bm25"}, user=CURATOR, start=False)
     set_job(tmp_workspace, stuck.id, pid=dead_pid())

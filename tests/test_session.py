@@ -27,11 +27,11 @@ from curation.evaluation.reporting import (
 )
 from curation.jobs.queue import JobStatus, list_jobs, submit_job
 from curation.matching.matcher import EntityMatcher
+from curation.search.choices import ensure_index_job
 from curation.search.indexing import get_index, index_ready
 from curation.search.session import (
     RankedDoc,
     card_html,
-    ensure_index_job,
     evidence_levels,
     label_progress,
     queue_order,

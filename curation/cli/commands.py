@@ -179,8 +179,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _start_dense_index(root: object) -> None:
     """BM25 is ready at once; the dense index builds in a background job the app shows."""
+    from curation.search.choices import ensure_index_job
     from curation.search.indexing import index_ready
-    from curation.search.session import ensure_index_job
 
     with Workspace.open(root) as ws:  # type: ignore[arg-type]
         if not index_ready(ws, "dense"):

@@ -20,7 +20,7 @@ Workers that stop: :func:`get_job` reports a job as failed, with the reason and 
 worker's log, when its worker process is gone, whether it was running or still queued (killed
 before it claimed the job), and when a queued job never got a worker (no pid after
 :data:`ORPHAN_AFTER_S`). Such jobs are failed, not re-queued: a worker that dies at start-up would
-die again, and a failed job lets :func:`curation.search.session.ensure_index_job` start a fresh one.
+die again, and a failed job lets :func:`curation.search.choices.ensure_index_job` start a fresh one.
 Workers wait for a busy workspace (:func:`curation.jobs.guards.retry_busy`) instead of dying.
 
 Who may cancel: the job's owner (kinds open to every role) or an admin. ``user=None`` may cancel

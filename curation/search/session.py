@@ -14,21 +14,13 @@ import html
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
-from curation.access.users import User
-from curation.jobs.queue import Job, list_jobs, submit_job
 from curation.matching.matcher import EntityMatcher, Span
-from curation.search.indexing import (
-    index_folder,
-    with_workspace_defaults,
-)
 from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
 from curation.search.suggestions import Candidate, answer_candidates, is_pmid
 from curation.store.importer import query_key as make_query_key
 from curation.store.labels import Grade
-from curation.store.models import ModelStatus, active_model, list_models
 from curation.store.relations import PartialRelation, list_partial_relations
 from curation.store.synonyms import entity_from_store
 from curation.store.workspace import Workspace
@@ -36,7 +28,6 @@ from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
 from kb_sources.types import Entity
 from retrievers.base import Hit, Retriever
-from retrievers.registry import retriever_names
 
 logger = logging.getLogger(__name__)
 
@@ -341,85 +332,3 @@ def documents_stamp(ws: Workspace) -> str:
     n, last = ws.conn.execute("SELECT COUNT(*), MAX(updated_at) FROM documents").fetchone()
     return f"{n}:{last}"
 
-
-#: Separates a retriever from a model version in a retriever choice ("dense · PO-edel@2").
-VERSION_SEP = " · "
-
-
-def retriever_choices(ws: Workspace, schema: str | None = None) -> list[str]:
-    """The app's retriever menu: registered retrievers, then dense and hybrid over each
-    candidate or active model version of ``schema`` (the active one first), preceded by
-    "dense · active" and "hybrid · active" (which follow promotions) when there is an active one.
-    """
-    versions = [v for v in list_models(ws, schema=schema) if v.status != ModelStatus.RETIRED]
-    versions.sort(key=lambda v: v.status != ModelStatus.ACTIVE)
-    follow = ([f"{name}{VERSION_SEP}{ACTIVE}" for name in ("dense", "hybrid")]
-              if any(v.status == ModelStatus.ACTIVE for v in versions) else [])
-    return [*retriever_names(), *follow,
-            *(f"{name}{VERSION_SEP}{v.id}" for v in versions for name in ("dense", "hybrid"))]
-
-
-#: The version part of a menu entry that follows the schema's active version ("dense · active").
-ACTIVE = "active"
-
-
-def resolve_retriever_choice(ws: Workspace, schema: str, choice: str) -> str:
-    """Pin "dense · active" / "hybrid · active" to the schema's active version *now*.
-
-    A search resolves its menu entry once and then loads that version's model and index (both
-    keyed by the version), so a promotion running at the same time gives it the old model and
-    index or the new ones, never a mix.
-
-    Raises:
-        CurationError: The entry follows the active version but the schema has none.
-    """
-    name, _, version = choice.partition(VERSION_SEP)
-    if version != ACTIVE:
-        return choice
-    active = active_model(ws, schema)
-    if active is None:
-        raise CurationError(f"{schema} has no active model version yet; train one (kbcurate "
-                            "train / retrain) or pick another retriever")
-    return f"{name}{VERSION_SEP}{active.id}"
-
-
-def parse_retriever_choice(choice: str) -> tuple[str, dict[str, Any]]:
-    """(retriever name, options) of a menu entry from :func:`retriever_choices`."""
-    name, _, version = choice.partition(VERSION_SEP)
-    if not version:
-        return name, {}
-    return name, ({"model": version} if name == "dense" else {"dense": {"model": version}})
-
-
-def index_location(ws: Workspace, name: str, options: Mapping[str, Any] | None = None) -> Path:
-    """Folder of a retriever's index over this workspace (as :func:`get_index` names it)."""
-    return index_folder(ws, name, with_workspace_defaults(ws, name, dict(options or {})))
-
-
-def last_index_job(ws: Workspace, name: str,
-                   options: Mapping[str, Any] | None = None) -> Job | None:
-    """The most recent index job for this retriever and options (any status), if any."""
-    for job in list_jobs(ws, "index", limit=50):
-        if job.params.get("retriever") == name and \
-                (job.params.get("options") or {}) == dict(options or {}):
-            return job
-    return None
-
-
-def active_index_job(ws: Workspace, name: str,
-                     options: Mapping[str, Any] | None = None) -> Job | None:
-    """The unfinished index job for this retriever and options, if any."""
-    job = last_index_job(ws, name, options)
-    return job if job is not None and not job.finished else None
-
-
-def ensure_index_job(ws: Workspace, name: str, options: Mapping[str, Any] | None = None, *,
-                     user: User | None) -> Job:
-    """The running index job for ``name``, or a new one (never two builds of one folder)."""
-    running = active_index_job(ws, name, options)
-    if running is not None:
-        return running
-    params: dict[str, Any] = {"retriever": name}
-    if options:
-        params["options"] = dict(options)
-    return submit_job(ws, "index", params, user=user)

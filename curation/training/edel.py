@@ -20,7 +20,7 @@ import json
 import logging
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,19 @@ class EdelOptions:
         return ExampleConfig(negatives_per_class=self.negatives_per_class,
                              bm25_depth=self.bm25_depth, ablation=self.ablation, seed=self.seed,
                              max_queries=self.max_queries)
+
+
+def edel_options(values: dict[str, Any]) -> EdelOptions:
+    """EdelOptions from plain values; unknown names and bad values are clear errors."""
+    names = [f.name for f in fields(EdelOptions)]
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise CurationError(f"Unknown training option(s) {', '.join(unknown)}. Available "
+                            f"options: {', '.join(names)}")
+    options = EdelOptions(**values)
+    options.train_config()  # validates the hyperparameters
+    options.example_config()
+    return options
 
 
 def dev_scorer(ws: Workspace, task: EvalTask, options: EdelOptions, document_format: str,

@@ -10,28 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from typing import Any
 
 from curation.access.users import User
 from curation.jobs.queue import Job, submit_job
 from curation.store.workspace import Workspace
-from curation.training.edel import EdelOptions, train_edel
-from kb_sources.errors import CurationError
+from curation.training.edel import edel_options, train_edel
 from kb_sources.schema import get_schema
-
-
-def edel_options(values: dict[str, Any]) -> EdelOptions:
-    """EdelOptions from plain values; unknown names and bad values are clear errors."""
-    names = [f.name for f in fields(EdelOptions)]
-    unknown = sorted(set(values) - set(names))
-    if unknown:
-        raise CurationError(f"Unknown training option(s) {', '.join(unknown)}. Available "
-                            f"options: {', '.join(names)}")
-    options = EdelOptions(**values)
-    options.train_config()  # validates the hyperparameters
-    options.example_config()
-    return options
 
 
 def start_training(ws: Workspace, user: User | None, schema: str,

@@ -36,7 +36,7 @@ from curation.store.models import (
     update_metrics,
 )
 from curation.store.workspace import Workspace
-from curation.training.edel import EdelOptions, train_edel
+from curation.training.edel import EdelOptions, edel_options, train_edel
 from curation.training.examples import build_examples
 from curation.training.feedback import (
     LabelMapping,
@@ -98,8 +98,6 @@ class RetrainOptions:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RetrainOptions:
         """Options from plain values (a job's params); unknown names are clear errors."""
-        from curation.training.jobs import edel_options
-
         known = {"edel", "warm_start", "tolerance_pp", "promote", "mapping", "evaluation",
                  "build_index"}
         unknown = sorted(set(data) - known)

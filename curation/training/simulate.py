@@ -38,6 +38,7 @@ from curation.search.indexing import get_index
 from curation.store.labels import record_label
 from curation.store.models import (
     activate_model,
+    active_model,
     export_model,
     get_model,
     register_model,
@@ -233,8 +234,6 @@ def _query_order(task: EvalTask, seed: int) -> list[EvalQuery]:
 def _label_round(sim: Workspace, schema: str, s: _Screening, config: SimulationConfig,
                  fmt: str, round_no: int) -> int:
     """The curator labels ``labels_per_round`` documents; returns how many were given."""
-    from curation.store.models import active_model
-
     active = active_model(sim, schema)
     assert active is not None
     bm25 = get_index(sim, "bm25", progress=False)
@@ -319,8 +318,6 @@ def _scores(version: Any, query: str, texts: list[str]) -> list[float]:
 
 def _round_row(sim: Workspace, r: int, result: Any, s: _Screening, spent: int, seconds: float,
                fmt: str, matcher: EntityMatcher) -> dict[str, Any]:
-    from curation.store.models import active_model
-
     m = result.version.metrics
     active = active_model(sim, result.version.schema)
     assert active is not None

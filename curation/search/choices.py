@@ -1,0 +1,102 @@
+"""The retriever menu of the app and the index jobs behind it.
+
+A menu entry is a registered retriever ("bm25"), or a retriever over a model version
+("dense · disease_gene-edel@2"), or one that follows the schema's active version
+("dense · active", pinned once per search by :func:`resolve_retriever_choice`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from curation.access.users import User
+from curation.jobs.queue import Job, list_jobs, submit_job
+from curation.search.indexing import index_folder, with_workspace_defaults
+from curation.store.models import ModelStatus, active_model, list_models
+from curation.store.workspace import Workspace
+from kb_sources.errors import CurationError
+from retrievers.registry import retriever_names
+
+#: Separates a retriever from a model version in a retriever choice ("dense · PO-edel@2").
+VERSION_SEP = " · "
+
+
+def retriever_choices(ws: Workspace, schema: str | None = None) -> list[str]:
+    """The app's retriever menu: registered retrievers, then dense and hybrid over each
+    candidate or active model version of ``schema`` (the active one first), preceded by
+    "dense · active" and "hybrid · active" (which follow promotions) when there is an active one.
+    """
+    versions = [v for v in list_models(ws, schema=schema) if v.status != ModelStatus.RETIRED]
+    versions.sort(key=lambda v: v.status != ModelStatus.ACTIVE)
+    follow = ([f"{name}{VERSION_SEP}{ACTIVE}" for name in ("dense", "hybrid")]
+              if any(v.status == ModelStatus.ACTIVE for v in versions) else [])
+    return [*retriever_names(), *follow,
+            *(f"{name}{VERSION_SEP}{v.id}" for v in versions for name in ("dense", "hybrid"))]
+
+
+#: The version part of a menu entry that follows the schema's active version ("dense · active").
+ACTIVE = "active"
+
+
+def resolve_retriever_choice(ws: Workspace, schema: str, choice: str) -> str:
+    """Pin "dense · active" / "hybrid · active" to the schema's active version *now*.
+
+    A search resolves its menu entry once and then loads that version's model and index (both
+    keyed by the version), so a promotion running at the same time gives it the old model and
+    index or the new ones, never a mix.
+
+    Raises:
+        CurationError: The entry follows the active version but the schema has none.
+    """
+    name, _, version = choice.partition(VERSION_SEP)
+    if version != ACTIVE:
+        return choice
+    active = active_model(ws, schema)
+    if active is None:
+        raise CurationError(f"{schema} has no active model version yet; train one (kbcurate "
+                            "train / retrain) or pick another retriever")
+    return f"{name}{VERSION_SEP}{active.id}"
+
+
+def parse_retriever_choice(choice: str) -> tuple[str, dict[str, Any]]:
+    """(retriever name, options) of a menu entry from :func:`retriever_choices`."""
+    name, _, version = choice.partition(VERSION_SEP)
+    if not version:
+        return name, {}
+    return name, ({"model": version} if name == "dense" else {"dense": {"model": version}})
+
+
+def index_location(ws: Workspace, name: str, options: Mapping[str, Any] | None = None) -> Path:
+    """Folder of a retriever's index over this workspace (as :func:`get_index` names it)."""
+    return index_folder(ws, name, with_workspace_defaults(ws, name, dict(options or {})))
+
+
+def last_index_job(ws: Workspace, name: str,
+                   options: Mapping[str, Any] | None = None) -> Job | None:
+    """The most recent index job for this retriever and options (any status), if any."""
+    for job in list_jobs(ws, "index", limit=50):
+        if job.params.get("retriever") == name and \
+                (job.params.get("options") or {}) == dict(options or {}):
+            return job
+    return None
+
+
+def active_index_job(ws: Workspace, name: str,
+                     options: Mapping[str, Any] | None = None) -> Job | None:
+    """The unfinished index job for this retriever and options, if any."""
+    job = last_index_job(ws, name, options)
+    return job if job is not None and not job.finished else None
+
+
+def ensure_index_job(ws: Workspace, name: str, options: Mapping[str, Any] | None = None, *,
+                     user: User | None) -> Job:
+    """The running index job for ``name``, or a new one (never two builds of one folder)."""
+    running = active_index_job(ws, name, options)
+    if running is not None:
+        return running
+    params: dict[str, Any] = {"retriever": name}
+    if options:
+        params["options"] = dict(options)
+    return submit_job(ws, "index", params, user=user)
