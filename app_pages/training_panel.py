@@ -1,4 +1,5 @@
-"""Evaluate page, admin part: start an EDEL training round as a background job, see versions.
+"""Evaluate page, admin part: start a training round (EDEL, BiCA or BioHiCL) as a background
+job, see the workspace's versions.
 
 The button only records a request; :func:`curation.training.jobs.start_training` validates the
 options and :func:`curation.jobs.queue.submit_job` refuses anyone but an admin (server side).
@@ -12,18 +13,21 @@ from app_pages.common import AppContext, flash, poll_job
 from app_pages.safe import md
 from curation.jobs.queue import list_jobs
 from curation.store.models import list_models
-from curation.training.edel import EdelOptions
 from curation.training.jobs import start_training
+from curation.training.recipes import RECIPE_HELP, RECIPES, recipe_options
 from kb_sources.errors import CurationError
 
 
 def _request() -> None:
+    recipe = st.session_state.get("train_recipe") or "edel"
+    options = {"epochs": int(st.session_state.get("train_epochs", 1)),
+               "max_seq_length": int(st.session_state.get("train_length", 128))}
+    if recipe == "edel":
+        options["negatives_per_class"] = int(st.session_state.get("train_negatives", 2))
+    elif recipe == "bica":
+        options["graph"] = st.session_state.get("train_graph") or "citations"
     st.session_state["train_request"] = {
-        "schema": st.session_state.get("train_schema"),
-        "options": {"epochs": int(st.session_state.get("train_epochs", 1)),
-                    "negatives_per_class": int(st.session_state.get("train_negatives", 2)),
-                    "max_seq_length": int(st.session_state.get("train_length", 128))},
-    }
+        "schema": st.session_state.get("train_schema"), "recipe": recipe, "options": options}
 
 
 def handle_training_request(ctx: AppContext) -> None:
@@ -33,7 +37,8 @@ def handle_training_request(ctx: AppContext) -> None:
     if not request:
         return
     try:
-        job = start_training(ctx.ws, ctx.user, request.get("schema") or "", request["options"])
+        job = start_training(ctx.ws, ctx.user, request.get("schema") or "", request["options"],
+                             recipe=request.get("recipe") or "edel")
     except CurationError as exc:
         st.error(md(exc))
         return
@@ -44,21 +49,29 @@ def handle_training_request(ctx: AppContext) -> None:
 
 def training_panel(ctx: AppContext, schemas: list[str]) -> None:
     """Start-training form (admins) and the workspace's model versions."""
-    defaults = EdelOptions()
-    with st.expander("Train a model (EDEL)", expanded=False):
+    with st.expander("Train a model", expanded=False):
         if not schemas:
             st.info("No relation cites a document of this workspace yet: nothing to train on.")
             return
+        recipe = st.radio("Recipe", RECIPES, key="train_recipe", horizontal=True,
+                          format_func=lambda r: RECIPE_HELP[r].split(":")[0])
+        st.caption(md(RECIPE_HELP[recipe]))
+        defaults = recipe_options(recipe)
         cols = st.columns([2, 1, 1, 1, 1], vertical_alignment="bottom")
         cols[0].selectbox("Schema", schemas, key="train_schema")
         cols[1].number_input("Epochs", 1, 20, defaults.epochs, key="train_epochs")
-        cols[2].number_input("Negatives / class", 1, 50, defaults.negatives_per_class,
-                             key="train_negatives")
+        if recipe == "edel":
+            cols[2].number_input("Negatives / class", 1, 50, defaults.negatives_per_class,
+                                 key="train_negatives")
+        elif recipe == "bica":
+            cols[2].selectbox("Graph", ("citations", "knn", "both"), key="train_graph",
+                              help="citations: the paper; knn: a kNN graph of the corpus by the "
+                                   "base model (adaptation: few abstracts here have citations)")
         cols[3].number_input("Max tokens", 32, 512, defaults.max_seq_length, step=32,
                              key="train_length")
         cols[4].button("Start training", key="train_start", type="primary", on_click=_request)
         st.caption(f"Base model {md(defaults.base)}; about 3 training examples/s at 128 tokens on "
-                   "a 2-core CPU (a disease_gene round: 20-25 minutes).")
+                   "a 2-core CPU (an EDEL disease_gene round: 20-25 minutes).")
         jobs = list_jobs(ctx.ws, "train", limit=5)
         running = [j for j in jobs if not j.finished]
         if running:

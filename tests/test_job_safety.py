@@ -205,7 +205,7 @@ def test_every_kind_declares_its_parameters():
     assert {name: kind.params for name, kind in JOB_KINDS.items()} == {
         "evaluate": ("schema", "retrievers", "split", "options"),
         "index": ("retriever", "options", "rebuild"),
-        "train": ("schema", "options"),
+        "train": ("schema", "options", "recipe"),
         "retrain": ("schema", "options"),
         "simulate": ("schema", "config", "options"),
         "selftest": ("steps",),

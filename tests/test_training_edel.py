@@ -229,7 +229,7 @@ def test_training_job_is_admin_only_and_checked_before_queueing(po_workspace, ti
         start_training(po_workspace, curator, "PO", {"base": str(tiny_model_path)})
     with pytest.raises(CurationError, match="TrainConfig.epochs must be an integer >= 1"):
         start_training(po_workspace, admin, "PO", {"epochs": 0})
-    with pytest.raises(CurationError, match="Unknown training option.*lr.*Available options"):
+    with pytest.raises(CurationError, match="Unknown edel training option.*lr.*Available options"):
         start_training(po_workspace, admin, "PO", {"lr": 1})
     assert list_jobs(po_workspace) == []  # nothing was queued by the refused requests
     job = start_training(po_workspace, admin, "PO", {

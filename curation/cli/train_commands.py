@@ -10,9 +10,8 @@ from curation.cli.common import print_json, workspace_path
 from curation.store.workspace import Workspace
 from curation.training.edel import EdelOptions
 from curation.training.examples import Ablation
+from curation.training.recipes import RECIPE_HELP, RECIPES
 from kb_sources.errors import CurationError
-
-RECIPES = ("edel",)
 
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -20,8 +19,9 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p = sub.add_parser("train", parents=[common],
                        help="train a dense retriever on a schema's KB (a new model version)")
     p.add_argument("--schema", required=True, help="schema whose KB records are the data")
-    p.add_argument("--recipe", default="edel", choices=RECIPES)
-    _training_options(p)
+    p.add_argument("--recipe", default="edel", choices=RECIPES,
+                   help="; ".join(RECIPE_HELP.values()))
+    _recipe_options(p)
     p.add_argument("--activate", action="store_true",
                    help="make the new version the schema's active one")
     p.add_argument("--evaluate", action="store_true",
@@ -29,13 +29,23 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
 
     p = sub.add_parser("models", parents=[common], help="the workspace's model versions")
     p.add_argument("action", choices=("list", "show", "activate", "retire", "export", "promote",
-                                       "history"))
-    p.add_argument("version", nargs="?", help="version id (e.g. disease_gene-edel@1)")
+                                       "history", "import"))
+    p.add_argument("version", nargs="?", help="version id (e.g. disease_gene-edel@1); import: "
+                                              "a model folder or Hugging Face name")
     p.add_argument("dest", nargs="?", help="export: destination folder")
     p.add_argument("--schema", help="list/history: only this schema's versions")
     p.add_argument("--reason", default="",
                    help="activate/retire/promote: why (audited; promote requires it)")
     p.add_argument("--json", action="store_true", help="print JSON")
+    g = p.add_argument_group("import (a published checkpoint, no training)")
+    g.add_argument("--name", default="imported",
+                   help="version id part: <schema>-<name>@n (e.g. bica_small, medcpt)")
+    g.add_argument("--query-model", help="separate query encoder (MedCPT), folder or HF name")
+    g.add_argument("--pooling", choices=("cls", "mean", "max", "lasttoken"),
+                   help="override the pooling (default: the folder's, else the name's profile)")
+    g.add_argument("--max-seq-length", type=int, default=256)
+    g.add_argument("--query-prefix", help="text put before each query (default: profile)")
+    g.add_argument("--doc-prefix", help="text put before each document (default: profile)")
 
     _loop_parsers(sub, common)
 
@@ -49,7 +59,20 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"),
                    help="encoding precision for the evaluation (bfloat16: CPU autocast)")
     p.add_argument("--out", help="write the JSON summary here")
+    p.add_argument("--variant", action="append", default=[], choices=list(_bench_variants()),
+                   help="also train and evaluate this recipe variant (repeatable)")
+    p.add_argument("--no-edel", action="store_true", help="skip EDEL (variants only)")
+    p.add_argument("--second-stage", action="store_true",
+                   help="also train each variant on top of the task's EDEL version")
+    p.add_argument("--mesh-descriptors", metavar="FILE",
+                   help="biohicl-entity: descriptor id -> name file (d2019.bin or a TSV)")
     _training_options(p)
+
+
+def _bench_variants() -> tuple[str, ...]:
+    from curation.training.bench import VARIANTS
+
+    return tuple(VARIANTS)
 
 
 def _loop_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -131,6 +154,61 @@ def _training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=d.seed)
 
 
+def _recipe_options(p: argparse.ArgumentParser) -> None:
+    """``kbcurate train``'s options for every recipe; only those given are passed on, so each
+    recipe keeps its own defaults, and an option the recipe lacks is a clear error."""
+    g = p.add_argument_group("all recipes")
+    add = {"default": argparse.SUPPRESS}
+    g.add_argument("--base", help="base model: HF name, local folder or a registry version "
+                                  "(default: packaged MiniLM)", **add)
+    for name, kind in (("epochs", int), ("batch-size", int), ("learning-rate", float),
+                       ("warmup-ratio", float), ("max-seq-length", int), ("seed", int),
+                       ("dev-depth", int), ("dev-random", int)):
+        g.add_argument(f"--{name}", type=kind, **add)
+    g.add_argument("--precision", choices=("auto", "fp32", "bf16"), **add,
+                   help="auto: bf16 on a CUDA GPU, fp32 on CPU; bf16 on CPU uses autocast")
+    g.add_argument("--max-queries", type=int, help="edel/bica: train on at most N queries",
+                   **add)
+    g = p.add_argument_group("edel")
+    g.add_argument("--margin-function", choices=("angle", "distance"), **add)
+    g.add_argument("--negatives-per-class", type=int, **add,
+                   help="cap per negative class per query, times its positives (EDEL code: 20)")
+    g.add_argument("--bm25-depth", type=int, **add)
+    g.add_argument("--ablation", choices=[a.value for a in Ablation], **add)
+    g = p.add_argument_group("bica")
+    g.add_argument("--graph", choices=("citations", "knn", "both"), **add,
+                   help="walk the citation graph (paper), a base-encoder kNN graph of the corpus "
+                        "(adaptation), or both (default citations)")
+    for name, kind in (("knn-k", int), ("n-paths", int), ("path-length", int), ("top-k", int),
+                       ("bm25-fallback", int), ("scale", float)):
+        g.add_argument(f"--{name}", type=kind, **add)
+    g.add_argument("--query-source", choices=("template", "title", "both"), **add)
+    g.add_argument("--no-random-negative", dest="include_random", action="store_false", **add)
+    g = p.add_argument_group("biohicl")
+    for name, kind in (("beta", float), ("lam", float), ("tau", float), ("lora-rank", int),
+                       ("lora-alpha", int), ("lora-dropout", float)):
+        g.add_argument(f"--{name}", type=kind, **add)
+    g.add_argument("--variant", choices=("printed", "tempered"), **add)
+    g.add_argument("--lora-targets", help="comma-separated modules (default query,value)", **add)
+    g.add_argument("--full-finetune", action="store_true", **add,
+                   help="train all weights instead of LoRA")
+    g.add_argument("--entity-mesh", action="store_true", **add,
+                   help="also label documents by the MeSH ids of their entity annotations")
+    g.add_argument("--mesh-descriptors", metavar="FILE", **add,
+                   help="descriptor id -> name: NLM d2019.bin or a TSV with descriptor_ui and "
+                        "descriptor columns (needed by --entity-mesh)")
+
+
+#: ``kbcurate train`` arguments that are not training options.
+_TRAIN_ARGS = {"schema", "recipe", "activate", "evaluate", "workspace", "quiet", "verbose",
+               "command", "func", "data"}
+
+
+def train_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The training options given on the command line (recipe-neutral names)."""
+    return {k: v for k, v in vars(args).items() if k not in _TRAIN_ARGS}
+
+
 def edel_options(args: argparse.Namespace) -> EdelOptions:
     names = {f.name for f in fields(EdelOptions)}
     return EdelOptions(**{k: v for k, v in vars(args).items() if k in names})
@@ -138,16 +216,20 @@ def edel_options(args: argparse.Namespace) -> EdelOptions:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from curation.store.models import activate_model
-    from curation.training.edel import evaluate_version, train_edel
+    from curation.training.edel import evaluate_version
+    from curation.training.recipes import recipe_options, train_recipe
 
+    options = recipe_options(args.recipe, train_values(args))
     with Workspace.open(workspace_path(args)) as ws:
-        version = train_edel(ws, args.schema, edel_options(args), actor="cli",
-                             progress=not args.quiet)
+        version = train_recipe(ws, args.schema, args.recipe, options, actor="cli",
+                               progress=not args.quiet)
         m = version.manifest
-        print(f"registered {version.id}: {m['examples']['examples']:,} examples "
-              f"({m['examples']['classes']}), {m['epochs_run']} epoch(s), best epoch "
+        data = m["examples"]
+        detail = data.get("classes") or data.get("negatives_by_source") or data.get("labels")
+        print(f"registered {version.id}: {data.get('examples', 0):,} training rows"
+              f"{f' ({detail})' if detail else ''}, {m['epochs_run']} epoch(s), best epoch "
               f"{m['best_epoch']}, dev NDCG@10 {m['dev_scores']}, {m['seconds']:.0f} s, "
-              f"{m['examples_per_second']:.1f} examples/s ({m['precision']}, {m['device']})")
+              f"{m['examples_per_second']:.1f} rows/s ({m['precision']}, {m['device']})")
         if args.evaluate:
             from curation.evaluation.harness import format_table
 
@@ -164,6 +246,9 @@ def cmd_models(args: argparse.Namespace) -> int:
     with Workspace.open(workspace_path(args)) as ws:
         if args.action in ("promote", "history"):
             _models_promote_history(ws, args)
+            return 0
+        if args.action == "import":
+            _models_import(ws, args)
             return 0
         if args.action == "list":
             versions = models.list_models(ws, schema=args.schema)
@@ -195,9 +280,15 @@ def cmd_train_bench(args: argparse.Namespace) -> int:
     from curation.training.bench import DEFAULT_TASKS, train_bench
 
     with Workspace.open(workspace_path(args)) as ws:
+        shared = {"max_seq_length": args.max_seq_length, "seed": args.seed,
+                  "base": args.base, "precision": args.precision}
+        values = {"bica": {**shared, "max_queries": args.max_queries},
+                  "biohicl": {**shared, **({"mesh_descriptors": args.mesh_descriptors}
+                                           if args.mesh_descriptors else {})}}
         train_bench(ws, args.task or DEFAULT_TASKS, edel_options(args), ablations=args.ablations,
                     zero_shot=not args.no_zero_shot, dtype=args.dtype, progress=not args.quiet,
-                    out=args.out, emit=print)
+                    out=args.out, emit=print, variants=args.variant, edel=not args.no_edel,
+                    second_stage=args.second_stage, recipe_values=values)
     return 0
 
 
@@ -241,6 +332,22 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     print(format_rounds(summary))
     print(f"written: {out}/simulation.json, simulation.html, simulation.txt")
     return 0
+
+
+def _models_import(ws: Workspace, args: argparse.Namespace) -> None:
+    from curation.training.imports import import_checkpoint
+
+    if not args.version or not args.schema:
+        raise CurationError("kbcurate models import needs a SOURCE (model folder or Hugging Face "
+                            "name) and --schema S, e.g. kbcurate models import ./BiCA-small "
+                            "--schema disease_gene --name bica_small")
+    v = import_checkpoint(ws, args.version, schema=args.schema, name=args.name,
+                          query_model=args.query_model, pooling=args.pooling,
+                          max_seq_length=args.max_seq_length, query_prefix=args.query_prefix,
+                          doc_prefix=args.doc_prefix, actor="cli")
+    print(f"imported {args.version} as {v.id} (candidate; evaluate it with kbcurate evaluate "
+          f"--schema {v.schema} --retriever dense --model {v.id}, activate it with kbcurate "
+          f"models activate {v.id})")
 
 
 def _models_promote_history(ws: Workspace, args: argparse.Namespace) -> None:

@@ -272,7 +272,17 @@ def model_options(ws: Workspace, ident: str) -> dict[str, Any]:
     }
     if "document_format" in version.manifest:
         options["document_format"] = version.manifest["document_format"]
+    # imported checkpoints (kbcurate models import): prefixes, pooling, own query encoder
+    for key, value in (version.manifest.get("encoder") or {}).items():
+        if key in _ENCODER_KEYS:
+            options[key] = value
+    if version.manifest.get("query_model") and (version.model_dir / "query").is_dir():
+        options["query_model"] = str(version.model_dir / "query")
     return options
+
+
+#: Encoder settings an imported version's manifest may carry (``EncoderConfig`` fields).
+_ENCODER_KEYS = ("pooling", "query_prefix", "doc_prefix", "query_max_seq_length")
 
 
 def export_model(ws: Workspace, ident: str, dest: str | Path) -> Path:

@@ -15,34 +15,32 @@ query. Its absolute numbers are higher than a full-corpus evaluation; it only co
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import shutil
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from dataclasses import dataclass, fields
 from typing import Any
 
-from curation.evaluation.harness import EvalTask, build_task
+from curation.evaluation.harness import build_task
 from curation.matching.matcher import EntityMatcher
 from curation.store.models import (
     ModelVersion,
-    get_model,
-    is_model_version,
-    register_model,
     update_metrics,
-    verify_weights,
 )
 from curation.store.workspace import Workspace
 from curation.training.examples import ExampleConfig, ExampleSet, build_examples, to_pairs
-from curation.training.pool import pool_scorer
+from curation.training.rounds import (
+    Report,
+    base_path,
+    dev_scorer,
+    register_result,
+    run_folder,
+    step_reporter,
+    train_config_of,
+)
 from kb_sources.errors import CurationError
 from retrievers.errors import RetrieverError
 
 logger = logging.getLogger(__name__)
 
-Report = Callable[[float, str], None]
 
 
 @dataclass(frozen=True)
@@ -77,15 +75,12 @@ class EdelOptions:
     max_queries: int | None = None
 
     def train_config(self) -> Any:
-        from retrievers.training.config import TrainConfig
+        return train_config_of(self, margin_function=self.margin_function)
 
-        try:
-            return TrainConfig(epochs=self.epochs, batch_size=self.batch_size,
-                               learning_rate=self.learning_rate, warmup_ratio=self.warmup_ratio,
-                               max_seq_length=self.max_seq_length, seed=self.seed,
-                               precision=self.precision, margin_function=self.margin_function)
-        except RetrieverError as exc:
-            raise CurationError(str(exc)) from exc
+    def validate(self) -> None:
+        """Raise :class:`CurationError` on any invalid value."""
+        self.train_config()
+        self.example_config()
 
     def example_config(self) -> ExampleConfig:
         return ExampleConfig(negatives_per_class=self.negatives_per_class,
@@ -101,19 +96,8 @@ def edel_options(values: dict[str, Any]) -> EdelOptions:
         raise CurationError(f"Unknown training option(s) {', '.join(unknown)}. Available "
                             f"options: {', '.join(names)}")
     options = EdelOptions(**values)
-    options.train_config()  # validates the hyperparameters
-    options.example_config()
+    options.validate()
     return options
-
-
-def dev_scorer(ws: Workspace, task: EvalTask, options: EdelOptions, document_format: str,
-               matcher: EntityMatcher) -> Callable[[Path, int], float] | None:
-    """``fn(model_folder, epoch) -> dev NDCG@10`` over the dev pool (None: no dev queries)."""
-    if options.dev_depth <= 0:
-        return None
-    return pool_scorer(ws, task.split("dev"), document_format,
-                       max_seq_length=options.max_seq_length, matcher=matcher,
-                       depth=options.dev_depth, n_random=options.dev_random, seed=options.seed)
 
 
 def train_edel(ws: Workspace, schema: str, options: EdelOptions | None = None, *,
@@ -136,7 +120,6 @@ def train_edel(ws: Workspace, schema: str, options: EdelOptions | None = None, *
     Returns:
         The new candidate :class:`ModelVersion` (not activated).
     """
-    from retrievers.encoder import resolve_model_path
     from retrievers.training.trainer import train_pairs
 
     options = options or EdelOptions()
@@ -152,67 +135,21 @@ def train_edel(ws: Workspace, schema: str, options: EdelOptions | None = None, *
     pairs = to_pairs(examples)
     logger.info("training %s on %d examples (%s)", schema, len(pairs), examples.manifest["classes"])
 
-    def step(done: int, total: int) -> None:
-        if report:
-            report(0.05 + 0.9 * done / max(total, 1), f"training step {done:,}/{total:,}")
-
-    run_dir = _run_folder(ws, examples, options)
+    run_dir = run_folder(ws, examples.schema, "edel", examples.manifest["sha256"], options)
     resume = (run_dir / "checkpoints").is_dir()
     if resume:
         logger.warning("resuming the interrupted run in %s", run_dir)
     try:
-        result = train_pairs(_base_path(ws, options.base, resolve_model_path), pairs, run_dir,
-                             train_config,
-                             resume=resume, progress=step if report else progress,
+        result = train_pairs(base_path(ws, options.base), pairs, run_dir, train_config,
+                             resume=resume, progress=step_reporter(report, progress),
                              eval_fn=scorer)
     except RetrieverError as exc:
         raise CurationError(f"training {schema} failed: {exc}") from exc
-    try:
-        if report:
-            report(0.97, "registering the model version")
-        manifest = {
-            "recipe": "edel", "base_model": options.base, **(extra_manifest or {}),
-            "options": asdict(options),
-            "train_config": train_config.to_dict(), "seed": options.seed,
-            "max_seq_length": options.max_seq_length, "document_format": fmt,
-            "examples": examples.manifest,
-            "curve": [asdict(p) for p in result.curve],
-            "dev_scores": list(result.epoch_scores), "best_epoch": result.best_epoch,
-            "epochs_run": result.epochs_run, "steps": result.steps,
-            "seconds": round(result.seconds, 1),
-            "examples_per_second": round(result.examples_per_second, 2),
-            "precision": result.precision, "device": result.device,
-            "resumed_from_checkpoint": resume,
-        }
-        dev = {"dev_ndcg@10": max(result.epoch_scores)} if result.epoch_scores else {}
-        version = register_model(ws, schema=examples.schema, recipe="edel",
-                                 base_model=options.base, model_dir=result.model_dir,
-                                 manifest=manifest, metrics=dev, created_by=actor)
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
-    logger.info("registered %s (best epoch %d, %.0f s)", version.id, result.best_epoch,
-                result.seconds)
-    if report:
-        report(1.0, f"registered {version.id}")
-    return version
-
-
-def _base_path(ws: Workspace, base: str, resolve: Callable[[str], str]) -> str:
-    """The folder of a base model: a registry version (verified weights) or HF name/path."""
-    if is_model_version(ws, base):
-        version = get_model(ws, base)
-        verify_weights(version)
-        return str(version.model_dir)
-    return resolve(base)
-
-
-def _run_folder(ws: Workspace, examples: ExampleSet, options: EdelOptions) -> Path:
-    """Where a run keeps its checkpoints until it is registered: the same examples and options
-    give the same folder, so an interrupted run resumes where it stopped."""
-    key = json.dumps({"examples": examples.manifest["sha256"], "options": asdict(options)},
-                     sort_keys=True)
-    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    return ws.root / "cache" / "training" / f"{examples.schema}-edel-{digest}"
+    return register_result(ws, schema=examples.schema, recipe="edel", options=options,
+                           result=result, train_config=train_config,
+                           data_manifest=examples.manifest, document_format=fmt,
+                           resumed=resume, actor=actor, run_dir=run_dir,
+                           extra_manifest=extra_manifest, report=report)
 
 
 def evaluate_version(ws: Workspace, version: ModelVersion, *, split: str = "test",

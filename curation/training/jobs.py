@@ -16,28 +16,30 @@ from typing import Any
 from curation.access.users import User
 from curation.jobs.queue import Job, submit_job
 from curation.store.workspace import Workspace
-from curation.training.edel import edel_options, train_edel
+from curation.training.recipes import recipe_options, train_recipe
 from kb_sources.schema import get_schema
 
 
 def start_training(ws: Workspace, user: User | None, schema: str,
-                   options: dict[str, Any] | None = None) -> Job:
+                   options: dict[str, Any] | None = None, recipe: str = "edel") -> Job:
     """Submit a ``train`` job (admins only, checked in :func:`submit_job`).
 
     Raises:
         PermissionDenied: ``user`` is not an admin.
-        CurationError: Unknown schema or invalid options.
+        CurationError: Unknown schema or recipe, or invalid options.
     """
     sch = get_schema(schema, ws.schemas())
-    checked = edel_options(dict(options or {}))
-    return submit_job(ws, "train", {"schema": sch.name, "options": asdict(checked)}, user=user)
+    checked = recipe_options(recipe, dict(options or {}))
+    return submit_job(ws, "train", {"schema": sch.name, "recipe": recipe,
+                                    "options": asdict(checked)}, user=user)
 
 
-def run_training(ctx: Any, schema: str, options: dict[str, Any]) -> dict[str, Any]:
+def run_training(ctx: Any, schema: str, options: dict[str, Any],
+                 recipe: str = "edel") -> dict[str, Any]:
     """Worker entry point: train, register a candidate version, report it."""
-    version = train_edel(ctx.ws, schema, edel_options(options), actor=_job_owner(ctx),
-                         progress=False, report=ctx.progress)
-    return {"version": version.id, "schema": version.schema,
+    version = train_recipe(ctx.ws, schema, recipe, recipe_options(recipe, options),
+                           actor=_job_owner(ctx), progress=False, report=ctx.progress)
+    return {"version": version.id, "schema": version.schema, "recipe": recipe,
             "dev_ndcg@10": version.metrics.get("dev_ndcg@10"),
             "examples": version.manifest["examples"]["examples"],
             "seconds": version.manifest["seconds"]}

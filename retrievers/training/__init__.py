@@ -1,9 +1,13 @@
 """Fine-tuning bi-encoders on labelled text pairs: losses and the training loop.
 
 - :mod:`retrievers.training.losses`: EDEL's multi-margin loss and the ``mu`` -> margin functions.
-- :mod:`retrievers.training.trainer`: :func:`train_pairs` (checkpoints per epoch, resume, dev-score
-  epoch selection), :class:`TrainConfig`, :class:`PairExample`, :class:`TrainResult`.
-- Later: graph walks for BiCA and the MeSH-hierarchy loss for BioHiCL.
+- :mod:`retrievers.training.engine`: :func:`train_model`, the loop every recipe runs on
+  (checkpoints per epoch, resume, dev-score epoch selection, explicit schedule, bf16).
+- :mod:`retrievers.training.trainer`: :func:`train_pairs` (EDEL), :class:`TrainConfig`,
+  :class:`PairExample`, :class:`TrainResult`.
+- :mod:`retrievers.training.mnr`: :func:`train_triplets` (BiCA: multiple-negatives ranking over
+  hard-negative triplets); :mod:`retrievers.training.walks`: BiCA's graph walks.
+- :mod:`retrievers.training.hicl`: BioHiCL's MeSH-hierarchy loss, batch sampler and LoRA.
 
 Like the rest of :mod:`retrievers`, this sub-package knows texts, vectors and losses only. It may
 import :mod:`retrievers` and third-party libraries, never ``curation`` or ``kb_sources``: callers
@@ -20,31 +24,29 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from retrievers.training.config import CurvePoint, PairExample, TrainConfig, TrainResult
+    from retrievers.training.engine import resolve_precision, set_seed, train_model
     from retrievers.training.losses import (
         MarginFunction,
         MultiMarginLoss,
         margin_from_mu,
         multi_margin_loss,
     )
-    from retrievers.training.trainer import (
-        measure_training_speed,
-        resolve_precision,
-        set_seed,
-        train_pairs,
-    )
+    from retrievers.training.mnr import TripletExample, train_triplets
+    from retrievers.training.trainer import measure_training_speed, train_pairs
 
 _EXPORTS = {
     "MarginFunction": "losses", "MultiMarginLoss": "losses", "margin_from_mu": "losses",
     "multi_margin_loss": "losses",
     "CurvePoint": "config", "PairExample": "config", "TrainConfig": "config",
-    "TrainResult": "config", "measure_training_speed": "trainer", "resolve_precision": "trainer",
-    "set_seed": "trainer", "train_pairs": "trainer",
+    "TrainResult": "config", "measure_training_speed": "trainer", "resolve_precision": "engine",
+    "set_seed": "engine", "train_pairs": "trainer", "train_model": "engine",
+    "TripletExample": "mnr", "train_triplets": "mnr",
 }
 
 __all__ = [
     "CurvePoint", "MarginFunction", "MultiMarginLoss", "PairExample", "TrainConfig", "TrainResult",
-    "margin_from_mu", "measure_training_speed", "multi_margin_loss", "resolve_precision",
-    "set_seed", "train_pairs",
+    "TripletExample", "margin_from_mu", "measure_training_speed", "multi_margin_loss",
+    "resolve_precision", "set_seed", "train_model", "train_pairs", "train_triplets",
 ]
 
 

@@ -1,47 +1,22 @@
-"""Fine-tune a bi-encoder on labelled (query, document) pairs with the multi-margin loss.
-
-:func:`train_pairs` wraps sentence-transformers' ``SentenceTransformerTrainer``: pointwise shuffled
-batches, AdamW with a linear schedule and an explicit warm-up ratio (no hidden 10,000-step warm-up,
-TRAINING.md 6.4), no weight decay on bias/LayerNorm, gradient clipping, seeded data order, loss and
-learning rate logged every step, one checkpoint per epoch. Layout of ``output_dir``::
-
-    train_config.json          the run's TrainConfig (resume refuses a different one)
-    checkpoints/checkpoint-N/  one per epoch: a sentence-transformers folder (model.safetensors),
-                               trainer state, and dev_score.json once eval_fn scored it
-    model/                     the chosen epoch's model only: safetensors, no optimizer, no pickle
-
-Every epoch's weights are kept, so a dev score can pick the epoch. Resuming also needs optimizer,
-scheduler and RNG state, which the trainer writes with ``torch.save`` (``optimizer.pt``,
-``scheduler.pt``, ``rng_state.pth``, ``training_args.bin``); weights are never pickled. To keep
-disk use near one model per epoch, optimizer and scheduler state is deleted from each checkpoint
-once a newer one is written: resume always continues from the newest.
+"""EDEL's pointwise training: :func:`train_pairs` runs the engine
+(:func:`retrievers.training.engine.train_model`) on labelled (query, document) pairs with the
+multi-margin loss; :func:`measure_training_speed` times it for benchmarks.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import random
-import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from retrievers.base import Progress, progress_reporter
-from retrievers.errors import RetrieverError, unknown_name
-from retrievers.training.config import (
-    PRECISIONS,
-    CurvePoint,
-    PairExample,
-    TrainConfig,
-    TrainResult,
-    is_int,
-    is_number,
-)
+from retrievers.base import Progress
+from retrievers.errors import RetrieverError
+from retrievers.training.config import PairExample, TrainConfig, TrainResult, is_int
+from retrievers.training.engine import EvalFn, resolve_precision, set_seed, train_model
 from retrievers.training.losses import margin_from_mu
 
 if TYPE_CHECKING:
@@ -49,63 +24,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Checkpoint files needed only to resume; deleted from all checkpoints but the newest.
-RESUME_ONLY = ("optimizer.pt", "scheduler.pt")
-SCORE_FILE = "dev_score.json"
-CONFIG_FILE = "train_config.json"
-EvalFn = Callable[[Path, int], float]
-
-def set_seed(seed: int) -> None:
-    """Seed Python's ``random``, numpy and torch (CPU and every GPU)."""
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def resolve_precision(precision: str, device: str) -> bool:
-    """Decide whether to train with bf16 autocast.
-
-    Args:
-        precision: ``"auto"``, ``"fp32"`` or ``"bf16"``.
-        device: ``"cpu"`` or ``"cuda"`` (or ``"cuda:N"``).
-
-    Returns:
-        True for bf16 autocast, False for fp32.
-
-    Raises:
-        RetrieverError: Unknown precision or device, or bf16 on a GPU without it.
-    """
-    import torch
-
-    if precision not in PRECISIONS:
-        raise unknown_name("precision", precision, PRECISIONS)
-    cuda = device.startswith("cuda")
-    if not cuda and device != "cpu":
-        raise RetrieverError(f"training runs on 'cpu' or 'cuda', got device {device!r}")
-    if cuda and not torch.cuda.is_available():
-        raise RetrieverError(f"device {device!r} asked for, but torch sees no CUDA GPU; use 'cpu'")
-    if precision != "bf16":
-        return precision == "auto" and cuda and torch.cuda.is_bf16_supported()
-    if cuda and not torch.cuda.is_bf16_supported():
-        raise RetrieverError(
-            f"precision 'bf16' asked for, but GPU {torch.cuda.get_device_name()} lacks bf16 (it "
-            "needs compute capability 8.0+, e.g. A100/H100); use precision 'fp32' or 'auto'")
-    if not cuda and not _cpu_has_native_bf16():
-        logger.warning("this CPU has no native bf16 (AVX512-BF16 or AMX): bf16 autocast is "
-                       "emulated and usually slower than fp32")
-    return True
-
-
-def _cpu_has_native_bf16() -> bool:
-    import torch
-
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
+__all__ = ["measure_training_speed", "resolve_precision", "set_seed", "train_pairs"]
 
 
 def train_pairs(base: str | Path | SentenceTransformer, examples: Sequence[PairExample],
@@ -122,7 +41,7 @@ def train_pairs(base: str | Path | SentenceTransformer, examples: Sequence[PairE
     Args:
         base: Model name, model folder, or a ``SentenceTransformer`` (trained in place).
         examples: Training pairs; at least one positive.
-        output_dir: Run folder (layout in the module docstring).
+        output_dir: Run folder (layout in :mod:`retrievers.training.engine`).
         config: Hyperparameters; ``None`` for the defaults.
         resume: Continue from the newest checkpoint in ``output_dir/checkpoints`` (from the start
             when there is none); ends with the same weights as an uninterrupted run.
@@ -136,96 +55,13 @@ def train_pairs(base: str | Path | SentenceTransformer, examples: Sequence[PairE
     Raises:
         RetrieverError: No examples or no positives, a bad config, checkpoints of another run.
     """
-    config = config or TrainConfig()
-    started = time.perf_counter()
-    import torch
-    from sentence_transformers.sentence_transformer import SentenceTransformerTrainer
-    from transformers import PrinterCallback
-
     from retrievers.training.losses import MultiMarginLoss
 
-    out = Path(output_dir)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    bf16 = resolve_precision(config.precision, device)
+    config = config or TrainConfig()
     dataset = _build_dataset(examples, config)
-    resume_from = _prepare_output(out, config, resume)
-    set_seed(config.seed)
-    model = _load_model(base, device)
-    model.max_seq_length = config.max_seq_length
-    monitor = _step_monitor(progress)
-    trainer = SentenceTransformerTrainer(
-        model=model, args=_training_args(config, out / "checkpoints", device, bf16),
-        train_dataset=dataset, loss=MultiMarginLoss(model, weight=config.loss_weight),
-        callbacks=[monitor, _epoch_checkpoints(eval_fn)])
-    trainer.remove_callback(PrinterCallback)  # it prints every step's log dict
-    precision = "bf16" if bf16 else "fp32"
-    logger.info("training on %d pairs, %d epoch(s), %s, %s%s", len(dataset), config.epochs,
-                device, precision, f", resuming {resume_from}" if resume_from else "")
-    epochs_before = _epoch_of(Path(resume_from)) if resume_from else 0
-    try:
-        trainer.train(resume_from_checkpoint=resume_from)
-    except KeyboardInterrupt:
-        logger.warning("training interrupted: train_pairs(..., resume=True) continues from the "
-                       "newest checkpoint in %s", out / "checkpoints")
-        raise
-    finally:
-        monitor.close()
-    epochs = _score_epochs(out / "checkpoints", eval_fn)
-    best_epoch, best, _ = epochs[-1] if eval_fn is None else max(
-        epochs, key=lambda e: (e[2], -e[0]))  # highest score, earliest epoch on ties
-    epochs_run = round(trainer.state.epoch)
-    trained = len(dataset) * (epochs_run - epochs_before)
-    result = TrainResult(
-        model_dir=_export_model(best, out / "model"), best_checkpoint=best, epochs_run=epochs_run,
-        steps=trainer.state.global_step, curve=_curve(trainer.state.log_history),
-        epoch_scores=tuple(e[2] for e in epochs) if eval_fn else (), best_epoch=best_epoch,
-        seconds=time.perf_counter() - started,
-        examples_per_second=trained / monitor.seconds if monitor.seconds else 0.0,
-        precision=precision, device=device)
-    logger.info("trained %d epoch(s), %d steps, %.1f pairs/s; epoch %d saved to %s",
-                epochs_run, result.steps, result.examples_per_second, best_epoch, result.model_dir)
-    return result
-
-
-def _training_args(config: TrainConfig, checkpoints: Path, device: str, bf16: bool) -> Any:
-    """Trainer arguments: every schedule, seed and save setting explicit."""
-    from sentence_transformers.sentence_transformer import SentenceTransformerTrainingArguments
-
-    return SentenceTransformerTrainingArguments(
-        output_dir=str(checkpoints), num_train_epochs=config.epochs,
-        per_device_train_batch_size=config.batch_size, learning_rate=config.learning_rate,
-        lr_scheduler_type="linear", warmup_steps=float(config.warmup_ratio),  # float < 1: a ratio
-        weight_decay=config.weight_decay, max_grad_norm=config.max_grad_norm, optim="adamw_torch",
-        seed=config.seed, data_seed=config.seed, bf16=bf16, use_cpu=device == "cpu",
-        save_strategy="epoch", save_total_limit=None, save_only_model=False,
-        logging_strategy="steps", logging_steps=1, report_to="none", disable_tqdm=True,
-        dataloader_num_workers=0, dataloader_pin_memory=device == "cuda", eval_strategy="no")
-
-
-def _prepare_output(out: Path, config: TrainConfig, resume: bool) -> str | None:
-    """Check the run folder against ``resume``; return the checkpoint to resume from."""
-    from transformers.trainer_utils import get_last_checkpoint
-
-    checkpoints = out / "checkpoints"
-    last = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
-    config_file = out / CONFIG_FILE
-    if last is not None and not resume:
-        raise RetrieverError(
-            f"{out} already holds checkpoints of an earlier run ({Path(last).name}); pass "
-            "resume=True to continue it, or choose an empty output_dir")
-    if last is not None and config_file.is_file():
-        saved = json.loads(config_file.read_text(encoding="utf-8"))
-        changed = [f"{k} ({saved.get(k)!r} -> {v!r})" for k, v in config.to_dict().items()
-                   if saved.get(k) != v]
-        if changed:
-            raise RetrieverError(
-                f"resume=True needs the config the run in {out} started with; changed: "
-                f"{', '.join(changed)}. Use that config, or a new output_dir to change it")
-    if resume and last is None:
-        logger.info("no checkpoint in %s: training from the start", checkpoints)
-    out.mkdir(parents=True, exist_ok=True)
-    config_file.write_text(json.dumps(config.to_dict(), indent=2) + "\n", encoding="utf-8")
-    return last
+    return train_model(base, dataset, lambda model: MultiMarginLoss(model,
+                                                                    weight=config.loss_weight),
+                       output_dir, config, resume=resume, progress=progress, eval_fn=eval_fn)
 
 
 def _build_dataset(examples: Sequence[PairExample], config: TrainConfig) -> Any:
@@ -253,145 +89,6 @@ def _build_dataset(examples: Sequence[PairExample], config: TrainConfig) -> Any:
         "document": [e.document for e in examples],
         "label": [[1.0 if e.positive else 0.0, margins[e.mu]] for e in examples],
     })
-
-
-def _load_model(base: str | Path | SentenceTransformer, device: str) -> SentenceTransformer:
-    from sentence_transformers import SentenceTransformer
-
-    if isinstance(base, SentenceTransformer):
-        return base.to(device)
-    if isinstance(base, str | Path):
-        return SentenceTransformer(str(base), device=device)
-    raise RetrieverError(f"base must be a model name, a model folder or a SentenceTransformer, "
-                         f"got {type(base).__name__}")
-
-
-def _epoch_of(checkpoint: Path) -> int:
-    state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
-    return round(state["epoch"])
-
-
-def _checkpoint_folders(checkpoints: Path) -> list[Path]:
-    """Checkpoint folders, earliest step first."""
-    folders = [p for p in checkpoints.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
-    return sorted(folders, key=lambda p: int(p.name.split("-")[-1]))
-
-
-def _score_checkpoint(folder: Path, epoch: int, eval_fn: EvalFn) -> float:
-    score = eval_fn(folder, epoch)
-    if not is_number(score):
-        raise RetrieverError(f"eval_fn must return a finite number (higher is better), got "
-                             f"{score!r} for epoch {epoch}")
-    (folder / SCORE_FILE).write_text(json.dumps({"epoch": epoch, "score": float(score)}) + "\n",
-                                     encoding="utf-8")
-    logger.info("epoch %d: dev score %.4f", epoch, score)
-    return float(score)
-
-
-def _score_epochs(checkpoints: Path, eval_fn: EvalFn | None
-                  ) -> list[tuple[int, Path, float | None]]:
-    """``(epoch, folder, score)`` per checkpoint; unscored ones are scored if ``eval_fn``."""
-    epochs = []
-    for folder in _checkpoint_folders(checkpoints):
-        epoch, score = _epoch_of(folder), None
-        if eval_fn is not None and (folder / SCORE_FILE).is_file():
-            score = json.loads((folder / SCORE_FILE).read_text(encoding="utf-8"))["score"]
-        elif eval_fn is not None:
-            score = _score_checkpoint(folder, epoch, eval_fn)
-        epochs.append((epoch, folder, score))
-    if not epochs:
-        raise RetrieverError(f"training wrote no checkpoint in {checkpoints}")
-    return epochs
-
-
-def _export_model(checkpoint: Path, model_dir: Path) -> Path:
-    """Save the checkpoint's model alone (safetensors, no trainer state) to ``model_dir``."""
-    from sentence_transformers import SentenceTransformer
-
-    if model_dir.exists():
-        shutil.rmtree(model_dir)
-    SentenceTransformer(str(checkpoint), device="cpu").save(str(model_dir), safe_serialization=True)
-    if (checkpoint / "README.md").is_file():  # the card written while training describes the run
-        shutil.copyfile(checkpoint / "README.md", model_dir / "README.md")
-    return model_dir
-
-
-def _curve(log_history: list[dict[str, Any]]) -> tuple[CurvePoint, ...]:
-    return tuple(CurvePoint(int(r["step"]), float(r["epoch"]), float(r["loss"]),
-                            float(r["learning_rate"]))
-                 for r in log_history if "loss" in r and "learning_rate" in r)
-
-
-@contextmanager
-def _preserved_rng() -> Iterator[None]:
-    """Restore the Python, numpy and torch RNG state afterwards, whatever ran inside."""
-    import numpy as np
-    import torch
-
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
-    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
-    try:
-        yield
-    finally:
-        random.setstate(states[0])
-        np.random.set_state(states[1])
-        torch.set_rng_state(states[2])
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
-
-
-def _step_monitor(progress: Progress) -> Any:
-    """A callback reporting optimizer steps to ``progress`` and timing them.
-
-    ``seconds`` sums the time from each epoch's start or the previous step's end to each step's
-    end: batch preparation and steps, without checkpoint writing or ``eval_fn``.
-    """
-    from transformers import TrainerCallback
-
-    class StepMonitor(TrainerCallback):
-        def __init__(self) -> None:
-            self.seconds, self._mark = 0.0, 0.0
-            self._reporter: Any = None
-            self._advance: Callable[[int], None] | None = None
-
-        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            self._reporter = progress_reporter(state.max_steps, progress, "training", 0)
-            self._advance = self._reporter.__enter__()
-            if state.global_step:  # resumed
-                self._advance(state.global_step)
-
-        def on_epoch_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            self._mark = time.perf_counter()
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            now = time.perf_counter()
-            self.seconds, self._mark = self.seconds + now - self._mark, now
-            if self._advance is not None:
-                self._advance(1)
-
-        def close(self) -> None:
-            if self._reporter is not None:
-                self._reporter.__exit__(None, None, None)
-                self._reporter = self._advance = None
-
-    return StepMonitor()
-
-
-def _epoch_checkpoints(eval_fn: EvalFn | None) -> Any:
-    """A callback that, after each epoch's checkpoint, prunes older resume state and scores it."""
-    from transformers import TrainerCallback
-
-    class EpochCheckpoints(TrainerCallback):
-        def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            for older in _checkpoint_folders(Path(args.output_dir)):
-                for name in RESUME_ONLY if older != folder else ():
-                    (older / name).unlink(missing_ok=True)
-            if eval_fn is not None:
-                with _preserved_rng():
-                    _score_checkpoint(folder, round(state.epoch), eval_fn)
-
-    return EpochCheckpoints()
 
 
 def measure_training_speed(base: str | Path | SentenceTransformer,
