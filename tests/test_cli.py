@@ -90,6 +90,7 @@ def test_serve_answers_http_on_loopback(tmp_path, capsys):
     port = _free_port()
     cmd = streamlit_command(ws, "127.0.0.1", port)
     assert cmd[:4] == [sys.executable, "-m", "streamlit", "run"]
+    assert cmd[cmd.index("--client.toolbarMode") + 1] == "viewer"  # no Deploy button
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env={"KBCURATE_WORKSPACE": str(ws), "PATH": "/usr/bin:/bin",
                                  "HOME": str(tmp_path)})

@@ -32,7 +32,9 @@ def streamlit_command(workspace: Path, host: str = "127.0.0.1", port: int = 8501
     return [sys.executable, "-m", "streamlit", "run", str(app_path()),
             "--server.address", host, "--server.port", str(port),
             "--server.headless", "true", "--browser.gatherUsageStats", "false",
-            "--server.fileWatcherType", "none", "--", "--workspace", str(workspace)]
+            "--server.fileWatcherType", "none",
+            "--client.toolbarMode", "viewer",  # no Deploy button or developer menu for curators
+            "--", "--workspace", str(workspace)]
 
 
 def serve(workspace: str | Path, host: str = "127.0.0.1", port: int = 8501) -> int:

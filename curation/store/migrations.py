@@ -226,6 +226,41 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX import_undo_import ON import_undo(import_id, seq)
     """,
+    # 6: label ids are never reused. An undo deletes the newest label, and with a plain INTEGER
+    # PRIMARY KEY the next label took its id, so audit rows of one id named different PMIDs.
+    # AUTOINCREMENT needs a rebuilt table; the sequence starts above every id a label or an
+    # audit row (undone labels included) ever had.
+    """
+    CREATE TABLE labels_v6 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_at TEXT NOT NULL,
+        user TEXT NOT NULL,
+        schema TEXT NOT NULL,
+        query_key TEXT NOT NULL,
+        query_text TEXT NOT NULL,
+        doc_id TEXT NOT NULL,
+        grade TEXT NOT NULL CHECK (grade IN ('complete', 'partial', 'irrelevant', 'skip')),
+        note TEXT NOT NULL DEFAULT '',
+        model_version TEXT NOT NULL DEFAULT '',
+        train_size INTEGER,
+        superseded_by INTEGER REFERENCES labels_v6(id)  -- the rename makes it labels(id)
+    );
+    INSERT INTO labels_v6(id, created_at, user, schema, query_key, query_text, doc_id, grade,
+                          note, model_version, train_size, superseded_by)
+        SELECT id, created_at, user, schema, query_key, query_text, doc_id, grade, note,
+               model_version, train_size, superseded_by FROM labels;
+    DROP TABLE labels;
+    ALTER TABLE labels_v6 RENAME TO labels;
+    CREATE INDEX labels_query ON labels(schema, query_key, doc_id);
+    CREATE INDEX labels_user ON labels(user);
+    DELETE FROM sqlite_sequence WHERE name IN ('labels', 'labels_v6');
+    INSERT INTO sqlite_sequence(name, seq)
+        SELECT 'labels', MAX(m) FROM (
+            SELECT COALESCE(MAX(id), 0) AS m FROM labels
+            UNION ALL
+            SELECT COALESCE(MAX(CAST(object_id AS INTEGER)), 0) FROM audit_log
+            WHERE object_type = 'label' AND object_id GLOB '[0-9]*')
+    """,
 ]
 
 #: Schema version this code writes and reads.
