@@ -85,10 +85,72 @@ def with_workspace_defaults(ws: Workspace, name: str, options: dict[str, Any]) -
     return opts
 
 
+#: How a path inside the workspace is written in index keys (a copied or moved workspace keeps
+#: its indexes: nothing inside it is addressed by its absolute location).
+WS_MARK = "$WS"
+
+
+def portable(ws: Workspace, value: Any) -> Any:
+    """``value`` with every string path inside the workspace written relative to ``$WS``."""
+    root = str(ws.root)
+    if isinstance(value, str):
+        if value == root:
+            return WS_MARK
+        return WS_MARK + value[len(root):] if value.startswith(root + "/") else value
+    if isinstance(value, dict):
+        return {k: portable(ws, v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [portable(ws, v) for v in value]
+    return value
+
+
 def index_folder(ws: Workspace, name: str, options: dict[str, Any]) -> Path:
-    """Where the index of ``name`` with ``options`` lives."""
-    blob = json.dumps(options, sort_keys=True, default=str)
+    """Where the index of ``name`` with ``options`` lives (the same after a move or copy)."""
+    blob = json.dumps(portable(ws, options), sort_keys=True, default=str)
     return ws.root / "indexes" / f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
+
+
+def _rebase(ws: Workspace, folder: Path) -> None:
+    """Point a saved index that was built where the workspace used to be at its new place.
+
+    The saved files name the model folder and embedding cache by absolute path; when the
+    workspace was copied or moved, those paths are rewritten (each file replaced atomically).
+    """
+    marker = folder / CORPUS_FILE
+    try:
+        saved = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    old = saved.get("workspace")
+    if old is None:  # indexes built before the workspace root was recorded
+        cache = str((saved.get("options") or {}).get("cache_dir") or "")
+        if not cache.endswith("/cache/embeddings"):
+            return
+        old = cache[: -len("/cache/embeddings")]
+    new = str(ws.root)
+    if old == new:
+        return
+    logger.info("index %s was built in %s: rebasing its paths to %s", folder.name, old, new)
+    for path in sorted(folder.rglob("*.json")):
+        text = path.read_text(encoding="utf-8")
+        if old not in text and path != marker:
+            continue
+        data = _replace_prefix(json.loads(text), old, new)
+        if path == marker:
+            data["workspace"] = new
+        tmp = path.with_name(f".{path.name}.rebase")
+        tmp.write_text(json.dumps(data, default=str), encoding="utf-8")
+        tmp.replace(path)
+
+
+def _replace_prefix(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, str):
+        return new + value[len(old):] if value == old or value.startswith(old + "/") else value
+    if isinstance(value, dict):
+        return {k: _replace_prefix(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_prefix(v, old, new) for v in value]
+    return value
 
 
 def saved_fingerprint(folder: Path) -> str | None:
@@ -130,6 +192,7 @@ def get_index(
     fingerprint = corpus_fingerprint(ws)
     if not rebuild and saved_fingerprint(folder) == fingerprint:
         logger.info("loading index %s", folder)
+        _rebase(ws, complete_folder(folder, MANIFEST))
         return load_retriever(folder)
     build_opts = dict(opts)
     docs = corpus_docs(ws, build_opts.pop("document_format", None))
@@ -137,7 +200,7 @@ def get_index(
     retriever = build_retriever(name, **build_opts)
     retriever.index(docs, progress=progress)
     marker = {"fingerprint": fingerprint, "documents": len(docs), "retriever": name,
-              "options": opts}
+              "options": opts, "workspace": str(ws.root)}
     with replace_folder(folder) as tmp:  # the old index stays until the new one is complete
         retriever.write_to(tmp)
         (tmp / CORPUS_FILE).write_text(json.dumps(marker, default=str), encoding="utf-8")
