@@ -205,6 +205,33 @@ def test_start_evaluation_checks_role_and_input(ws):
     assert list_jobs(ws) == []
 
 
+def test_an_evaluation_that_cannot_work_is_refused_before_it_starts(tmp_workspace):
+    """One query entity: the seeded split puts it in one split; the others are refused."""
+    from curation.evaluation.harness import build_task
+    from curation.store.importer import import_items
+    from kb_sources.types import Document, Entity, Relation
+
+    ws = tmp_workspace
+    import_items(ws, [Document("11", "BRAF in melanoma", "BRAF mutations cause melanoma."),
+                      Relation("disease_gene", "handmade", "r1",
+                               {"disease": (Entity("melanoma", "disease"),),
+                                "gene": (Entity("BRAF", "gene"),)}, ("11",))],
+                 reader="test", path="handmade", progress=False)
+    task = build_task(ws, "disease_gene")
+    (home,) = [name for name in ("train", "dev", "test") if task.split(name)]
+    empty = next(name for name in ("test", "dev", "train") if name != home)
+    with pytest.raises(CurationError, match=rf"The {empty} split of disease_gene has no query.*"
+                                            rf"Choose another split in the Split menu: "
+                                            rf".*{home} \(1\).*all \(1\)"):
+        start_evaluation(ws, ADMIN, "disease_gene", ["bm25"], empty)
+    with pytest.raises(CurationError, match="No PO relation cites a document"):
+        start_evaluation(ws, ADMIN, "PO", ["bm25"], "all")
+    with pytest.raises(PermissionDenied):  # the role is checked first
+        start_evaluation(ws, CURATOR, "disease_gene", ["bm25"], empty)
+    assert list_jobs(ws) == []
+    assert start_evaluation(ws, ADMIN, "disease_gene", ["bm25"], home).kind == "evaluate"
+
+
 def test_report_frames():
     report = {"retrievers": {"bm25": {"ndcg@10": 0.5, "entity_recall@10": float("nan"),
                                       "queries": 2}},

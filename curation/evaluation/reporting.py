@@ -82,16 +82,33 @@ def start_evaluation(ws: Workspace, user: User | None, schema: str, retrievers: 
                      split: str = "test") -> Job:
     """Submit an evaluation job; the role check happens in :func:`curation.jobs.queue.submit_job`.
 
+    A run that cannot work is refused before it is queued: a split without queries (a small KB
+    such as the PTM sample puts all its few query entities elsewhere) is named with the splits
+    that do have queries.
+
     Raises:
         PermissionDenied: ``user`` is not an admin.
-        CurationError: No retriever, an unknown retriever or an unknown split.
+        CurationError: No retriever, an unknown retriever or split, or a split without queries.
     """
+    from curation.access.users import require_admin
+    from curation.evaluation.harness import build_task
+
+    require_admin(user, "Starting a job of kind 'evaluate'")  # the words of submit_job
     if not retrievers:
         raise CurationError("Choose at least one retriever to evaluate")
     check_retriever_names(retrievers)
     if split not in EVAL_SPLITS:
         raise CurationError(f"Unknown split {split!r}. Available options: "
                             f"{', '.join(EVAL_SPLITS)}")
+    task = build_task(ws, schema)
+    if not task.split(split):
+        counts = {name: len(task.split(name)) for name in EVAL_SPLITS}
+        have = [f"{name} ({n})" for name, n in counts.items() if n]
+        raise CurationError(
+            f"The {split} split of {task.schema} has no query, so this run would measure "
+            "nothing. " + (f"Choose another split in the Split menu: {', '.join(have)} "
+                           "have queries." if have else
+                           "No relation of this schema cites a document of the workspace yet."))
     return submit_job(ws, "evaluate", {"schema": schema, "retrievers": list(retrievers),
                                        "split": split}, user=user)
 
