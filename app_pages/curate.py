@@ -139,7 +139,7 @@ def edit_query(schema: Schema, partial: PartialRelation) -> str:
         known += f" and {len(answers) - KNOWN_SHOWN} more"
     st.caption(f"Known {md(schema.answer)} in the KB: {md(known)} · {len(partial.pmids)} cited "
                "PMIDs")
-    return text.strip() or default
+    return text.strip()
 
 
 def ensure_ready(ctx: AppContext, name: str) -> None:
@@ -196,6 +196,10 @@ def render(ctx: AppContext) -> None:
     save_pending_labels(ctx)  # labels kept while the workspace was busy
     partial = pick_relation(ctx, schema)
     text = edit_query(schema, partial)
+    if not text:  # no results (and so no label) for a query nobody can see
+        st.info("The query is empty, so nothing is ranked and nothing can be labelled. Type a "
+                "query, or pick the relation again to restore its template.")
+        st.stop()
     ensure_ready(ctx, retriever[0])
     result = search(ctx, schema, partial, text, retriever)
     left, right = st.columns([2.4, 1], gap="medium")

@@ -251,3 +251,14 @@ def test_trained_model_versions_are_retriever_choices(ws_root, tiny_model_path):
     control(at, "grade", "90100001").set_value("partial").run()
     (row,) = label_rows(ws_root)
     assert row["model_version"].startswith("dense:PO-edel-1-")
+
+
+def test_an_empty_query_clears_the_results_and_says_why(ws_root):
+    at = braf_page(ws_root)
+    assert cards(at)
+    query_input(at).set_value("   ").run()
+    assert not at.exception and cards(at) == []
+    assert any("The query is empty" in i.value for i in at.info)
+    assert not [w for w in at.segmented_control if w.key and w.key.startswith("grade_")]
+    query_input(at).set_value("BRAF V600E vemurafenib").run()
+    assert cards(at)
