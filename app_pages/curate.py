@@ -107,7 +107,7 @@ def pick_relation(ctx: AppContext, schema: Schema) -> PartialRelation:
 def _browse(ctx: AppContext, schema: Schema) -> list[PartialRelation]:
     """The filtered relation table; stops the page when nothing matches."""
     search = st.text_input("Search relations", key="rel_search",
-                           placeholder="gene, variant, drug, disease ...")
+                           placeholder=", ".join(schema.slot_names) + " ...")
     with st.expander("Filters"):
         cols = st.columns(len(schema.slot_names) + 1)
         values = {s: cols[i].text_input(md(s.capitalize()), key=f"flt_{schema.name}_{s}")

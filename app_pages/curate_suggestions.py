@@ -68,9 +68,17 @@ def _confirm_form(ctx: AppContext, schema: Schema, partial: PartialRelation,
     pmid_key, comment_key = f"sugg_pmid_{suffix}", f"sugg_comment_{suffix}"
     st.selectbox("Supporting PMID", pmids, key=pmid_key)
     st.text_area("Comment (required)", key=comment_key, height=70,
-                 placeholder="what the abstract shows, e.g. response of V600E patients")
+                 placeholder=comment_placeholder(schema, partial, chosen.text))
     st.button("Add source suggestion", key="sugg_add", type="primary", on_click=_confirm,
               args=(ctx, schema, partial, chosen, (pmid_key, comment_key)))
+
+
+def comment_placeholder(schema: Schema, partial: PartialRelation, candidate: str) -> str:
+    """The comment field's hint, in the words of the schema and the relation at hand."""
+    entities = ", ".join(e.text for slot in schema.query_slots
+                         for e in partial.query.get(slot, ())[:1])
+    return (f"what the abstract shows about {candidate} as the {schema.answer} of {entities}, "
+            "e.g. the sentence that says so")
 
 
 def suggestions_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,

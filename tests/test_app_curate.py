@@ -262,3 +262,22 @@ def test_an_empty_query_clears_the_results_and_says_why(ws_root):
     assert not [w for w in at.segmented_control if w.key and w.key.startswith("grade_")]
     query_input(at).set_value("BRAF V600E vemurafenib").run()
     assert cards(at)
+
+
+def test_placeholders_speak_the_schema(ws_root):
+    from app_pages.curate_suggestions import comment_placeholder
+    from curation.store.relations import list_partial_relations
+    from curation.store.workspace import Workspace
+    from kb_sources.schema import get_schema
+
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    at.selectbox(key="schema").set_value("PTM").run()
+    hint = at.text_input(key="rel_search").placeholder
+    assert hint.startswith("substrate, ") and "catalyst" in hint and "drug" not in hint
+    with Workspace.open(ws_root) as ws:
+        schema = get_schema("PTM", ws.schemas())
+        partial = list_partial_relations(ws, "PTM", {})[0]
+    text = comment_placeholder(schema, partial, "CAMK2A")
+    assert "V600E" not in text and "CAMK2A as the catalyst of " in text
+    substrate = partial.query["substrate"][0].text
+    assert substrate in text
