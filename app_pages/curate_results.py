@@ -147,7 +147,7 @@ def results_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
     _toolbar(ctx, result, progress.labelled, sum(d.doc_id in pending for d in result.docs))
     colours, enabled = _highlight_controls(schema)
     cards = Cards(ctx, schema, partial, result.query_text, colours, enabled)
-    for doc in _ordered(partial, result, grades):
+    for doc in _ordered(ctx.user.name, partial, result, grades):
         _card(cards, doc, grades.get(doc.doc_id), doc.doc_id in pending)
 
 
@@ -158,12 +158,13 @@ def pending_grades(ws: Workspace, user: str, schema: str, query_key: str) -> dic
             if p.schema == schema and p.query_key == query_key}
 
 
-def _ordered(partial: PartialRelation, result: SearchResult,
+def _ordered(user: str, partial: PartialRelation, result: SearchResult,
              grades: dict[str, Grade]) -> list[RankedDoc]:
     """Cards next unlabelled first, in the order they had when this result was opened (or the
-    toggle changed): a card does not jump away under the pointer when it is labelled."""
+    toggle changed): a card does not jump away under the pointer when it is labelled. The order
+    is the signed-in user's (another user in the same browser gets their own)."""
     first = st.session_state["unlabelled_first"]
-    key = (partial.query_key, result.query_text, result.model_version, first,
+    key = (user, partial.query_key, result.query_text, result.model_version, first,
            tuple(d.doc_id for d in result.docs))
     saved = st.session_state["card_order"]
     if saved.get("key") != key:

@@ -281,3 +281,17 @@ def test_placeholders_speak_the_schema(ws_root):
     assert "V600E" not in text and "CAMK2A as the catalyst of " in text
     substrate = partial.query["substrate"][0].text
     assert substrate in text
+
+
+def test_card_order_is_per_signed_in_user(ws_root):
+    at = braf_page(ws_root)
+    top = cards(at)[0].split(">PMID ")[1].split("</a>")[0]
+    control(at, "grade", top).set_value("irrelevant").run()
+    at.toggle(key="unlabelled_first").set_value(False).run()
+    at.toggle(key="unlabelled_first").set_value(True).run()
+    assert f">PMID {top}</a>" in cards(at)[-1]  # alice's next unlabelled come first
+    at.button(key="signout").click().run()
+    sign_in(at, "boss")
+    at.text_input(key="rel_search").set_value("BRAF").run()
+    assert f">PMID {top}</a>" in cards(at)[0]  # boss has not labelled it: it keeps its rank
+    assert "Labelled 0 of 4 shown" in at.get("progress")[0].proto.text
