@@ -143,12 +143,25 @@ def results_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
     pending = pending_grades(ctx.ws, ctx.user.name, schema.name, partial.query_key)
     grades = {**labelled_grades(ctx.ws, schema.name, partial.query_key, ctx.user.name),
               **pending}  # a pending label is newer than the stored one it will supersede
+    _no_mention_warning(schema, partial, result)
     progress = label_progress(result.docs, grades)
     _toolbar(ctx, result, progress.labelled, sum(d.doc_id in pending for d in result.docs))
     colours, enabled = _highlight_controls(schema)
     cards = Cards(ctx, schema, partial, result.query_text, colours, enabled)
     for doc in _ordered(ctx.user.name, partial, result, grades):
         _card(cards, doc, grades.get(doc.doc_id), doc.doc_id in pending)
+
+
+def _no_mention_warning(schema: Schema, partial: PartialRelation, result: SearchResult) -> None:
+    """Say so above the list when no abstract mentions any query entity (nor a synonym)."""
+    slots = set(schema.query_slots)
+    if any(span.slot in slots for doc in result.docs for span in doc.spans):
+        return
+    names = ", ".join(e.text for slot in schema.query_slots for e in partial.query.get(slot, ()))
+    st.warning(f"None of these {len(result.docs)} abstracts mentions {md(names)} (as written or "
+               "by a known synonym): they rank by the rest of the query only. The corpus may "
+               "not hold evidence for this relation, or it names the entities differently; "
+               "import more abstracts or add a synonym.")
 
 
 def pending_grades(ws: Workspace, user: str, schema: str, query_key: str) -> dict[str, Grade]:

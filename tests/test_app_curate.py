@@ -295,3 +295,15 @@ def test_card_order_is_per_signed_in_user(ws_root):
     at.text_input(key="rel_search").set_value("BRAF").run()
     assert f">PMID {top}</a>" in cards(at)[0]  # boss has not labelled it: it keeps its rank
     assert "Labelled 0 of 4 shown" in at.get("progress")[0].proto.text
+
+
+def test_results_naming_no_query_entity_are_flagged(ws_root):
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    at.radio(key="query_mode").set_value("Type entities").run()
+    at.text_input(key="typed_PO_gene").input("FOOBAR1")
+    at.text_input(key="typed_PO_variant").input("X123Y").run()
+    assert not at.exception
+    assert cards(at)  # the template's other words still rank abstracts
+    assert any("mentions FOOBAR1, X123Y" in shown(w.value) for w in at.warning)
+    at = braf_page(ws_root)  # BRAF V600E abstracts name the entities: no warning
+    assert not [w for w in at.warning if "None of these" in w.value]
