@@ -138,17 +138,21 @@ def oidc_configured() -> bool:
 
 
 # -- messages ------------------------------------------------------------------------------------
-def flash(kind: str, text: str) -> None:
+def flash(kind: str, text: str, where: str = "page") -> None:
     """Queue a message for the next render (callbacks run before the page draws).
 
-    ``text`` is markdown: untrusted parts go through :func:`app_pages.safe.md`."""
-    st.session_state["flash"].append((kind, text))
+    ``text`` is markdown: untrusted parts go through :func:`app_pages.safe.md`. ``where`` names
+    the place that shows it (:func:`show_flash` with the same name), so a message appears next
+    to the action that caused it."""
+    st.session_state["flash"].append((kind, text, where))
 
 
-def show_flash() -> None:
-    """Show queued messages once."""
-    messages, st.session_state["flash"] = st.session_state["flash"], []
-    for kind, text in messages:
+def show_flash(where: str = "page") -> None:
+    """Show the messages queued for ``where`` once (others wait for their place)."""
+    queued = st.session_state["flash"]
+    mine = [m for m in queued if (m[2] if len(m) > 2 else "page") == where]
+    st.session_state["flash"] = [m for m in queued if m not in mine]
+    for kind, text, *_ in mine:
         {"error": st.error, "success": st.success, "warning": st.warning}.get(kind, st.info)(text)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app_pages.common import AppContext, current_user, flash, short_hash
+from app_pages.common import AppContext, current_user, flash, short_hash, show_flash
 from app_pages.safe import md
 from curation.search.session import SearchResult
 from curation.search.suggestions import (
@@ -43,11 +43,11 @@ def _confirm(ctx: AppContext, schema: Schema, partial: PartialRelation,
                              answer=candidate.text, answer_key=candidate.key,
                              comment=st.session_state.get(comment_key, ""))
     except CurationError as exc:
-        flash("error", md(exc))
+        flash("error", md(exc), where="suggestion")
         return
     st.session_state[comment_key] = ""
     flash("success", f"Source suggestion {row.id:d} saved: PMID {md(row.pmid)} for "
-                     f"{md(row.answer)}.")
+                     f"{md(row.answer)}.", where="suggestion")
 
 
 def _confirm_form(ctx: AppContext, schema: Schema, partial: PartialRelation,
@@ -71,6 +71,7 @@ def _confirm_form(ctx: AppContext, schema: Schema, partial: PartialRelation,
                  placeholder=comment_placeholder(schema, partial, chosen.text))
     st.button("Add source suggestion", key="sugg_add", type="primary", on_click=_confirm,
               args=(ctx, schema, partial, chosen, (pmid_key, comment_key)))
+    show_flash("suggestion")  # the outcome right under the button
 
 
 def comment_placeholder(schema: Schema, partial: PartialRelation, candidate: str) -> str:

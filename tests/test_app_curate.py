@@ -139,6 +139,16 @@ def test_typed_entities_search(ws_root):
     assert any(">PMID 90100003</a>" in c for c in cards(at))
 
 
+def _walk(node):
+    """Every element under an AppTest node, in page order."""
+    children = getattr(node, "children", None)
+    if not children:
+        yield node
+        return
+    for child in children.values():
+        yield from _walk(child)
+
+
 def test_confirm_a_suggestion_and_errors_show_once(ws_root):
     at = braf_page(ws_root)
     picker = at.selectbox(key=next(s.key for s in at.selectbox
@@ -148,6 +158,8 @@ def test_confirm_a_suggestion_and_errors_show_once(ws_root):
     at.button(key="sugg_add").click().run()
     assert [shown(e.value) for e in at.error] == [
         "A source suggestion needs a comment (what the abstract shows); CIViC requires one"]
+    order = [getattr(n, "key", None) or n.type for n in _walk(at.main)]
+    assert order.index("error") == order.index("sugg_add") + 1  # right under the button
     at.run()
     assert not at.error  # shown once, not on every rerun
     at.text_area(key=comment_key).input("one patient, no response")
