@@ -92,7 +92,10 @@ def pick_relation(ctx: AppContext, schema: Schema) -> PartialRelation:
         if not any(v.strip() for v in values.values()):
             st.info(f"Type {md(', '.join(schema.query_slots))} to build a query.")
             st.stop()
-        return typed_partial(ctx.ws, schema, values)
+        partial = typed_partial(ctx.ws, schema, values)
+        st.caption("Resolved: " + "; ".join(_resolution(ctx, partial, s, v)
+                                              for s, v in values.items() if v.strip()))
+        return partial
     rows = _browse(ctx, schema)
     keys = [p.query_key for p in rows[:SHOWN]]
     by_key = {p.query_key: p for p in rows[:SHOWN]}
@@ -102,6 +105,15 @@ def pick_relation(ctx: AppContext, schema: Schema) -> PartialRelation:
     key = st.selectbox("Partial relation (answer hidden)", keys, key=pick_key,
                        format_func=lambda k: relation_label(by_key[k], schema))
     return by_key[key]
+
+
+def _resolution(ctx: AppContext, partial: PartialRelation, slot: str, typed: str) -> str:
+    """How one typed entity was read: the KB entity it resolved to, or unknown to the KB."""
+    entity = partial.query[slot][0]
+    known = ctx.ws.conn.execute("SELECT 1 FROM entities WHERE key = ?", (entity.key,)).fetchone()
+    if not known:
+        return f"{md(slot)} {md(typed.strip())} (not in the KB: matched as typed)"
+    return f"{md(slot)} {md(typed.strip())} → {md(entity.text)}"
 
 
 def _browse(ctx: AppContext, schema: Schema) -> list[PartialRelation]:

@@ -319,3 +319,19 @@ def test_results_naming_no_query_entity_are_flagged(ws_root):
     assert any("mentions FOOBAR1, X123Y" in shown(w.value) for w in at.warning)
     at = braf_page(ws_root)  # BRAF V600E abstracts name the entities: no warning
     assert not [w for w in at.warning if "None of these" in w.value]
+
+
+def test_typed_entities_are_normalised_against_the_kb(ws_root):
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    at.radio(key="query_mode").set_value("Type entities").run()
+    at.text_input(key="typed_PO_gene").input("PDGFRA")
+    at.text_input(key="typed_PO_variant").input("p.Asp842Val").run()
+    assert not at.exception
+    caption = " ".join(shown(c.value) for c in at.caption)
+    assert "variant p.Asp842Val → D842V" in caption and "gene PDGFRA → PDGFRA" in caption
+    assert "Known treatment in the KB: none" not in caption  # the KB relation was found
+    assert query_input(at).value == "Treatment for gene PDGFRA and variant D842V?"
+    assert any(">PMID 90100003</a>" in c for c in cards(at))  # the KB relation's evidence
+    at.text_input(key="typed_PO_variant").input("X123Y").run()
+    caption = " ".join(shown(c.value) for c in at.caption)
+    assert "variant X123Y (not in the KB: matched as typed)" in caption

@@ -217,7 +217,28 @@ def lookup_entity(ws: Workspace, etype: str, text: str, slot: tuple[str, str] = 
         "rs.relation_id WHERE rs.entity_key = e.key AND r.schema = ? AND rs.slot = ?) DESC, "
         "lower(e.text) = lower(?) DESC, e.key LIMIT 1",
         (etype, clean, clean, *slot, clean)).fetchone()
+    if row is None:
+        row = _variant_by_key(ws, etype, clean, slot)
     return entity_from_store(ws, row[0]) if row else Entity(clean, etype)
+
+
+def _variant_by_key(ws: Workspace, etype: str, text: str, slot: tuple[str, str]) -> Any:
+    """A stored variant naming the same change as ``text`` under the matcher's normalisation
+    ("p.His1047Arg" finds the KB's "H1047R"); entities filling ``slot`` come first."""
+    from curation.matching.variants import variant_keys
+
+    wanted = variant_keys(text)
+    if not wanted:
+        return None
+    rows = ws.conn.execute(
+        "SELECT e.key, e.text, EXISTS (SELECT 1 FROM relation_slots rs JOIN relations r ON "
+        "r.id = rs.relation_id WHERE rs.entity_key = e.key AND r.schema = ? AND rs.slot = ?) "
+        "AS fills FROM entities e WHERE e.type = ? ORDER BY fills DESC, e.key",
+        (*slot, etype)).fetchall()
+    for row in rows:
+        if variant_keys(row["text"]) & wanted:
+            return row
+    return None
 
 
 def typed_partial(ws: Workspace, schema: Schema, values: Mapping[str, str]) -> PartialRelation:
@@ -235,7 +256,8 @@ def typed_partial(ws: Workspace, schema: Schema, values: Mapping[str, str]) -> P
     query = {s: (lookup_entity(ws, schema.slot(s).type, v, (schema.name, s)),)
              for s, v in filled.items()}
     key = make_query_key(schema, query)
-    for p in list_partial_relations(ws, schema.name, filled, limit=200):
+    resolved = {s: ents[0].text for s, ents in query.items()}  # the KB's own words
+    for p in list_partial_relations(ws, schema.name, resolved, limit=200):
         if p.query_key == key:
             return p
     return PartialRelation(schema.name, key, query, (), (), (), 0, {})
