@@ -93,8 +93,8 @@ def pick_relation(ctx: AppContext, schema: Schema) -> PartialRelation:
             st.info(f"Type {md(', '.join(schema.query_slots))} to build a query.")
             st.stop()
         partial = typed_partial(ctx.ws, schema, values)
-        st.caption("Resolved: " + "; ".join(_resolution(ctx, partial, s, v)
-                                              for s, v in values.items() if v.strip()))
+        st.caption(md("Resolved: " + "; ".join(_resolution(ctx, partial, s, v)
+                                                 for s, v in values.items() if v.strip())))
         return partial
     rows = _browse(ctx, schema)
     keys = [p.query_key for p in rows[:SHOWN]]
@@ -108,12 +108,13 @@ def pick_relation(ctx: AppContext, schema: Schema) -> PartialRelation:
 
 
 def _resolution(ctx: AppContext, partial: PartialRelation, slot: str, typed: str) -> str:
-    """How one typed entity was read: the KB entity it resolved to, or unknown to the KB."""
+    """How one typed entity was read: the KB entity it resolved to, or unknown to the KB
+    (plain text: the caller escapes it)."""
     entity = partial.query[slot][0]
     known = ctx.ws.conn.execute("SELECT 1 FROM entities WHERE key = ?", (entity.key,)).fetchone()
     if not known:
-        return f"{md(slot)} {md(typed.strip())} (not in the KB: matched as typed)"
-    return f"{md(slot)} {md(typed.strip())} → {md(entity.text)}"
+        return f"{slot} {typed.strip()} (not in the KB: matched as typed)"
+    return f"{slot} {typed.strip()} → {entity.text}"
 
 
 def _browse(ctx: AppContext, schema: Schema) -> list[PartialRelation]:

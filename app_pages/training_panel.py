@@ -54,7 +54,7 @@ def training_panel(ctx: AppContext, schemas: list[str]) -> None:
             st.info("No relation cites a document of this workspace yet: nothing to train on.")
             return
         recipe = st.radio("Recipe", RECIPES, key="train_recipe", horizontal=True,
-                          format_func=lambda r: RECIPE_HELP[r].split(":")[0])
+                          format_func=lambda r: md(RECIPE_HELP[r].split(":")[0]))
         st.caption(md(RECIPE_HELP[recipe]))
         defaults = recipe_options(recipe)
         cols = st.columns([2, 1, 1, 1, 1], vertical_alignment="bottom")
