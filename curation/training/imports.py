@@ -73,6 +73,7 @@ def import_checkpoint(ws: Workspace, source: str, *, schema: str, name: str = "i
         "query_max_seq_length": profile.query_max_seq_length,
     }
     query_source = query_model or (profile.query_model if "medcpt" in source.lower() else None)
+    (ws.root / "cache").mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="import-", dir=ws.root / "cache") as tmp:
         folder = Path(tmp) / "model"
         _save_plain(source, folder, pooling, max_seq_length)
