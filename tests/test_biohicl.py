@@ -33,12 +33,10 @@ from retrievers.errors import RetrieverError
 from retrievers.training.hicl import (
     HiCLLoss,
     HierarchyBatchSampler,
-    adapter_names,
-    add_lora,
     hicl_loss,
     hierarchy_batch_sampler,
-    merge_lora,
 )
+from retrievers.training.lora import adapter_names, add_lora, merge_lora
 
 TREE = [
     ("Neoplasms", "C04"),

@@ -144,7 +144,8 @@ def train_biohicl(ws: Workspace, schema: str, options: HiclOptions | None = None
         read_descriptor_names,
     )
     from retrievers.training.engine import train_model
-    from retrievers.training.hicl import HiCLLoss, add_lora, hierarchy_batch_sampler, merge_lora
+    from retrievers.training.hicl import HiCLLoss, hierarchy_batch_sampler
+    from retrievers.training.lora import add_lora, merge_lora
 
     options = options or HiclOptions()
     options.validate()

@@ -108,7 +108,7 @@ def _save_plain(source: str, dest: Path, pooling: str | None, max_seq_length: in
             "(e.g. `hf download NAME --local-dir FOLDER`), copy FOLDER here and "
             "import the folder") from exc
     if _has_adapter(model):
-        from retrievers.training.hicl import merge_lora
+        from retrievers.training.lora import merge_lora
 
         model = merge_lora(model)
     dest.parent.mkdir(parents=True, exist_ok=True)

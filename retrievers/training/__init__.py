@@ -7,7 +7,8 @@
   :class:`PairExample`, :class:`TrainResult`.
 - :mod:`retrievers.training.mnr`: :func:`train_triplets` (BiCA: multiple-negatives ranking over
   hard-negative triplets); :mod:`retrievers.training.walks`: BiCA's graph walks.
-- :mod:`retrievers.training.hicl`: BioHiCL's MeSH-hierarchy loss, batch sampler and LoRA.
+- :mod:`retrievers.training.hicl`: BioHiCL's MeSH-hierarchy loss and batch sampler;
+  :mod:`retrievers.training.lora`: LoRA adapters added and merged (peft).
 
 Like the rest of :mod:`retrievers`, this sub-package knows texts, vectors and losses only. It may
 import :mod:`retrievers` and third-party libraries, never ``curation`` or ``kb_sources``: callers
