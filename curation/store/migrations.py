@@ -261,6 +261,39 @@ MIGRATIONS: list[str] = [
             SELECT COALESCE(MAX(CAST(object_id AS INTEGER)), 0) FROM audit_log
             WHERE object_type = 'label' AND object_id GLOB '[0-9]*')
     """,
+    # 7: the curator's day. Browser sign-ins that survive a reload (the cookie holds a signed
+    # random id; only its sha256 is stored, so a leaked database signs nobody in, and sign-out
+    # revokes the row); moderation of source suggestions (new -> accepted / rejected, with who,
+    # when and why); adjudicated final grades for items two annotators graded differently
+    # (a newer decision supersedes an older one, none is deleted).
+    """
+    CREATE TABLE web_sessions (
+        id_hash TEXT PRIMARY KEY,
+        user TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        revoked_at TEXT
+    );
+    CREATE INDEX web_sessions_user ON web_sessions(user);
+    ALTER TABLE source_suggestions ADD COLUMN status TEXT NOT NULL DEFAULT 'new'
+        CHECK (status IN ('new', 'accepted', 'rejected'));
+    ALTER TABLE source_suggestions ADD COLUMN reviewed_by TEXT NOT NULL DEFAULT '';
+    ALTER TABLE source_suggestions ADD COLUMN reviewed_at TEXT;
+    ALTER TABLE source_suggestions ADD COLUMN review_reason TEXT NOT NULL DEFAULT '';
+    CREATE TABLE adjudications (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_at TEXT NOT NULL,
+        user TEXT NOT NULL,
+        schema TEXT NOT NULL,
+        query_key TEXT NOT NULL,
+        doc_id TEXT NOT NULL,
+        grade TEXT NOT NULL CHECK (grade IN ('complete', 'partial', 'irrelevant')),
+        reason TEXT NOT NULL DEFAULT '',
+        superseded_by INTEGER REFERENCES adjudications(id)
+    );
+    CREATE INDEX adjudications_item ON adjudications(schema, query_key, doc_id)
+    """,
 ]
 
 #: Schema version this code writes and reads.
