@@ -23,9 +23,11 @@ from app_pages.common import (
     show_error,
     workspace_arg,
 )
+from app_pages.place import restore_place
 from app_pages.retrain_panel import retrain_sidebar
 from app_pages.safe import md
 from app_pages.signin import gate, sign_out
+from curation.access.signin import AuthMode
 from curation.access.users import User
 from curation.search.session import corpus_counts
 from curation.store.config import WORKSPACE_ENV
@@ -40,7 +42,9 @@ def _workspace_arg() -> str | None:
 
 def _sidebar(user: User, counts: tuple[int, int]) -> None:
     st.sidebar.markdown(f"**{md(user.name)}** · {md(user.role.value)}")
-    st.sidebar.button("Sign out", key="signout", on_click=sign_out)
+    session = st.session_state.get("auth")
+    if getattr(session, "mode", None) is not AuthMode.LOCAL:  # local mode: nobody to sign out
+        st.sidebar.button("Sign out", key="signout", on_click=sign_out)
     st.sidebar.caption(f"{counts[0]:,} documents · {counts[1]:,} KB relations")
 
 
@@ -57,6 +61,7 @@ def main() -> None:
     try:
         ws = session_workspace(path)
         user = gate(ws)
+        restore_place()  # a reload or shared link: the URL's schema, relation, retriever
         _sidebar(user, corpus_counts(ws))
     except READABLE_ERRORS as exc:  # library errors, and SQLite errors no layer translated
         show_error(exc, path)

@@ -25,6 +25,7 @@ from app_pages.common import (
 )
 from app_pages.curate_results import results_panel
 from app_pages.curate_suggestions import suggestions_panel
+from app_pages.place import place_params, remember_place, take_pending_query
 from app_pages.safe import md
 from curation.cli.commands import relations_frame
 from curation.jobs.queue import JobStatus, get_job
@@ -97,9 +98,13 @@ def pick_relation(ctx: AppContext, schema: Schema) -> PartialRelation:
                                                  for s, v in values.items() if v.strip())))
         return partial
     rows = _browse(ctx, schema)
-    keys = [p.query_key for p in rows[:SHOWN]]
-    by_key = {p.query_key: p for p in rows[:SHOWN]}
+    listed = rows[:SHOWN]
     pick_key = f"relation_pick_{schema.name}"
+    wanted = st.session_state.get(pick_key)
+    if wanted and all(p.query_key != wanted for p in listed):  # a link to a relation further down
+        listed += [p for p in rows[SHOWN:] if p.query_key == wanted][:1]
+    keys = [p.query_key for p in listed]
+    by_key = {p.query_key: p for p in listed}
     if st.session_state.get(pick_key) not in by_key:
         st.session_state[pick_key] = keys[0]
     key = st.selectbox("Partial relation (answer hidden)", keys, key=pick_key,
@@ -144,8 +149,9 @@ def _browse(ctx: AppContext, schema: Schema) -> list[PartialRelation]:
 
 def edit_query(schema: Schema, partial: PartialRelation) -> str:
     default = partial.render(schema).text
-    text = st.text_input("Query (edit freely)", value=default,
-                         key=f"qtext_{schema.name}_{short_hash(partial.query_key)}")
+    key = f"qtext_{schema.name}_{short_hash(partial.query_key)}"
+    take_pending_query(key)
+    text = st.text_input("Query (edit freely)", value=default, key=key)
     answers = partial.answer_texts()
     known = ", ".join(answers[:KNOWN_SHOWN]) or "none"
     if len(answers) > KNOWN_SHOWN:
@@ -201,6 +207,20 @@ def search(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
     return cache[key]
 
 
+def _place(schema: Schema, partial: PartialRelation, text: str,
+           retriever: tuple[str, bool, int]) -> dict[str, str]:
+    """This page's place for the URL (reload and shared links: app_pages/place.py)."""
+    name, rerank, k = retriever
+    edited = text if text != partial.render(schema).text.strip() else None
+    if st.session_state.get("query_mode") == MODES[1]:
+        typed = {s: st.session_state.get(f"typed_{schema.name}_{s}", "")
+                 for s in schema.query_slots}
+        return place_params(schema=schema.name, retriever=name, rerank=rerank, k=k,
+                            typed=typed, query=edited)
+    return place_params(schema=schema.name, retriever=name, rerank=rerank, k=k,
+                        relation=partial.query_key, query=edited)
+
+
 def render(ctx: AppContext) -> None:
     schema = pick_schema(ctx)
     retriever = retriever_controls(ctx, schema)
@@ -213,6 +233,7 @@ def render(ctx: AppContext) -> None:
         st.info("The query is empty, so nothing is ranked and nothing can be labelled. Type a "
                 "query, or pick the relation again to restore its template.")
         st.stop()
+    remember_place(_place(schema, partial, text, retriever))
     ensure_ready(ctx, retriever[0])
     result = search(ctx, schema, partial, text, retriever)
     left, right = st.columns([2.4, 1], gap="medium")

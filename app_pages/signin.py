@@ -6,9 +6,20 @@ never taken from session state: :func:`curation.access.signin.resolve_user` look
 
 from __future__ import annotations
 
+import json
+import logging
+import sqlite3
+
 import streamlit as st
 
-from app_pages.common import current_user, flash, oidc_configured, show_flash
+from app_pages.common import (
+    current_user,
+    flash,
+    oidc_configured,
+    session_workspace,
+    show_flash,
+    workspace_arg,
+)
 from app_pages.safe import md
 from curation.access.signin import (
     LOCAL_NOTICE,
@@ -21,8 +32,20 @@ from curation.access.signin import (
 )
 from curation.access.throttle import SignInThrottle
 from curation.access.users import User
+from curation.access.web_routes import SESSION_PATH
+from curation.access.web_sessions import (
+    COOKIE_NAME,
+    HANDOFFS,
+    create_web_session,
+    restore_web_session,
+    revoke_web_session,
+    session_ttl,
+)
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
+
+logger = logging.getLogger(__name__)
+HANDOFF_KEY = "cookie_handoff"
 
 
 def _oidc_email() -> str | None:
@@ -62,15 +85,55 @@ def _on_password_submit(root: str) -> None:
         return
     if session is None:
         flash("error", "Unknown user name or wrong password.")
-    else:
-        st.session_state["auth"] = session
+        return
+    st.session_state["auth"] = session
+    try:  # remembered across reloads by a cookie (curation/access/web_sessions.py)
+        ws = session_workspace(root)
+        cookie = create_web_session(ws, session, ttl_s=session_ttl())
+        st.session_state[HANDOFF_KEY] = HANDOFFS.issue(cookie, session_ttl())
+    except (CurationError, sqlite3.Error) as exc:  # signed in for this tab only
+        logger.warning("sign-in not remembered: %s", exc)
+        flash("warning", "Signed in for this tab only: a reload will ask for the password "
+                         f"again ({md(exc)}).")
+
+
+def _cookie() -> str | None:
+    """The browser's session cookie, if it sent one."""
+    try:
+        return st.context.cookies.get(COOKIE_NAME)
+    except Exception:  # noqa: BLE001 - no client context (AppTest, a bare script run)
+        return None
+
+
+def send_cookie_handoff() -> None:
+    """Let the browser fetch (or clear) its HttpOnly session cookie from the server route.
+
+    The page only ever holds a one-time nonce; the cookie value is in the route's response
+    header. The script is ours, the nonce is URL-safe base64, and it is JSON-encoded.
+    """
+    nonce = st.session_state.pop(HANDOFF_KEY, None)
+    if not nonce:
+        return
+    body = json.dumps({"nonce": nonce})
+    st.html(f"<script>fetch({json.dumps(SESSION_PATH)}, {{method: 'POST', credentials: "
+            f"'same-origin', headers: {{'Content-Type': 'application/json'}}, body: "
+            f"{json.dumps(body)}}});</script>", unsafe_allow_javascript=True)
 
 
 def sign_out() -> None:
-    """Forget the session's identity (and the OIDC cookie when there is one)."""
+    """Forget the session's identity: the remembered sign-in is revoked on the server and its
+    cookie cleared (and Streamlit's OIDC cookie when there is one)."""
     session = st.session_state.get("auth")
     st.session_state["auth"] = None
     st.session_state["search_cache"] = {}
+    cookie = _cookie()
+    path = workspace_arg()
+    if cookie and path:
+        try:
+            revoke_web_session(session_workspace(path), cookie)
+        except (CurationError, sqlite3.Error) as exc:
+            logger.warning("could not revoke the remembered sign-in: %s", exc)
+        st.session_state[HANDOFF_KEY] = HANDOFFS.issue("", 0)  # and clear the cookie
     if isinstance(session, Session) and session.mode is AuthMode.OIDC:
         st.logout()
 
@@ -84,9 +147,13 @@ def gate(ws: Workspace) -> User:
         st.sidebar.info(LOCAL_NOTICE)
     elif oidc and (email := _oidc_email()):
         st.session_state["auth"] = Session(email, AuthMode.OIDC)
+    elif st.session_state.get("auth") is None and AuthMode.USERS in modes:
+        st.session_state["auth"] = restore_web_session(ws, _cookie())  # a reload
     user = current_user(ws)
     if user is not None:
+        send_cookie_handoff()
         return user
+    send_cookie_handoff()  # a sign-out's "clear the cookie"
     refused = _refused_oidc_email()
     st.session_state["auth"] = None
     _form(ws, modes)

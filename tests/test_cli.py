@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -108,6 +109,12 @@ def test_serve_answers_http_on_loopback(tmp_path, capsys):
         assert body == "ok"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as resp:
             assert resp.status == 200 and "<title>" in resp.read().decode().lower()
+        # the session-cookie route is served beside Streamlit, and refuses an unknown hand-off
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/_kb/session", method="POST",
+                                         data=b'{"nonce": "forged"}')
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=5)
+        assert refused.value.code == 403 and "set-cookie" not in refused.value.headers
     finally:
         proc.terminate()
         proc.wait(timeout=20)

@@ -27,9 +27,15 @@ def app_path() -> Path:
     return Path(spec.origin)
 
 
+def server_path() -> Path:
+    """Location of ``app_pages/server.py``: the app plus its session-cookie route (``st.App``)."""
+    return app_path().parent / "app_pages" / "server.py"
+
+
 def streamlit_command(workspace: Path, host: str = "127.0.0.1", port: int = 8501) -> list[str]:
-    """The ``streamlit run`` command line for the app on ``workspace``."""
-    return [sys.executable, "-m", "streamlit", "run", str(app_path()),
+    """The ``streamlit run`` command line for the app on ``workspace`` (``app_pages/server.py``,
+    which Streamlit serves as an ASGI app with uvicorn)."""
+    return [sys.executable, "-m", "streamlit", "run", str(server_path()),
             "--server.address", host, "--server.port", str(port),
             "--server.headless", "true", "--browser.gatherUsageStats", "false",
             "--server.fileWatcherType", "none",
