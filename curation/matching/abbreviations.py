@@ -8,10 +8,13 @@ an ``lru_cache``'d factory (no module-level state); scispacy is imported lazily.
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+from curation.matching.normalize import is_well_formed, unmatched_brackets
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +63,11 @@ def abbreviation_pipeline() -> Any:
 def find_abbreviations(text: str, offset: int = 0) -> tuple[Abbreviation, ...]:
     """Abbreviation definitions in ``text``, one per (short form, long form) pair.
 
+    Both forms are well-formed phrases: the detector may start a long form inside a parenthesis
+    ("EGF) receptor" of "epidermal growth factor (EGF) receptor (EGFR)"); such a long form is
+    widened to the whole phrase, or dropped when no word before the parenthesis starts with the
+    short form's first letter (see :func:`balanced_long_form`).
+
     Args:
         text: Any text (an abstract, or a window of one).
         offset: Added to every offset (when ``text`` is a window of a longer document).
@@ -76,14 +84,76 @@ def find_abbreviations(text: str, offset: int = 0) -> tuple[Abbreviation, ...]:
     found: dict[tuple[str, int, int], Abbreviation] = {}
     for short in doc._.abbreviations:
         long = short._.long_form
-        key = (short.text, long.start_char, long.end_char)
-        candidate = Abbreviation(short.text, long.text, short.start_char + offset,
-                                 short.end_char + offset, long.start_char + offset,
-                                 long.end_char + offset)
+        bounds = balanced_long_form(text, short.text, long.start_char, long.end_char)
+        if bounds is None or not is_well_formed(short.text):
+            logger.debug("dropped the malformed abbreviation %r = %r", short.text, long.text)
+            continue
+        key = (short.text, *bounds)
+        candidate = Abbreviation(short.text, text[bounds[0]:bounds[1]], short.start_char + offset,
+                                 short.end_char + offset, bounds[0] + offset, bounds[1] + offset)
         best = found.get(key)
         if best is None or _distance(candidate) < _distance(best):
             found[key] = candidate
     return tuple(sorted(found.values(), key=lambda a: (a.long_start, a.short_start)))
+
+
+_WORD = re.compile(r"\S+")
+_PHRASE_END = re.compile(r"[()\[\]]|[.;:]$")
+_LOOKBACK = 160  # characters searched for the opening bracket and the first word
+
+
+def balanced_long_form(text: str, short: str, start: int, end: int) -> tuple[int, int] | None:
+    """Offsets of a long form whose brackets are all closed inside it, or None.
+
+    A long form that starts inside a parenthesis ("EGF) receptor") is widened to the bracket's
+    opening and then, Schwartz-Hearst style, to the nearest word before it that starts with the
+    short form's first letter, within their limit of ``min(len(short) + 5, 2 * len(short))``
+    words ("epidermal growth factor (EGF) receptor" for "EGFR"). A long form with a bracket
+    left open, or with no such word, is None.
+
+    Args:
+        text: The text the offsets point into.
+        short: The short form ("EGFR").
+        start: Start offset of the detected long form.
+        end: End offset of the detected long form.
+    """
+    if is_well_formed(text[start:end]):
+        return start, end
+    closers, openers = unmatched_brackets(text[start:end])
+    if openers or not short[:1].isalnum():
+        return None
+    opening = _opening_bracket(text, start, closers)
+    if opening is None:
+        return None
+    first = None
+    for word in reversed(list(_WORD.finditer(text, max(0, opening - _LOOKBACK), opening))):
+        if _PHRASE_END.search(word.group()):
+            break
+        if word.group()[0].lower() == short[0].lower():
+            first = word.start()
+            break
+    max_words = min(len(short) + 5, 2 * len(short))
+    if first is None or len(_WORD.findall(text, first, end)) > max_words \
+            or not is_well_formed(text[first:end]):
+        return None
+    return first, end
+
+
+def _opening_bracket(text: str, start: int, needed: int) -> int | None:
+    """Offset of the ``needed``-th unclosed opening bracket before ``start``, or None."""
+    depth = 0
+    for i in range(start - 1, max(-1, start - 1 - _LOOKBACK), -1):
+        ch = text[i]
+        if ch in ")]":
+            depth += 1
+        elif ch in "([":
+            if depth:
+                depth -= 1
+                continue
+            needed -= 1
+            if needed == 0:
+                return i
+    return None
 
 
 def _distance(abbreviation: Abbreviation) -> int:

@@ -13,6 +13,9 @@ A text is searched in steps, cheapest first:
 5. abbreviations the text defines next to a match (``abbreviation``; spans only, since a
    definition contains both forms and so never changes g).
 
+A span is a well-formed phrase: one that would open or close a bracket outside itself
+("EGF) receptor") is dropped (:func:`curation.matching.normalize.is_well_formed`).
+
 Per-document work (lower-casing, variant scans per anchor, abbreviation windows) is cached in
 the :class:`EntityMatcher` (bounded LRU), and each (form, word) fuzzy ratio is computed once, so
 g over a 12k-abstract pool costs little more than the substring pre-filters. Keep one matcher
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field, replace
 
 from curation.matching.abbreviations import find_abbreviations
 from curation.matching.fuzzy import FuzzyVocabulary
+from curation.matching.normalize import is_well_formed
 from curation.matching.patterns import (
     PTM_TYPES,
     RESIDUE_TYPES,
@@ -128,8 +132,9 @@ class EntityMatcher:
                            for s, e, r in FuzzyVocabulary.positions(doc.text, hits)]
         if self.config.abbreviations and candidates:
             candidates += self._abbreviation_candidates(doc, candidates)
+        well_formed = [c for c in candidates if is_well_formed(doc.text[c[0]:c[1]])]
         return [Span(s, e, slot, ce.entity_id, kind, score, doc.text[s:e])
-                for s, e, kind, score in resolve_overlaps(candidates)]
+                for s, e, kind, score in resolve_overlaps(well_formed)]
 
     def find_spans(self, slot_entities: Mapping[str, Sequence[Entity]],
                    text: str | Document) -> list[Span]:

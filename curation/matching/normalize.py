@@ -58,6 +58,40 @@ _INFLECT_MIN = 3
 _HYPHENS = "-\u2010\u2011\u2012\u2013\u2014\u2015"
 
 
+_CLOSING = {")": "(", "]": "["}
+_OPENING = frozenset(_CLOSING.values())
+
+
+def unmatched_brackets(text: str) -> tuple[int, int]:
+    """(closing brackets without their opening one, opening brackets left open) in ``text``.
+
+    A well-formed phrase has (0, 0): "factor (EGF) receptor" does, "EGF) receptor" has (1, 0)
+    and "receptor (EGFR" (0, 1). Round and square brackets count; a closing bracket of the
+    other kind than the one open counts as unmatched.
+
+    >>> unmatched_brackets("EGF) receptor")
+    (1, 0)
+    """
+    stack: list[str] = []
+    closers = 0
+    for ch in text:
+        if ch in _OPENING:
+            stack.append(ch)
+        elif ch in _CLOSING:
+            if stack and stack[-1] == _CLOSING[ch]:
+                stack.pop()
+            else:
+                closers += 1
+    return closers, len(stack)
+
+
+def is_well_formed(text: str) -> bool:
+    """True when every bracket of ``text`` is closed inside it (see :func:`unmatched_brackets`)."""
+    if not any(ch in _CLOSING or ch in _OPENING for ch in text):
+        return True
+    return unmatched_brackets(text) == (0, 0)
+
+
 def fold_greek(text: str) -> str:
     """Greek letters spelled out, as separate tokens ("TNFα" -> "TNF alpha ")."""
     if not any(ch in GREEK for ch in text):
@@ -247,13 +281,17 @@ def parse_residue(text: str) -> tuple[str, int] | None:
 
 
 def residue_pattern(one: str, position: int) -> SurfacePattern:
-    """Regex for a residue in all its spellings: S473, Ser473, Ser-473, Ser(473), serine 473."""
+    """Regex for a residue in all its spellings: S473, Ser473, Ser-473, Ser(473), serine 473.
+
+    The residue is a whole token, a phospho prefix aside: pS65 and p-Ser65 are Ser65, while
+    S65A and Ser65Ala (a substitution of it) and S650 are not.
+    """
     three = ONE_TO_THREE[one]
     names = "|".join(n.replace(" ", r"\s") for o, _, ns in AMINO_ACIDS if o == one for n in ns)
     spelled = rf"(?:{three}|{three.upper()}|(?i:{names}))"
     source = (
         rf"(?<![A-Za-z0-9])(?:p-?)?(?:{one}{position}|{spelled}\({position}\)|"
-        rf"{spelled}(?:\s?-?\s?|\s+residue\s+){position})(?![0-9])"
+        rf"{spelled}(?:\s?-?\s?|\s+residue\s+){position})(?![A-Za-z0-9])"
     )
     return SurfacePattern(source, str(position))
 

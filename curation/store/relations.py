@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from curation.store.synonyms import synonyms_by_key, with_synonyms
 from curation.store.workspace import Workspace
 from curation.templates import Query, render_query
 from kb_sources.schema import Schema, get_schema
@@ -65,6 +66,9 @@ def list_partial_relations(
 ) -> list[PartialRelation]:
     """Partial relations of one schema, most-cited first.
 
+    Entities carry the synonyms of their KB records and every synonym the workspace stores
+    for their key (:mod:`curation.store.synonyms`), so the matcher highlights them all.
+
     Args:
         ws: The workspace.
         schema: Schema name (case-insensitive).
@@ -84,7 +88,23 @@ def list_partial_relations(
         groups.setdefault(row["query_key"], []).append(Relation.from_json(json.loads(row["data"])))
     out = [_group(sch, key, rels) for key, rels in groups.items()]
     out.sort(key=lambda p: (-len(p.pmids), -p.n_records, p.query_key))
-    return out[:limit] if limit is not None else out
+    return _with_workspace_synonyms(ws, out[:limit] if limit is not None else out)
+
+
+def _with_workspace_synonyms(ws: Workspace,
+                             partials: list[PartialRelation]) -> list[PartialRelation]:
+    """Partial relations whose entities also carry the workspace's synonyms (curators', MeSH
+    entry terms, PubTator mentions), not only those of the KB records: the matcher's forms."""
+    keys = {e.key for p in partials for ents in (*p.query.values(), *p.answers) for e in ents}
+    stored = synonyms_by_key(ws, keys)
+    if not stored:
+        return partials
+
+    def merged(ents: tuple[Entity, ...]) -> tuple[Entity, ...]:
+        return tuple(with_synonyms(e, stored.get(e.key, ())) for e in ents)
+
+    return [replace(p, query={slot: merged(ents) for slot, ents in p.query.items()},
+                    answers=tuple(merged(ents) for ents in p.answers)) for p in partials]
 
 
 def _select_relations(

@@ -20,6 +20,7 @@ import json
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from dataclasses import replace
 
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
@@ -30,13 +31,36 @@ logger = logging.getLogger(__name__)
 CURATOR_SOURCE = "curator"
 PUBTATOR_SOURCE = "pubtator"
 _MAX_SYNONYM = 200
+_KEYS_PER_QUERY = 500
 
 
 def synonyms_for(ws: Workspace, entity_key: str) -> tuple[str, ...]:
     """Every synonym stored for an entity key, sorted."""
-    rows = ws.conn.execute(
-        "SELECT synonym FROM synonyms WHERE entity_key = ? ORDER BY synonym", (entity_key,))
-    return tuple(r[0] for r in rows)
+    return synonyms_by_key(ws, [entity_key]).get(entity_key, ())
+
+
+def synonyms_by_key(ws: Workspace, entity_keys: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """Entity key -> every synonym stored for it (sorted), for many keys at once.
+
+    Keys without synonyms are absent. One query per 500 keys.
+    """
+    keys = sorted(set(entity_keys))
+    found: dict[str, list[str]] = defaultdict(list)
+    for i in range(0, len(keys), _KEYS_PER_QUERY):
+        chunk = keys[i:i + _KEYS_PER_QUERY]
+        rows = ws.conn.execute(
+            "SELECT entity_key, synonym FROM synonyms WHERE entity_key IN "
+            f"({','.join('?' * len(chunk))}) ORDER BY entity_key, synonym", chunk)
+        for key, synonym in rows:
+            found[key].append(synonym)
+    return {key: tuple(forms) for key, forms in found.items()}
+
+
+def with_synonyms(entity: Entity, synonyms: Iterable[str]) -> Entity:
+    """``entity`` with ``synonyms`` added to its own (sorted, without its text)."""
+    forms = set(entity.synonyms).union(synonyms) - {entity.text}
+    merged = tuple(sorted(forms))
+    return entity if merged == entity.synonyms else replace(entity, synonyms=merged)
 
 
 def entity_from_store(ws: Workspace, key: str) -> Entity:
@@ -51,8 +75,7 @@ def entity_from_store(ws: Workspace, key: str) -> Entity:
         raise CurationError(
             f"No entity with key {key!r} in this workspace. Keys look like 'gene:673' or "
             "'drug:vemurafenib'; import a KB or a PubTator corpus first, or check the spelling")
-    synonyms = tuple(s for s in synonyms_for(ws, key) if s != row["text"])
-    return Entity(row["text"], row["type"], row["id"], synonyms)
+    return with_synonyms(Entity(row["text"], row["type"], row["id"]), synonyms_for(ws, key))
 
 
 def _clean(synonym: str) -> str:
