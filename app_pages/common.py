@@ -67,7 +67,7 @@ def short_hash(text: str) -> str:
 
 #: Widget keys whose values survive switching pages.
 PERSISTENT_WIDGETS = ("schema", "retriever", "rerank", "top_k", "query_mode", "rel_search",
-                      "unlabelled_first")
+                      "unlabelled_first", "view_mode")
 
 
 def init_state() -> None:
@@ -79,7 +79,8 @@ def init_state() -> None:
         "search_cache": {},  # (schema, query_key, text, retriever, rerank, k) -> SearchResult
         "card_order": {},  # the result cards' order while one result is being labelled
         "retriever": "bm25", "rerank": False, "top_k": 10, "query_mode": "KB relation",
-        "rel_search": "", "unlabelled_first": True, "eval_request": None, "eval_job": None,
+        "rel_search": "", "unlabelled_first": True, "view_mode": "List",
+        "eval_request": None, "eval_job": None,
         "rv_user": "(all)", "rv_grade": "(all)", "rv_model": "(all)", "rv_since": None,
         "rv_superseded": False,
     }
@@ -225,8 +226,10 @@ def _relations(_ws: Workspace, root: str, schema: str, filters: str, source: str
 
 
 def _relations_stamp(ws: Workspace) -> str:
+    """Changes when a relation or a synonym changes (entities carry the workspace synonyms)."""
     n, last = ws.conn.execute("SELECT COUNT(*), MAX(updated_at) FROM relations").fetchone()
-    return f"{n}:{last}"
+    s, s_last = ws.conn.execute("SELECT COUNT(*), MAX(rowid) FROM synonyms").fetchone()
+    return f"{n}:{last}:{s}:{s_last}"
 
 
 def partial_relations(ws: Workspace, schema: str, filters: dict[str, str],

@@ -24,6 +24,7 @@ from app_pages.common import (
     show_flash,
 )
 from app_pages.curate_results import results_panel
+from app_pages.curate_screening import screening_panel
 from app_pages.curate_suggestions import suggestions_panel
 from app_pages.place import place_params, remember_place, take_pending_query
 from app_pages.safe import md
@@ -49,6 +50,7 @@ from curation.store.relations import PartialRelation
 from kb_sources.schema import Schema
 
 MODES = ("KB relation", "Type entities")
+VIEWS = ("List", "Screening")
 SHOWN = 500  # relations listed in the table and the picker
 CACHED_SEARCHES = 16
 KNOWN_SHOWN = 8  # known answers named under the query
@@ -238,7 +240,13 @@ def render(ctx: AppContext) -> None:
     result = search(ctx, schema, partial, text, retriever)
     left, right = st.columns([2.4, 1], gap="medium")
     with left:
-        results_panel(ctx, schema, partial, result)
+        view = st.segmented_control("View", VIEWS, key="view_mode", label_visibility="collapsed",
+                                    help="Screening: one abstract at a time, labelled with the "
+                                         "keys 1 2 3 0, N note, U undo, J/K next/previous")
+        if view == VIEWS[1]:
+            screening_panel(ctx, schema, partial, result)
+        else:
+            results_panel(ctx, schema, partial, result)
     with right:
         suggestions_panel(ctx, schema, partial, result)
 

@@ -93,7 +93,7 @@ def _toolbar(ctx: AppContext, result: SearchResult, labelled: int, pending: int)
         st.toggle("Unlabelled first", key="unlabelled_first")
 
 
-def _highlight_controls(schema: Schema) -> tuple[dict[str, str], frozenset[str]]:
+def highlight_controls(schema: Schema) -> tuple[dict[str, str], frozenset[str]]:
     colours = slot_colours(schema.slot_names)
     with st.container(horizontal=True, vertical_alignment="center"):
         st.caption("Highlight")
@@ -135,7 +135,7 @@ def _card(cards: Cards, doc: RankedDoc, grade: Grade | None, pending: bool = Fal
 @st.fragment
 def results_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
                   result: SearchResult) -> None:
-    """Progress, undo, highlight toggles and one card per abstract (see :func:`_ordered`)."""
+    """Progress, undo, highlight toggles and one card per abstract (see :func:`ordered_docs`)."""
     show_flash()
     if not result.docs:
         st.info("No abstract matches this query. Edit the query or try another retriever.")
@@ -143,16 +143,16 @@ def results_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
     pending = pending_grades(ctx.ws, ctx.user.name, schema.name, partial.query_key)
     grades = {**labelled_grades(ctx.ws, schema.name, partial.query_key, ctx.user.name),
               **pending}  # a pending label is newer than the stored one it will supersede
-    _no_mention_warning(schema, partial, result)
+    no_mention_warning(schema, partial, result)
     progress = label_progress(result.docs, grades)
     _toolbar(ctx, result, progress.labelled, sum(d.doc_id in pending for d in result.docs))
-    colours, enabled = _highlight_controls(schema)
+    colours, enabled = highlight_controls(schema)
     cards = Cards(ctx, schema, partial, result.query_text, colours, enabled)
-    for doc in _ordered(ctx.user.name, partial, result, grades):
+    for doc in ordered_docs(ctx.user.name, partial, result, grades):
         _card(cards, doc, grades.get(doc.doc_id), doc.doc_id in pending)
 
 
-def _no_mention_warning(schema: Schema, partial: PartialRelation, result: SearchResult) -> None:
+def no_mention_warning(schema: Schema, partial: PartialRelation, result: SearchResult) -> None:
     """Say so above the list when no abstract mentions any query entity (nor a synonym)."""
     slots = set(schema.query_slots)
     if any(span.slot in slots for doc in result.docs for span in doc.spans):
@@ -171,7 +171,7 @@ def pending_grades(ws: Workspace, user: str, schema: str, query_key: str) -> dic
             if p.schema == schema and p.query_key == query_key}
 
 
-def _ordered(user: str, partial: PartialRelation, result: SearchResult,
+def ordered_docs(user: str, partial: PartialRelation, result: SearchResult,
              grades: dict[str, Grade]) -> list[RankedDoc]:
     """Cards next unlabelled first, in the order they had when this result was opened (or the
     toggle changed): a card does not jump away under the pointer when it is labelled. The order

@@ -1,0 +1,180 @@
+"""Screening mode of the Curate page: one abstract at a time, large, labelled from the keyboard.
+
+Keys (shown on the buttons): ``1`` complete, ``2`` partial, ``3`` irrelevant, ``0`` skip; ``N``
+opens a note for the abstract (Enter saves it), ``U`` undoes your last label and goes back to
+that abstract, ``J`` / ``K`` next / previous. A grade records the label and shows the next
+abstract in the list's order (next unlabelled first, as in the list view). Streamlit reserves
+the ``C`` and ``R`` keys (clear cache, rerun), so the letter set C/P/I/S cannot be bound; the
+digits are the grade keys. Shortcuts do not fire while the note field has the focus.
+
+Drawn as a fragment like the list: a key press writes one row in the button's callback and
+re-draws only this panel from the session's cached search result.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_pages.common import AppContext, current_user, flash, show_flash, store_label
+from app_pages.curate_results import (
+    Cards,
+    doc_key,
+    highlight_controls,
+    no_mention_warning,
+    ordered_docs,
+    pending_grades,
+)
+from app_pages.safe import md
+from curation.matching.highlight import render_highlighted
+from curation.search.session import RankedDoc, SearchResult, card_html, label_progress
+from curation.store.labels import Grade, labelled_grades, undo_last_label
+from curation.store.relations import PartialRelation
+from curation.store.workspace import Workspace
+from kb_sources.errors import CurationError
+from kb_sources.schema import Schema
+
+#: Grade -> key; the keys also appear on the buttons.
+GRADE_KEYS = {Grade.COMPLETE: "1", Grade.PARTIAL: "2", Grade.IRRELEVANT: "3", Grade.SKIP: "0"}
+KEYS_HELP = ("Keys: 1 complete · 2 partial · 3 irrelevant · 0 skip · N note · U undo · J next "
+             "· K previous")
+POSITION = "screen_pos"  # {"key": the list's identity, "pos": index in its order}
+NOTE_OPEN = "screen_note_open"
+NOTE_DRAFT = "screen_note_draft"  # {doc_id: note typed before the grade}
+NOTE_INPUT = "screen_note"
+
+
+def _position(order_key: tuple, docs: list[RankedDoc], grades: dict[str, Grade]) -> int:
+    """Where the curator is in this list: kept while the list stays the same, else the first
+    unlabelled abstract."""
+    saved = st.session_state.setdefault(POSITION, {})
+    if saved.get("key") != order_key:
+        first = next((i for i, d in enumerate(docs) if d.doc_id not in grades), 0)
+        saved.clear()
+        saved.update(key=order_key, pos=first)
+    saved["pos"] = min(max(saved["pos"], 0), max(len(docs) - 1, 0))
+    return saved["pos"]
+
+
+def _move(step: int) -> None:
+    st.session_state[POSITION]["pos"] = st.session_state[POSITION].get("pos", 0) + step
+    st.session_state[NOTE_OPEN] = False
+
+
+def _grade(ws: Workspace, cards: Cards, doc: RankedDoc, grade: Grade) -> None:
+    """Record ``grade`` (with the note typed for this abstract) and show the next abstract."""
+    user = current_user(ws)
+    if user is None:
+        flash("error", "Your session ended; sign in again to label.", where="screen")
+        return
+    drafts: dict[str, str] = st.session_state.setdefault(NOTE_DRAFT, {})
+    stored = store_label(ws, user=user.name, schema=cards.schema.name,
+                         query_key=cards.partial.query_key, query_text=cards.query_text,
+                         doc_id=doc.doc_id, grade=grade.value, note=drafts.get(doc.doc_id, ""),
+                         model_version=doc.model_version)
+    kept = doc.doc_id in pending_grades(ws, user.name, cards.schema.name, cards.partial.query_key)
+    if stored is not None or kept:  # refused: stay, the error says why
+        drafts.pop(doc.doc_id, None)
+        _move(+1)
+
+
+def _note_saved(ws: Workspace, cards: Cards, doc: RankedDoc, grade: Grade | None) -> None:
+    """Enter in the note field: an abstract already labelled is relabelled with the note (same
+    grade, audited); otherwise the note waits for the grade key."""
+    note = st.session_state.get(NOTE_INPUT, "").strip()
+    st.session_state[NOTE_OPEN] = False
+    user = current_user(ws)
+    if grade is None or user is None:
+        st.session_state.setdefault(NOTE_DRAFT, {})[doc.doc_id] = note
+        if note:
+            flash("info", "Note kept: it is saved with the label you give this abstract.",
+                  where="screen")
+        return
+    store_label(ws, user=user.name, schema=cards.schema.name, query_key=cards.partial.query_key,
+                query_text=cards.query_text, doc_id=doc.doc_id, grade=grade.value, note=note,
+                model_version=doc.model_version)
+
+
+def _undo(ws: Workspace, docs: list[RankedDoc]) -> None:
+    """Undo your last label and go back to its abstract when it is in this list."""
+    user = current_user(ws)
+    try:
+        label = undo_last_label(ws, user.name) if user else None
+    except CurationError as exc:
+        flash("error", f"Nothing was undone: {md(exc)}", where="screen")
+        return
+    if label is None:
+        flash("info", "Nothing to undo.", where="screen")
+        return
+    flash("info", f"Undid your label '{md(label.grade.value)}' on {md(label.doc_id)}.",
+          where="screen")
+    ids = [d.doc_id for d in docs]
+    if label.doc_id in ids:
+        st.session_state[POSITION]["pos"] = ids.index(label.doc_id)
+    st.session_state[NOTE_OPEN] = False
+
+
+def _open_note(draft: str) -> None:
+    st.session_state[NOTE_OPEN] = True
+    st.session_state[NOTE_INPUT] = draft
+
+
+def _focus_note() -> None:
+    """Put the cursor in the note field just opened (our script, no user text in it)."""
+    st.html("<script>setTimeout(() => { const el = document.querySelector("
+            "'.st-key-screen_note input'); if (el) { el.focus(); } }, 50);</script>",
+            unsafe_allow_javascript=True)
+
+
+@st.fragment
+def screening_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
+                    result: SearchResult) -> None:
+    """One abstract, large, with the grade, note, undo and move keys."""
+    if not result.docs:
+        st.info("No abstract matches this query. Edit the query or try another retriever.")
+        return
+    pending = pending_grades(ctx.ws, ctx.user.name, schema.name, partial.query_key)
+    grades = {**labelled_grades(ctx.ws, schema.name, partial.query_key, ctx.user.name),
+              **pending}
+    no_mention_warning(schema, partial, result)
+    docs = ordered_docs(ctx.user.name, partial, result, grades)
+    order_key = (ctx.user.name, partial.query_key, result.query_text, result.model_version,
+                 tuple(d.doc_id for d in docs))
+    pos = _position(order_key, docs, grades)
+    doc = docs[pos]
+    grade = grades.get(doc.doc_id)
+    progress = label_progress(result.docs, grades)
+    st.progress(progress.labelled / len(result.docs),
+                text=f"Abstract {pos + 1:d} of {len(docs):d} · labelled {progress.labelled:d}"
+                     f" · ranked by {md(result.model_version)}")
+    colours, enabled = highlight_controls(schema)
+    cards = Cards(ctx, schema, partial, result.query_text, colours, enabled)
+    with st.container(horizontal=True, vertical_alignment="center", key="screen_keys"):
+        for g, key in GRADE_KEYS.items():
+            st.button(md(g.value.capitalize()), key=f"screen_{g.value}", shortcut=key,
+                      type="primary" if grade is g else "secondary",
+                      on_click=_grade, args=(ctx.ws, cards, doc, g))
+        st.button("Note", key="screen_note_btn", shortcut="N", icon=":material/edit_note:",
+                  on_click=_open_note,
+                  args=(st.session_state.get(NOTE_DRAFT, {}).get(doc.doc_id, ""),))
+        st.button("Undo", key="screen_undo", shortcut="U", icon=":material/undo:",
+                  on_click=_undo, args=(ctx.ws, docs))
+        st.button("Previous", key="screen_prev", shortcut="K", on_click=_move, args=(-1,),
+                  disabled=pos == 0, icon=":material/arrow_back:")
+        st.button("Next", key="screen_next", shortcut="J", on_click=_move, args=(+1,),
+                  disabled=pos >= len(docs) - 1, icon=":material/arrow_forward:")
+    show_flash("screen")
+    draft = st.session_state.get(NOTE_DRAFT, {}).get(doc.doc_id, "")
+    if st.session_state.get(NOTE_OPEN):
+        st.text_input("Note for this abstract (Enter saves it)", key=NOTE_INPUT,
+                      on_change=_note_saved, args=(ctx.ws, cards, doc, grade))
+        _focus_note()
+    elif draft:
+        st.caption(f"Note waiting for a grade: {md(draft)}")
+    label = grade.value + (" (pending)" if doc.doc_id in pending else "") if grade else None
+    highlighted = render_highlighted(doc.title, doc.abstract, doc.spans, colours, enabled)
+    with st.container(border=True, key=f"screen_doc_{doc_key(doc.doc_id)}"):
+        st.markdown(card_html(doc, highlighted, label), unsafe_allow_html=True)
+    if pos == len(docs) - 1 and grade is not None:
+        st.success(f"End of the list: {progress.labelled:d} of {len(docs):d} abstracts of this "
+                   "query labelled. Pick the next relation, or press K to go back.")
+    st.caption(KEYS_HELP)

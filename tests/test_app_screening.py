@@ -1,0 +1,103 @@
+"""Screening mode (AppTest): one abstract at a time, grade / note / undo / move buttons with keys.
+
+The key presses themselves are driven in the browser test (tests/test_browser.py); here the same
+buttons are clicked and the rows they write are checked.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from app_helpers import APP, add_users, build_app_workspace, label_rows, sign_in
+from streamlit.testing.v1 import AppTest
+
+from app_pages.curate_screening import GRADE_KEYS
+from curation.store.labels import Grade
+
+
+@pytest.fixture
+def ws_root(tmp_path, monkeypatch):
+    root = build_app_workspace(tmp_path / "ws")
+    add_users(root, alice="curator")
+    monkeypatch.setenv("KBCURATE_WORKSPACE", str(root))
+    return root
+
+
+def screening(ws_root) -> AppTest:
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    at.text_input(key="rel_search").set_value("BRAF").run()
+    at.segmented_control(key="view_mode").set_value("Screening").run()
+    assert not at.exception and not at.error
+    return at
+
+
+def shown_doc(at: AppTest) -> str:
+    """The PMID of the one abstract on screen."""
+    cards = [m.value for m in at.markdown if m.value.startswith('<div class="kb-meta">')]
+    assert len(cards) == 1
+    return re.search(r">PMID (\d+)</a>", cards[0]).group(1)
+
+
+def position(at: AppTest) -> tuple[int, int]:
+    text = at.get("progress")[0].proto.text
+    pos, total = re.search(r"Abstract (\d+) of (\d+)", text).groups()
+    return int(pos), int(total)
+
+
+def test_buttons_carry_the_keys_and_one_abstract_is_shown(ws_root):
+    at = screening(ws_root)
+    assert GRADE_KEYS == {Grade.COMPLETE: "1", Grade.PARTIAL: "2", Grade.IRRELEVANT: "3",
+                          Grade.SKIP: "0"}
+    shortcuts = {b.key: b.proto.shortcut.lower() for b in at.button
+                 if b.key and b.key.startswith("screen_")}
+    assert shortcuts == {"screen_complete": "1", "screen_partial": "2",
+                         "screen_irrelevant": "3", "screen_skip": "0", "screen_note_btn": "n",
+                         "screen_undo": "u", "screen_prev": "k", "screen_next": "j"}
+    assert position(at) == (1, 4)
+    shown_doc(at)  # exactly one card
+
+
+def test_grades_note_undo_and_moves_write_the_right_rows(ws_root):
+    at = screening(ws_root)
+    first = shown_doc(at)
+    at.button(key="screen_complete").click().run()
+    assert position(at) == (2, 4)
+    second = shown_doc(at)
+    assert second != first
+    # N, a note, Enter: the note waits for the grade, then is stored with it
+    at.button(key="screen_note_btn").click().run()
+    at.text_input(key="screen_note").input("dose in methods only").run()
+    assert any("Note waiting for a grade" in c.value for c in at.caption)
+    at.button(key="screen_irrelevant").click().run()
+    third = shown_doc(at)
+    at.button(key="screen_partial").click().run()
+    rows = [(r["doc_id"], r["grade"], r["note"]) for r in label_rows(ws_root)]
+    assert rows == [(first, "complete", ""), (second, "irrelevant", "dose in methods only"),
+                    (third, "partial", "")]
+    # U: the last label goes, and the abstract it was on comes back
+    at.button(key="screen_undo").click().run()
+    assert shown_doc(at) == third and position(at) == (3, 4)
+    assert [r["doc_id"] for r in label_rows(ws_root)] == [first, second]
+    at.button(key="screen_skip").click().run()
+    # K back to the second abstract, a note on a labelled abstract relabels it (audited)
+    at.button(key="screen_prev").click().run()
+    at.button(key="screen_prev").click().run()
+    assert shown_doc(at) == second
+    at.button(key="screen_note_btn").click().run()
+    at.text_input(key="screen_note").input("checked twice").run()
+    current = [(r["doc_id"], r["grade"], r["note"]) for r in label_rows(ws_root)
+               if r["superseded_by"] is None]
+    assert current == [(first, "complete", ""), (third, "skip", ""),
+                       (second, "irrelevant", "checked twice")]
+    at.button(key="screen_next").click().run()
+    assert shown_doc(at) == third
+
+
+def test_the_last_abstract_says_the_list_is_done(ws_root):
+    at = screening(ws_root)
+    for _ in range(4):
+        at.button(key="screen_complete").click().run()
+    assert position(at) == (4, 4)
+    assert at.success and "End of the list: 4 of 4" in at.success[0].value
+    assert at.button(key="screen_next").disabled
