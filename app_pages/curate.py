@@ -144,9 +144,25 @@ def _browse(ctx: AppContext, schema: Schema) -> list[PartialRelation]:
         st.stop()
     st.caption(f"{len(rows):,} partial relations" + (f" (first {SHOWN} listed)"
                                                       if len(rows) > SHOWN else ""))
+    table_key = f"relations_table_{schema.name}"
     st.dataframe(relations_frame(rows[:SHOWN], schema.answer), hide_index=True, height=210,
-                 key="relations_table", width="stretch")
+                 key=table_key, width="stretch", on_select="rerun", selection_mode="single-row")
+    _select_clicked_row(table_key, rows[:SHOWN], f"relation_pick_{schema.name}")
     return rows
+
+
+def _select_clicked_row(table_key: str, shown: list[PartialRelation], pick_key: str) -> None:
+    """A click on a table row picks that relation (once per click: the picker below stays free
+    to choose another one afterwards)."""
+    try:
+        rows = list(st.session_state[table_key]["selection"]["rows"])
+    except (KeyError, TypeError):  # nothing selected yet
+        rows = []
+    applied_key = f"{table_key}_applied"
+    clicked = (rows[0], shown[rows[0]].query_key) if rows and rows[0] < len(shown) else None
+    if clicked is not None and st.session_state.get(applied_key) != clicked:
+        st.session_state[pick_key] = clicked[1]
+    st.session_state[applied_key] = clicked
 
 
 def edit_query(schema: Schema, partial: PartialRelation) -> str:

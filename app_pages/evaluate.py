@@ -97,13 +97,16 @@ def job_view(ctx: AppContext, jobs: list[Job]) -> None:
     by_id = {j.id: j for j in jobs}
     if st.session_state.get("eval_job") not in by_id:
         st.session_state["eval_job"] = jobs[0].id
+    # The status is not part of the option labels: the browser keeps a select's labels while its
+    # options (the run ids) stay the same, so "queued" stayed on screen after the charts came.
     job_id = st.selectbox(
         "Evaluation run", list(by_id), key="eval_job",
-        format_func=lambda i: f"#{i} · {by_id[i].status.value} · "
-                              f"{by_id[i].params.get('schema')} · "
+        format_func=lambda i: f"#{i} · {by_id[i].params.get('schema')} · "
                               f"{', '.join(by_id[i].params.get('retrievers', []))} · "
                               f"{by_id[i].created_at}")
     job = by_id[job_id]
+    st.caption(f"Run {job.id:d}: {md(job.status.value)} · by {md(job.created_by)} · updated "
+               f"{md(job.updated_at)}")
     if not job.finished:
         poll_job(ctx, job.id, "eval")
     elif job.error:

@@ -100,9 +100,10 @@ def _on_password_submit(root: str) -> None:
 def _cookie() -> str | None:
     """The browser's session cookie, if it sent one."""
     try:
-        return st.context.cookies.get(COOKIE_NAME)
-    except Exception:  # noqa: BLE001 - no client context (AppTest, a bare script run)
+        value = st.context.cookies.get(COOKIE_NAME)
+    except Exception:  # noqa: BLE001 - no client context (a bare script run)
         return None
+    return value if isinstance(value, str) and value else None  # AppTest gives a mock
 
 
 def send_cookie_handoff() -> None:

@@ -335,3 +335,19 @@ def test_typed_entities_are_normalised_against_the_kb(ws_root):
     at.text_input(key="typed_PO_variant").input("X123Y").run()
     caption = " ".join(shown(c.value) for c in at.caption)
     assert "variant X123Y (not in the KB: matched as typed)" in caption
+
+
+def test_a_click_on_a_relation_row_selects_it(ws_root):
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    first = at.selectbox(key="relation_pick_PO").value
+    table = at.dataframe(key="relations_table_PO").value
+    assert len(table) > 2
+    at.session_state["relations_table_PO"] = {"selection": {"rows": [2], "columns": []}}
+    at.run()
+    picker = at.selectbox(key="relation_pick_PO")
+    assert picker.value != first
+    label = shown(picker.format_func(picker.value))
+    assert all(str(v) in label for v in table.iloc[2].iloc[:2]), (label, table.iloc[2])
+    # the picker stays free afterwards: choosing another relation there is not undone
+    picker.set_value(first).run()
+    assert at.selectbox(key="relation_pick_PO").value == first

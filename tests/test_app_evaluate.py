@@ -68,6 +68,13 @@ def test_admin_starts_a_background_run_that_finishes_with_metrics(ws_root):
     with Workspace.open(ws_root) as ws:
         done = wait_for_job(ws, job.id, timeout=120)
     assert done.status is JobStatus.DONE, done.error
+    # the picker's labels carry no status (a browser kept "queued" there after the charts
+    # came); the status line under it is drawn fresh on every run
+    at.run()
+    picker = at.selectbox(key="eval_job")
+    assert all(status not in label for label in picker.options
+               for status in ("queued", "running", "done"))
+    assert any(c.value.startswith(f"Run {job.id}: done") for c in at.caption)
     metrics = done.result["retrievers"]["bm25"]
     assert 0.0 <= metrics["ndcg@10"] <= 1.0 and metrics["queries"] >= 2
     # a fresh session (a page refresh) finds the run in the workspace and charts it
