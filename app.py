@@ -1,11 +1,13 @@
 """kbcurate: the curator app (Streamlit). Thin: page setup, sign-in, navigation.
 
-Run with ``kbcurate serve --workspace DIR`` (or ``streamlit run app.py -- --workspace DIR``).
-The pages (``app_pages/curate.py``, ``app_pages/review.py``, ``app_pages/evaluate.py``) draw
-widgets and call into ``curation/``; ``app_pages/common.py`` holds the caches and the session's
-context. The folder is not called ``pages/``: Streamlit treats a ``pages/`` folder next to the
-entry script as old-style multipage navigation until ``st.navigation`` runs, which would list every
-module there and open them past the sign-in gate.
+Run with ``kbcurate serve --workspace DIR`` (``streamlit run app_pages/server.py -- --workspace
+DIR``: the app plus the route of its sign-in cookie; ``streamlit run app.py`` works too, but a
+reload then signs password users out). The pages (``app_pages/curate.py``, ``worklist.py``,
+``review.py``, ``evaluate.py``, ``models.py``) draw widgets and call into ``curation/``;
+``app_pages/common.py`` holds the caches and the session's context. The folder is not called
+``pages/``: Streamlit treats a ``pages/`` folder next to the entry script as old-style multipage
+navigation until ``st.navigation`` runs, which would list every module there and open them past
+the sign-in gate.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ def main() -> None:
         st.stop()
     nav = st.navigation([
         st.Page(PAGES / "curate.py", title="Curate", icon=":material/search:", default=True),
+        st.Page(PAGES / "worklist.py", title="Worklist", icon=":material/checklist:"),
         st.Page(PAGES / "review.py", title="Review", icon=":material/fact_check:"),
         st.Page(PAGES / "evaluate.py", title="Evaluate", icon=":material/monitoring:"),
         st.Page(PAGES / "models.py", title="Models", icon=":material/timeline:"),

@@ -67,7 +67,8 @@ def short_hash(text: str) -> str:
 
 #: Widget keys whose values survive switching pages.
 PERSISTENT_WIDGETS = ("schema", "retriever", "rerank", "top_k", "query_mode", "rel_search",
-                      "unlabelled_first", "view_mode")
+                      "unlabelled_first", "view_mode", "wl_priority", "wl_limit", "wl_done",
+                      "wl_candidates")
 
 
 def init_state() -> None:
@@ -80,6 +81,7 @@ def init_state() -> None:
         "card_order": {},  # the result cards' order while one result is being labelled
         "retriever": "bm25", "rerank": False, "top_k": 10, "query_mode": "KB relation",
         "rel_search": "", "unlabelled_first": True, "view_mode": "List",
+        "wl_limit": 200, "wl_cache": {},  # the Worklist page (app_pages/worklist.py)
         "eval_request": None, "eval_job": None,
         "rv_user": "(all)", "rv_grade": "(all)", "rv_model": "(all)", "rv_since": None,
         "rv_superseded": False,

@@ -30,6 +30,7 @@ def test_every_page_renders_with_the_shell(tmp_path, monkeypatch):
     monkeypatch.setenv("USER", "maria")
     at = AppTest.from_file(APP, default_timeout=60).run()
     for page, heading in (("app_pages/review.py", "Review"), ("app_pages/evaluate.py", "Evaluate"),
+                          ("app_pages/worklist.py", "Worklist"),
                           ("app_pages/curate.py", "Curate")):
         at.switch_page(page).run()
         assert not at.exception and not at.error, page

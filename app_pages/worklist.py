@@ -1,0 +1,177 @@
+"""Worklist: which partial relations still have unlabelled top-k abstracts, in the order the
+curator picks (KB evidence level, most suggested new answers, fewest labels), with progress per
+relation and per user and a chart of labels per day and grade.
+
+The schema, KB, retriever, rerank and "Abstracts to show" are the Curate page's own sidebar
+controls (shared keys), so the worklist ranks exactly what Curate will show. Selecting a row offers
+"Open in Curate", which sets Curate's relation picker and switches page. The ranking runs in
+:func:`curation.search.worklist.worklist` (batched, capped by "Relations"); its rows are kept in
+the session until labels, suggestions, relations or the options change.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_pages.common import (
+    AppContext,
+    fingerprint,
+    get_matcher,
+    get_retriever,
+    run_page,
+    settle_heap,
+    show_flash,
+)
+from app_pages.curate import ALL_KBS, MODES, ensure_ready, pick_schema, retriever_controls
+from app_pages.safe import html_frame, html_text, md
+from curation.search.worklist import (
+    Priority,
+    WorklistOptions,
+    WorklistRow,
+    data_stamp,
+    label_activity,
+    progress_by_user,
+    worklist,
+    worklist_frame,
+)
+from kb_sources.schema import Schema
+
+CURATE_PAGE = "app_pages/curate.py"
+PRIORITY_LABELS = {Priority.EVIDENCE: "KB evidence level",
+                   Priority.NEW_ANSWERS: "Most suggested new answers",
+                   Priority.FEWEST_LABELS: "Fewest labels"}
+CACHE_KEY = "wl_cache"
+CACHED = 4  # worklists kept per session
+GRADE_COLORS = {"complete": "#2e7d32", "partial": "#f9a825", "irrelevant": "#c62828",
+                "skip": "#9e9e9e"}
+
+
+def _controls() -> tuple[Priority, int, bool, bool]:
+    cols = st.columns([3, 1, 1, 1], vertical_alignment="bottom")
+    priority = cols[0].radio("Priority", list(Priority), key="wl_priority", horizontal=True,
+                             format_func=lambda p: md(PRIORITY_LABELS[p]))
+    limit = cols[1].number_input("Relations", min_value=10, max_value=5000, step=50,
+                                 key="wl_limit",
+                                 help="At most this many relations, taken in priority order; "
+                                      "each one runs the retriever once")
+    done = cols[2].checkbox("Show finished", key="wl_done",
+                            help="Also list relations whose top abstracts are all labelled")
+    candidates = cols[3].checkbox("Count candidates", key="wl_candidates",
+                                  help="New answer candidates in each relation's top "
+                                       "abstracts (slower)")
+    return Priority.parse(priority), int(limit), done, candidates
+
+
+def rows_for(ctx: AppContext, schema: Schema, retriever: tuple[str, bool, int],
+             choice: tuple[Priority, int, bool, bool]) -> list[WorklistRow]:
+    """The worklist, from the session when nothing it depends on changed."""
+    name, rerank, k = retriever
+    priority, limit, done, candidates = choice
+    source = st.session_state.get(f"kb_{schema.name}", ALL_KBS)
+    options = WorklistOptions(source=None if source == ALL_KBS else source, include_done=done,
+                              rerank=rerank, candidates=candidates)
+    key = (schema.name, name, k, ctx.user.name, priority.value, limit, options,
+           data_stamp(ctx.ws), fingerprint(ctx.ws))
+    cache: dict = st.session_state[CACHE_KEY]
+    if key not in cache:
+        bar = st.progress(0.0, text="Ranking the relations' abstracts ...")
+        cache[key] = worklist(
+            ctx.ws, schema, get_retriever(ctx.ws, name), k=k, user=ctx.user.name, limit=limit,
+            priority=priority, matcher=get_matcher() if rerank or candidates else None,
+            options=options,
+            progress=lambda n, total: bar.progress(n / max(total, 1),
+                                                   text=f"Worklist: {n:,} of {total:,} relations"))
+        bar.empty()
+        settle_heap(collect=False)
+        while len(cache) > CACHED:
+            cache.pop(next(iter(cache)))
+    return cache[key]
+
+
+def _open_in_curate(schema: Schema, row: WorklistRow) -> None:
+    """Curate's relation picker on ``row`` (its search and filters cleared so the relation is
+    listed), then the Curate page."""
+    st.session_state["query_mode"] = MODES[0]
+    st.session_state["rel_search"] = ""
+    for slot in schema.slot_names:
+        st.session_state.pop(f"flt_{schema.name}_{slot}", None)
+    st.session_state.pop(f"flt_{schema.name}_level", None)
+    st.session_state[f"relation_pick_{schema.name}"] = row.query_key
+    st.switch_page(CURATE_PAGE)
+
+
+def table(schema: Schema, rows: list[WorklistRow], candidates: bool) -> None:
+    """The relations with progress columns; a selected row can be opened in Curate."""
+    columns = ["relation", "evidence", "progress", "team progress", "to label (you)",
+               "to label (anyone)", "labels", "your labels", "new answers",
+               "pending suggestions"] + (["answer candidates"] if candidates else [])
+    event = st.dataframe(
+        worklist_frame(rows), key="wl_table", on_select="rerun", selection_mode="single-row",
+        hide_index=True, width="stretch", height=320, column_order=columns,
+        column_config={
+            "relation": st.column_config.TextColumn("Relation", width="large"),
+            "progress": st.column_config.ProgressColumn(
+                "Your progress", min_value=0.0, max_value=1.0, format="percent",
+                help="Share of the top abstracts you have labelled"),
+            "team progress": st.column_config.ProgressColumn(
+                "Team progress", min_value=0.0, max_value=1.0, format="percent",
+                help="Share of the top abstracts anyone has labelled"),
+        })
+    selected = [i for i in event.selection.rows if 0 <= i < len(rows)]
+    if not selected:
+        st.caption("Select a row to open its relation in Curate.")
+        return
+    row = rows[selected[0]]
+    cols = st.columns([3, 1], vertical_alignment="center")
+    cols[0].markdown(f"**{md(row.label)}** · {md(row.query_text)} · {row.todo:d} to label")
+    if cols[1].button("Open in Curate", key="wl_open", type="primary"):
+        _open_in_curate(schema, row)
+
+
+def activity(ctx: AppContext, schema: Schema, rows: list[WorklistRow]) -> None:
+    """Labels per day by grade, and each user's progress."""
+    import plotly.express as px
+
+    frame = label_activity(ctx.ws, schema.name)
+    st.markdown("**Labels per day and grade** (current labels; relabelled versions left out)")
+    if frame.empty:
+        st.caption("No label on this schema yet.")
+        return
+    fig = px.bar(html_frame(frame), x="day", y="labels", color="grade",
+                 color_discrete_map=GRADE_COLORS, title=f"{html_text(schema.name)} labels")
+    fig.update_xaxes(type="date", tickformat="%Y-%m-%d")
+    st.plotly_chart(fig, key="wl_activity", width="stretch")
+    st.markdown("**Progress per user**")
+    st.dataframe(
+        progress_by_user(ctx.ws, schema.name, rows), key="wl_users", hide_index=True,
+        width="stretch",
+        column_config={"worklist progress": st.column_config.ProgressColumn(
+            "Worklist progress", min_value=0.0, max_value=1.0, format="percent",
+            help="Share of the listed relations' top abstracts this user has labelled")})
+
+
+def render(ctx: AppContext) -> None:
+    schema = pick_schema(ctx)
+    retriever = retriever_controls(ctx, schema)
+    st.subheader("Worklist")
+    show_flash()
+    choice = _controls()
+    ensure_ready(ctx, retriever[0])  # stops with progress or a build button until it is
+    rows = rows_for(ctx, schema, retriever, choice)
+    if rows:
+        st.caption(f"{len(rows):,} relations by {md(PRIORITY_LABELS[choice[0]])} · top "
+                   f"{retriever[2]:d} abstracts of {md(retriever[0])}"
+                   + (" with entity rerank" if retriever[1] else ""))
+        table(schema, rows, choice[3])
+    else:
+        st.info("Every listed relation's top abstracts are labelled: tick Show finished, "
+                "raise Relations, or pick another schema or retriever.")
+    activity(ctx, schema, rows)
+
+
+def main() -> None:
+    run_page(render)
+
+
+if __name__ == "__main__":
+    main()

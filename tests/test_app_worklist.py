@@ -1,0 +1,130 @@
+"""The Worklist page (AppTest): the relations table with progress, the priority radio, "Open in
+Curate", the labels-per-day chart and progress per user, a missing index."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from app_helpers import APP, add_users, build_app_workspace, shown, sign_in
+from streamlit.testing.v1 import AppTest
+
+from curation.access.users import Role, User
+from curation.jobs.queue import list_jobs
+from curation.search.suggestions import add_suggestion
+from curation.search.worklist import Priority
+from curation.store.labels import record_label
+from curation.store.relations import list_partial_relations
+from curation.store.workspace import Workspace
+
+WORKLIST = "app_pages/worklist.py"
+EGFR = "gene=gene:1956|variant=variant:l858r"
+ABL1 = "gene=gene:25|variant=variant:bcr::abl"
+ALK = "gene=gene:238|variant=variant:eml4-alk"
+PDGFRA = "gene=gene:5156|variant=variant:d842v"
+BRAF = "gene=gene:673|variant=variant:v600e"
+RET = "gene=gene:5979|variant=variant:ret fusions"
+LABELS = {EGFR: "EGFR · L858R → ? (2 known treatment, 1 PMIDs)",
+          ABL1: "ABL1 · BCR::ABL → ? (2 known treatment, 1 PMIDs)",
+          ALK: "ALK · EML4-ALK → ? (1 known treatment, 1 PMIDs)",
+          PDGFRA: "PDGFRA · D842V → ? (1 known treatment, 1 PMIDs)",
+          BRAF: "BRAF · V600E → ? (1 known treatment, 1 PMIDs)",
+          RET: "RET · RET FUSIONS → ? (1 known treatment, 0 PMIDs)"}
+
+
+@pytest.fixture
+def ws_root(tmp_path, monkeypatch):
+    """bob labelled ABL1's only top abstract and one of EGFR's; a pending suggestion of a new
+    answer on RET."""
+    root = build_app_workspace(tmp_path / "ws")
+    add_users(root, alice="curator", bob="annotator")
+    with Workspace.open(root) as ws:
+        for key, doc, grade, day in ((ABL1, "99000001", "partial", "2024-05-01"),
+                                     (EGFR, "15118073", "complete", "2024-05-02")):
+            label = record_label(ws, user="bob", schema="PO", query_key=key, query_text="q",
+                                 doc_id=doc, grade=grade, model_version="bm25")
+            with ws.transaction():
+                ws.conn.execute("UPDATE labels SET created_at = ? WHERE id = ?",
+                                (f"{day}T09:00:00+00:00", label.id))
+        ret = next(p for p in list_partial_relations(ws, "PO") if p.query_key == RET)
+        add_suggestion(ws, user=User("alice", Role.CURATOR), schema=ws.schemas()["PO"],
+                       partial=ret, pmid="99000001", answer="Pralsetinib",
+                       answer_key="drug:pralsetinib", comment="responses in RET fusions")
+    monkeypatch.setenv("KBCURATE_WORKSPACE", str(root))
+    return root
+
+
+def worklist_page(user: str = "alice") -> AppTest:
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), user)
+    at.switch_page(WORKLIST).run()
+    assert not at.exception and not at.error
+    assert at.subheader[0].value == "Worklist"
+    return at
+
+
+def relations(at: AppTest) -> list[str]:
+    return at.dataframe(key="wl_table").value["relation"].tolist()
+
+
+def test_table_lists_relations_by_evidence_with_progress(ws_root):
+    at = worklist_page("alice")
+    assert relations(at) == [LABELS[k] for k in (BRAF, EGFR, ABL1, PDGFRA, RET, ALK)]
+    table = at.dataframe(key="wl_table").value.set_index("query key")
+    assert table.loc[ABL1, "to label (you)"] == 1 and table.loc[ABL1, "to label (anyone)"] == 0
+    assert table.loc[ABL1, "team progress"] == 1.0 and table.loc[ABL1, "progress"] == 0.0
+    assert table.loc[RET, "new answers"] == 1 and table.loc[BRAF, "evidence"] == "A"
+    assert at.radio(key="wl_priority").value is Priority.EVIDENCE
+    bob = worklist_page("bob")  # ABL1's only abstract is bob's: finished for him
+    assert LABELS[ABL1] not in relations(bob)
+    assert bob.dataframe(key="wl_table").value.set_index("query key").loc[EGFR, "your labels"] == 1
+
+
+def test_priority_changes_the_order(ws_root):
+    at = worklist_page()
+    at.radio(key="wl_priority").set_value(Priority.FEWEST_LABELS).run()
+    assert not at.exception
+    assert relations(at) == [LABELS[k] for k in (ALK, PDGFRA, BRAF, RET, EGFR, ABL1)]
+    at.radio(key="wl_priority").set_value(Priority.NEW_ANSWERS).run()
+    assert relations(at)[0] == LABELS[RET]
+    at.checkbox(key="wl_done").check().run()  # nothing finished for alice: the same list
+    assert len(relations(at)) == 6
+
+
+def test_open_in_curate_sets_the_relation_and_switches_page(ws_root):
+    at = worklist_page()
+    assert "wl_open" not in [b.key for b in at.button]  # nothing selected yet
+    at.session_state["wl_table"] = {"selection": {"rows": [3], "columns": [], "cells": []}}
+    at.run()
+    assert any(LABELS[PDGFRA] in shown(m.value) for m in at.markdown)
+    at.session_state["rel_search"] = "braf"  # would hide PDGFRA from Curate's picker
+    at.button(key="wl_open").click().run()
+    assert not at.exception
+    assert at.subheader[0].value == "Curate"
+    assert at.session_state["query_mode"] == "KB relation"
+    assert at.selectbox(key="relation_pick_PO").value == PDGFRA
+    assert at.text_input(key="rel_search").value == ""
+    assert at.text_input(key=next(t.key for t in at.text_input
+                                  if t.key.startswith("qtext_PO_"))).value == \
+        "Treatment for gene PDGFRA and variant D842V?"
+
+
+def test_chart_of_labels_per_day_and_progress_per_user(ws_root):
+    at = worklist_page()
+    (chart,) = at.get("plotly_chart")
+    figure = json.loads(chart.proto.spec)
+    bars = {trace["name"]: trace["y"] for trace in figure["data"]}
+    assert set(bars) == {"complete", "partial"}
+    users = at.dataframe[-1].value  # the last table (st.dataframe keys show only with on_select)
+    assert users["user"].tolist() == ["bob"]
+    assert users[["labels", "complete", "partial", "relations"]].iloc[0].tolist() == [2, 1, 1, 2]
+
+
+def test_a_missing_dense_index_offers_a_background_build_only(ws_root):
+    at = worklist_page()
+    at.selectbox(key="retriever").set_value("dense").run()
+    assert not at.exception
+    assert any("The dense index is not built" in i.value for i in at.info)
+    assert at.button(key="build_index").label == "Build the dense index in the background"
+    assert "wl_table" not in [d.key for d in at.dataframe]
+    with Workspace.open(ws_root) as ws:
+        assert list_jobs(ws, "index") == []
