@@ -117,7 +117,8 @@ def _card(cards: Cards, doc: RankedDoc, grade: Grade | None, pending: bool = Fal
         label = grade.value if grade else None
         if label and pending:
             label += " (pending)"
-        st.markdown(card_html(doc, highlighted, label), unsafe_allow_html=True)
+        st.markdown(card_html(doc, highlighted, label, colours=cards.colours,
+                              enabled_slots=cards.enabled), unsafe_allow_html=True)
         with st.container(horizontal=True, vertical_alignment="center"):
             st.segmented_control("Label", GRADE_OPTIONS, key=grade_key,
                                  format_func=str.capitalize, label_visibility="collapsed",

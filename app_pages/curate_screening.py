@@ -173,7 +173,8 @@ def screening_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
     label = grade.value + (" (pending)" if doc.doc_id in pending else "") if grade else None
     highlighted = render_highlighted(doc.title, doc.abstract, doc.spans, colours, enabled)
     with st.container(border=True, key=f"screen_doc_{doc_key(doc.doc_id)}"):
-        st.markdown(card_html(doc, highlighted, label), unsafe_allow_html=True)
+        st.markdown(card_html(doc, highlighted, label, colours=colours, enabled_slots=enabled),
+                    unsafe_allow_html=True)
     if pos == len(docs) - 1 and grade is not None:
         st.success(f"End of the list: {progress.labelled:d} of {len(docs):d} abstracts of this "
                    "query labelled. Pick the next relation, or press K to go back.")

@@ -26,6 +26,7 @@ from curation.evaluation.reporting import (
     start_evaluation,
 )
 from curation.jobs.queue import JobStatus, list_jobs, submit_job
+from curation.matching.highlight import render_highlighted
 from curation.matching.matcher import EntityMatcher
 from curation.search.choices import ensure_index_job
 from curation.search.indexing import get_index, index_ready
@@ -79,6 +80,27 @@ def test_run_search_fills_every_field_of_a_ranked_doc(ws):
     assert all(cited.text[s.start:s.end] == s.text for s in cited.spans)
     # a candidate found only in the abstracts is highlighted in the answer slot too
     assert ("treatment", "Imatinib") in {(s.slot, s.text) for s in by_id["90100001"].spans}
+
+
+def test_run_search_finds_evidence_sentences(ws):
+    schema, partial = braf(ws)
+    result = run_search(ws, get_index(ws, "bm25", progress=False), schema, partial,
+                        partial.render(schema).text, 5, matcher=EntityMatcher())
+    by_id = {d.doc_id: d for d in result.docs}
+    cited = by_id["25265492"]
+    assert [cited.text[e.start:e.end] for e in cited.evidence] == [
+        "Combined dabrafenib and trametinib in BRAF V600E melanoma (hand-made test abstract).",
+        "Patients with BRAF V600E mutant melanoma received dabrafenib plus trametinib."]
+    assert cited.evidence[0].query_slots == ("gene", "variant")
+    assert set(cited.evidence[0].answers) == {"drug:dabrafenib", "drug:trametinib"}
+    # the hostile abstract: its evidence renders escaped under the card
+    hostile = by_id["90100002"]
+    assert [e.co_occurs for e in hostile.evidence] == [True, True]
+    card = card_html(hostile, render_highlighted(hostile.title, hostile.abstract, hostile.spans))
+    evidence = card[card.index('<div class="kb-evidence">'):]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in evidence and "<img" not in card
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in evidence and "<script>" not in card
+    assert 'data-slot="treatment"' in evidence and ">trametinib</mark>" in evidence
 
 
 def test_rerank_labels_the_model_version(ws):

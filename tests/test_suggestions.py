@@ -60,11 +60,12 @@ def test_candidates_count_support_and_flag_new_answers(ws):
     assert not found["Trametinib"].new and not found["Dabrafenib"].new  # the KB has them
     assert found["Imatinib"].new and found["Imatinib"].pmids == ("90100001",)
     assert found["Imatinib"].sources == ("kb",)
-    # a PubTator chemical that no KB record names, counted in every abstract naming it
-    vem = found["vemurafenib"]
-    assert vem.new and vem.sources == ("pubtator",) and vem.pmids == ("90100001", "99000001")
+    # vemurafenib is only a BioRED chemical in this sample (no drug of the workspace): no
+    # treatment candidate (issue 14 bug 8); once a drug list names it, it is one, counted in
+    # every abstract naming it (tests/test_candidate_types.py)
+    assert "vemurafenib" not in found
     # most supported first; among equals the new ones first
-    assert list(found) == ["vemurafenib", "Trametinib", "Imatinib", "Dabrafenib"]
+    assert list(found) == ["Trametinib", "Imatinib", "Dabrafenib"]
     assert "BRAF" not in found and "melanoma" not in found
 
 
@@ -94,7 +95,9 @@ def test_add_list_export_and_remove_a_suggestion(ws):
     (exported,) = list(csv.DictReader(io.StringIO(suggestions_csv([row], ws.schemas()))))
     assert exported == {"pmid": "90100001", "gene": "BRAF", "variant": "V600E",
                         "therapy": "Imatinib", "comment": "one patient, no response",
-                        "confirmed_by": "cur", "created_at": row.created_at, "schema": "PO"}
+                        "confirmed_by": "cur", "created_at": row.created_at, "schema": "PO",
+                        "status": "new", "reviewed_by": "", "reviewed_at": "",
+                        "review_reason": ""}
     with pytest.raises(CurationError, match="Only cur or an admin"):
         remove_suggestion(ws, row.id, user=User("other", Role.CURATOR))
     remove_suggestion(ws, row.id, user=ADMIN)
@@ -123,5 +126,26 @@ def test_rows_of_other_schemas_use_their_slot_names(ws):
                          answer="MTOR", comment="mTORC2 phosphorylates S473")
     (out,) = suggestion_rows([row], ws.schemas())
     assert set(out) == {"pmid", "substrate", "ptm", "residue", "catalyst", "comment",
-                        "confirmed_by", "created_at", "schema"}
+                        "confirmed_by", "created_at", "schema", "status", "reviewed_by",
+                        "reviewed_at", "review_reason"}
     assert suggestions_csv([], ws.schemas()).startswith("pmid,gene,variant,therapy,comment")
+
+
+def test_export_carries_the_moderation_status(ws):
+    from curation.search.suggestions import moderate_suggestion
+
+    schema, partial = partial_for(ws, "PO", gene="BRAF")
+    kept, dropped = (add_suggestion(ws, user=CURATOR, schema=schema, partial=partial,
+                                    pmid="90100001", answer=answer, comment="seen")
+                     for answer in ("Imatinib", "Nilotinib"))
+    moderate_suggestion(ws, kept.id, "accepted", "names the response", user=ADMIN)
+    moderate_suggestion(ws, dropped.id, "rejected", "no patient, a cell line", user=ADMIN)
+    text = suggestions_csv(list_suggestions(ws), ws.schemas())
+    assert text.splitlines()[0] == ("pmid,gene,variant,therapy,comment,confirmed_by,created_at,"
+                                    "schema,status,reviewed_by,reviewed_at,review_reason")
+    rows = {r["therapy"]: r for r in csv.DictReader(io.StringIO(text))}
+    assert {k: rows["Nilotinib"][k] for k in ("status", "reviewed_by", "review_reason")} == {
+        "status": "rejected", "reviewed_by": "boss", "review_reason": "no patient, a cell line"}
+    assert rows["Imatinib"]["status"] == "accepted" and rows["Imatinib"]["reviewed_at"]
+    assert suggestions_csv([], ws.schemas()).strip().endswith(
+        "created_at,status,reviewed_by,reviewed_at,review_reason")

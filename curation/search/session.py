@@ -2,7 +2,8 @@
 
 The Curate page asks: which partial relation (a KB one, or entities typed by the curator), which
 ranked abstracts for its query (:func:`run_search`: title, PMID, year, journal, score, whether the
-KB already cites it, entity spans for highlighting, the model version that ranked it), which
+KB already cites it, entity spans for highlighting, evidence sentences where a query entity and an
+answer meet, the model version that ranked it), which
 answers those abstracts suggest (:mod:`curation.search.suggestions`), and how far labelling has come
 (:func:`label_progress`, next unlabelled first). Indexes other than a ready one are built by a
 background job (:func:`ensure_index_job`), never in the page's thread.
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 import html
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from curation.matching.evidence import Evidence, find_evidence, mark_colours, render_evidence
 from curation.matching.matcher import EntityMatcher, Span
 from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
-from curation.search.suggestions import Candidate, answer_candidates, is_pmid
+from curation.search.suggestions import Candidate, accepted_answers, answer_candidates, is_pmid
 from curation.store.importer import query_key as make_query_key
 from curation.store.labels import Grade
 from curation.store.relations import PartialRelation, list_partial_relations
@@ -51,6 +53,9 @@ class RankedDoc:
         cited_by_kb: The KB already cites this PMID for the partial relation.
         spans: Entity mentions (offsets into ``title + " " + abstract``) per slot.
         model_version: What ranked it (the hit's retriever label, "+rerank" when reranked).
+        evidence: Sentences (offsets into :attr:`text`) where a query entity and an answer
+            co-occur, best first, or the one naming the most query entities
+            (:mod:`curation.matching.evidence`).
     """
 
     doc_id: str
@@ -63,6 +68,7 @@ class RankedDoc:
     cited_by_kb: bool
     spans: tuple[Span, ...]
     model_version: str
+    evidence: tuple[Evidence, ...] = ()
 
     @property
     def text(self) -> str:
@@ -143,11 +149,18 @@ def run_search(
     matcher: EntityMatcher,
     rerank: bool = False,
 ) -> SearchResult:
-    """Rank abstracts for a partial relation's query, with highlights and answer candidates.
+    """Rank abstracts for a partial relation's query, with highlights, evidence sentences and
+    answer candidates.
+
+    Answers of accepted source suggestions count as known here (highlighted as answers, never
+    flagged NEW again).
 
     Raises:
         CurationError: Empty query text.
     """
+    accepted = accepted_answers(ws, schema, partial.query_key)
+    if accepted:
+        partial = replace(partial, answers=(*partial.answers, *((e,) for e in accepted)))
     entities = [e for ents in partial.query.values() for e in ents]
     texts: dict[str, dict[str, Any]] = {}
 
@@ -165,8 +178,13 @@ def run_search(
     candidates = answer_candidates(ws, schema, partial, [(d.doc_id, d.text) for d in docs],
                                    matcher)
     highlight = slot_entities(schema, partial, [c.entity for c in candidates])
-    docs = [replace(d, spans=tuple(matcher.find_spans(highlight, d.text))) for d in docs]
+    docs = [_with_spans(d, tuple(matcher.find_spans(highlight, d.text)), schema) for d in docs]
     return SearchResult(query_text, version, tuple(docs), tuple(candidates))
+
+
+def _with_spans(doc: RankedDoc, spans: tuple[Span, ...], schema: Schema) -> RankedDoc:
+    evidence = find_evidence(doc.title, doc.abstract, spans, schema.query_slots, schema.answer)
+    return replace(doc, spans=spans, evidence=evidence)
 
 
 def _ranked_doc(row: Mapping[str, Any], hit: Hit, cited: bool, version: str) -> RankedDoc:
@@ -179,13 +197,25 @@ def _ranked_doc(row: Mapping[str, Any], hit: Hit, cited: bool, version: str) -> 
                      cited_by_kb=cited, spans=(), model_version=version)
 
 
-def card_html(doc: RankedDoc, highlighted: str, grade: str | None = None) -> str:
+def card_html(doc: RankedDoc, highlighted: str, grade: str | None = None, *,
+              colours: Mapping[str, str] | None = None,
+              enabled_slots: Collection[str] | None = None) -> str:
     """One result card as escaped HTML: a first line (rank, PubMed link, year, journal, score,
     the current label, a badge when the KB cites it) above ``highlighted`` (the output of
-    :func:`curation.matching.highlight.render_highlighted`).
+    :func:`curation.matching.highlight.render_highlighted`), then the evidence sentences
+    (:func:`curation.matching.evidence.render_evidence`).
 
     Document text is escaped; the link is built only from a validated PMID. Newlines become
     spaces so a markdown renderer keeps the whole card one HTML block.
+
+    Args:
+        doc: The ranked document.
+        highlighted: Its highlighted title and abstract.
+        grade: The current label, shown in the first line.
+        colours: Slot -> colour of the evidence marks (default: the colours of the marks in
+            ``highlighted``, so the sentences match the abstract above them).
+        enabled_slots: Slots marked in the evidence (default: every slot when ``colours`` is
+            given, else the slots that have a mark in ``highlighted``).
     """
     parts = [f"<b>#{doc.rank}</b>"]
     parts.append(f'<a href="{doc.pubmed_url}" target="_blank" rel="noopener noreferrer">'
@@ -200,7 +230,11 @@ def card_html(doc: RankedDoc, highlighted: str, grade: str | None = None) -> str
     if doc.cited_by_kb:
         parts.append('<span class="kb-badge">cited by KB</span>')
     header = f'<div class="kb-meta">{" · ".join(parts)}</div>'
-    return (header + highlighted).replace("\r", " ").replace("\n", " ")
+    if colours is None:
+        colours = mark_colours(highlighted)
+        enabled_slots = frozenset(colours) if enabled_slots is None else enabled_slots
+    evidence = render_evidence(doc.text, doc.evidence, doc.spans, colours, enabled_slots)
+    return (header + highlighted + evidence).replace("\r", " ").replace("\n", " ")
 
 
 # -- query entities ------------------------------------------------------------------------------

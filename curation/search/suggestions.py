@@ -6,7 +6,9 @@ candidates are the entities that could fill the answer slot:
 * the KB's own answer entities of the schema (every drug any PO record names, every catalyst any
   PTM record names), with their synonyms, found in the abstracts by the
   :class:`~curation.matching.matcher.EntityMatcher`;
-* PubTator annotations of the answer type in those abstracts (chemicals for a drug slot).
+* PubTator annotations of the answer slot's type in those abstracts; a broader type (a chemical
+  for a drug slot) only for an entity the workspace's dictionary knows under the slot's type
+  (see :func:`answer_candidates`: "lipids" is a chemical, not a treatment).
 
 Each candidate carries how many abstracts mention it, which ones, and ``new`` when the partial
 relation does not already list it as an answer. A curator turns one into a
@@ -22,22 +24,28 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
-from curation.access.users import User
+from curation.access.users import PermissionDenied, User
 from curation.matching.matcher import EntityMatcher
+from curation.store.adjudication import require_reviewer
 from curation.store.relations import PartialRelation
+from curation.store.synonyms import entity_from_store
 from curation.store.workspace import Workspace, utcnow
 from kb_sources.checks import is_pmid as _is_pmid
-from kb_sources.errors import CurationError
-from kb_sources.schema import Schema
+from kb_sources.errors import CurationError, parse_choice
+from kb_sources.schema import Schema, get_schema
 from kb_sources.types import Entity
 
 logger = logging.getLogger(__name__)
 
-#: Annotation types that also fill an answer slot of a given entity type.
-ANNOTATION_ALIASES: dict[str, tuple[str, ...]] = {"drug": ("drug", "chemical"),
-                                                  "chemical": ("chemical", "drug")}
+#: Slot type -> annotation types that fill it as they are: its own type and narrower ones (a
+#: drug is a chemical). A slot type not listed takes annotations of its own type only.
+ANNOTATION_TYPES: dict[str, tuple[str, ...]] = {"chemical": ("chemical", "drug")}
+#: Slot type -> broader annotation types that fill it only for an entity of the slot's type in
+#: the workspace's entity dictionary (a chemical is not always a drug: "lipids", "water").
+BROADER_ANNOTATION_TYPES: dict[str, tuple[str, ...]] = {"drug": ("chemical",)}
 #: Slot name -> column name of a CIViC source suggestion.
 CIVIC_COLUMNS: dict[str, str] = {"treatment": "therapy"}
 _SEP = "\x1f"
@@ -109,8 +117,31 @@ def answer_candidates(
 ) -> list[Candidate]:
     """Answer-slot candidates mentioned in ``docs`` (``(doc_id, text)`` in ranking order).
 
+    Every candidate has the entity type ``T`` the schema declares for the answer slot ("drug"
+    for PO's treatment, "gene" for PTM's catalyst). It comes from:
+
+    * the KB: an entity that fills the answer slot of some KB record of the schema
+      (:func:`kb_answer_entities`; the readers give it the slot's type) and that the matcher
+      finds in a document;
+    * a PubTator annotation in a document, by its stored type (PubTator types are mapped on
+      import, :data:`kb_sources.pubtator.ENTITY_TYPES`: "ChemicalEntity" is "chemical"):
+
+      - type ``T`` or a narrower one (:data:`ANNOTATION_TYPES`: a drug for a chemical slot):
+        as it is, one candidate per annotated id (or text), merged onto a KB answer entity
+        with the same surface form;
+      - a broader type (:data:`BROADER_ANNOTATION_TYPES`: a chemical for a drug slot): only
+        when its text (case-insensitive, spaces collapsed) or one of its ids names an entity
+        of type ``T`` in the workspace's entity dictionary (the ``entities`` table and their
+        synonyms: KB records of any schema, term lists, curator synonyms); the candidate is
+        that entity, with its synonyms. "lipids", "glucose" or "water" are chemicals but no
+        drug of the dictionary, so never a treatment; a drug the KB names for other relations,
+        or that a drug list names, is;
+      - any other type: never.
+
+    The query entities are never candidates.
+
     Args:
-        ws: The workspace (KB answer entities and PubTator annotations).
+        ws: The workspace (KB answer entities, the entity dictionary, PubTator annotations).
         schema: The partial relation's schema.
         partial: The partial relation (its known answers decide ``new``; its query entities are
             never candidates).
@@ -119,7 +150,8 @@ def answer_candidates(
         kb_entities: Pre-loaded :func:`kb_answer_entities` (loaded when None).
 
     Returns:
-        Candidates, most supported first (then new before known, then by text).
+        Candidates, most supported first (then new before known, then by text). ``new``: neither
+        the key nor a surface form is one of the partial relation's known answers.
     """
     entities = kb_answer_entities(ws, schema) if kb_entities is None else kb_entities
     query_keys = {e.key for ents in partial.query.values() for e in ents}
@@ -149,34 +181,85 @@ def answer_candidates(
     return out
 
 
+#: One stored annotation: (doc_id, text with spaces collapsed, type, ids).
+_Annotation = tuple[str, str, str, tuple[str, ...]]
+
+
 def _add_annotations(ws: Workspace, schema: Schema, doc_ids: Sequence[str],
                      found: dict[str, tuple[Entity, list[str], set[str]]],
                      lookup: tuple[Mapping[str, str], Mapping[str, Entity]],
                      excluded: set[str]) -> None:
-    """Merge PubTator annotations of the answer type into ``found``: onto a KB entity with the
-    same surface form, else one candidate per annotated id (or text)."""
+    """Merge the documents' annotations that may fill the answer slot into ``found`` (the rule
+    is :func:`answer_candidates`'): onto a KB answer entity with the same surface form, else
+    one candidate per annotated id (or text) of the slot's type or a narrower one, or the
+    dictionary entity of the slot's type that a broader-typed annotation names."""
     by_form, kb = lookup
-    if not doc_ids:
-        return
     etype = schema.slot(schema.answer).type
-    types = ANNOTATION_ALIASES.get(etype, (etype,))
-    marks = ",".join("?" * len(doc_ids))
-    tmarks = ",".join("?" * len(types))
-    rows = ws.conn.execute(
-        f"SELECT doc_id, text, type, ids FROM annotations WHERE doc_id IN ({marks}) "
-        f"AND type IN ({tmarks})", (*doc_ids, *types))
-    for row in rows:
-        text = " ".join(row["text"].split())
-        ids = [i for i in json.loads(row["ids"] or "[]") if i and i != "-"]
-        key = by_form.get(text.lower()) or (f"{row['type']}:{ids[0]}" if ids
-                                             else f"{row['type']}:{text.lower()}")
-        if key in excluded or text.lower() in excluded:
+    as_is = ANNOTATION_TYPES.get(etype, (etype,))
+    broader = tuple(t for t in BROADER_ANNOTATION_TYPES.get(etype, ()) if t not in as_is)
+    rows = _annotations(ws, doc_ids, (*as_is, *broader))
+    dictionary = _dictionary_keys(ws, etype, [r for r in rows if r[2] in broader])
+    loaded: dict[str, Entity] = dict(kb)
+    dropped: set[str] = set()
+    for doc_id, text, atype, ids in rows:
+        form = text.lower()
+        if atype in as_is:
+            key = by_form.get(form) or Entity(text, atype, ids[0] if ids else "").key
+        else:
+            key = by_form.get(form) or dictionary.get(form) or next(
+                (dictionary[f"#{i}"] for i in ids if f"#{i}" in dictionary), None)
+        if key is None:
+            dropped.add(form)
             continue
-        entity = kb.get(key) or Entity(text, row["type"], ids[0] if ids else "")
-        _, pmids, sources = found.setdefault(key, (entity, [], set()))
-        if row["doc_id"] not in pmids:
-            pmids.append(row["doc_id"])
+        if key in excluded or form in excluded:
+            continue
+        if key not in loaded:
+            loaded[key] = (entity_from_store(ws, key) if atype in broader
+                           else Entity(text, atype, ids[0] if ids else ""))
+        _, pmids, sources = found.setdefault(key, (loaded[key], [], set()))
+        if doc_id not in pmids:
+            pmids.append(doc_id)
         sources.add("pubtator")
+    if dropped:
+        logger.debug("%d annotated %s form(s) are no %s of the entity dictionary, so no "
+                     "candidate: %s", len(dropped), "/".join(broader), etype,
+                     ", ".join(sorted(dropped)[:10]))
+
+
+def _annotations(ws: Workspace, doc_ids: Sequence[str],
+                 types: Sequence[str]) -> list[_Annotation]:
+    """The documents' annotations of ``types``, ids without the "-" placeholder."""
+    if not doc_ids or not types:
+        return []
+    rows = ws.conn.execute(
+        f"SELECT doc_id, text, type, ids FROM annotations WHERE doc_id IN "
+        f"({','.join('?' * len(doc_ids))}) AND type IN ({','.join('?' * len(types))})",
+        (*doc_ids, *types))
+    return [(r["doc_id"], " ".join(r["text"].split()), r["type"],
+             tuple(i for i in json.loads(r["ids"] or "[]") if i and i != "-")) for r in rows]
+
+
+def _dictionary_keys(ws: Workspace, etype: str,
+                     annotations: Sequence[_Annotation]) -> dict[str, str]:
+    """Lower-case surface form, and ``#id``, -> key of the entity of type ``etype`` that the
+    workspace's entity dictionary (entities with their synonyms) holds under that text or id,
+    for the texts and ids of ``annotations`` (the smallest key when several match)."""
+    forms = sorted({text.lower() for _, text, _, _ in annotations})
+    ids = sorted({i for *_, ann_ids in annotations for i in ann_ids})
+    if not forms:
+        return {}
+    fmarks, imarks = ",".join("?" * len(forms)), ",".join("?" * len(ids))
+    rows = ws.conn.execute(
+        f"SELECT e.key, lower(e.text) FROM entities e WHERE e.type = ? AND lower(e.text) IN "
+        f"({fmarks}) UNION SELECT e.key, lower(s.synonym) FROM entities e JOIN synonyms s ON "
+        f"s.entity_key = e.key WHERE e.type = ? AND lower(s.synonym) IN ({fmarks}) "
+        f"UNION SELECT e.key, '#' || e.id FROM entities e WHERE e.type = ? AND e.id != '' "
+        f"AND e.id IN ({imarks}) ORDER BY 1",
+        (etype, *forms, etype, *forms, etype, *ids))
+    out: dict[str, str] = {}
+    for key, form in rows:
+        out.setdefault(form, key)
+    return out
 
 
 def _ordered(pmids: Sequence[str], docs: Sequence[tuple[str, str]]) -> tuple[str, ...]:
@@ -187,7 +270,12 @@ def _ordered(pmids: Sequence[str], docs: Sequence[tuple[str, str]]) -> tuple[str
 # -- confirmed source suggestions ----------------------------------------------------------------
 @dataclass(frozen=True)
 class SourceSuggestion:
-    """A PMID a curator confirmed as evidence for a relation, with the required comment."""
+    """A PMID a curator confirmed as evidence for a relation, with the required comment.
+
+    ``status`` starts ``new``; a curator or admin accepts or rejects it
+    (:func:`moderate_suggestion`), recorded in ``reviewed_by``, ``reviewed_at`` and
+    ``review_reason``.
+    """
 
     id: int
     created_at: str
@@ -199,12 +287,29 @@ class SourceSuggestion:
     answer: str
     answer_key: str
     comment: str
+    status: SuggestionStatus
+    reviewed_by: str
+    reviewed_at: str | None
+    review_reason: str
 
     @classmethod
     def from_row(cls, row: Any) -> SourceSuggestion:
         data = dict(row)
         data["slots"] = json.loads(data["slots"])
+        data["status"] = SuggestionStatus(data["status"])
         return cls(**data)
+
+
+class SuggestionStatus(StrEnum):
+    """Where a source suggestion stands in moderation."""
+
+    NEW = "new"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+
+    @classmethod
+    def parse(cls, value: str | SuggestionStatus) -> SuggestionStatus:
+        return parse_choice(cls, value, "suggestion status")
 
 
 def add_suggestion(
@@ -256,11 +361,17 @@ def get_suggestion(ws: Workspace, suggestion_id: int) -> SourceSuggestion:
     return SourceSuggestion.from_row(row)
 
 
-def list_suggestions(ws: Workspace, *, schema: str | None = None,
-                     query_key: str | None = None) -> list[SourceSuggestion]:
-    """Stored suggestions, newest first, optionally for one schema / partial relation."""
+def list_suggestions(ws: Workspace, *, schema: str | None = None, query_key: str | None = None,
+                     status: str | SuggestionStatus | None = None) -> list[SourceSuggestion]:
+    """Stored suggestions, newest first, optionally for one schema / partial relation / status.
+
+    Raises:
+        CurationError: Unknown status (the message lists the options).
+    """
     sql, params = "SELECT * FROM source_suggestions WHERE 1 = 1", []
-    for column, value in (("schema", schema), ("query_key", query_key)):
+    for column, value in (("schema", schema), ("query_key", query_key),
+                          ("status", None if status is None
+                           else SuggestionStatus.parse(status).value)):
         if value is not None:
             sql += f" AND {column} = ?"
             params.append(value)
@@ -280,10 +391,104 @@ def remove_suggestion(ws: Workspace, suggestion_id: int, *, user: User | None) -
                  before={"pmid": old.pmid, "answer": old.answer, "comment": old.comment})
 
 
+# -- moderation ----------------------------------------------------------------------------------
+def moderate_suggestion(ws: Workspace, suggestion_id: int, status: str | SuggestionStatus,
+                        reason: str, *, user: User | None) -> SourceSuggestion:
+    """Accept or reject a source suggestion (curator or admin; audited with old and new status).
+
+    Rules: the reason is recorded for both decisions and required to reject or to overturn an
+    earlier decision; a curator may not accept a suggestion they confirmed themselves (a second
+    person sees every accepted suggestion, as CIViC's editors do), an admin may.
+
+    Args:
+        ws: The workspace.
+        suggestion_id: The suggestion.
+        status: ``accepted`` or ``rejected``.
+        reason: Why (shown next to the decision and exported).
+        user: The moderator.
+
+    Returns:
+        The suggestion as now stored.
+
+    Raises:
+        PermissionDenied: Not a curator or admin, or a curator accepting their own suggestion.
+        CurationError: Unknown id, a status other than accepted / rejected, no reason where one
+            is required, or the suggestion already has that status.
+    """
+    require_reviewer(user, "Moderating a source suggestion")
+    assert user is not None
+    new = SuggestionStatus.parse(status)
+    if new is SuggestionStatus.NEW:
+        raise CurationError("Moderate a suggestion to accepted or rejected; 'new' is where it "
+                            "starts")
+    reason = reason.strip()
+    with ws.transaction():
+        old = get_suggestion(ws, suggestion_id)
+        _check_moderation(old, new, reason, user)
+        ws.conn.execute(
+            "UPDATE source_suggestions SET status = ?, reviewed_by = ?, reviewed_at = ?, "
+            "review_reason = ? WHERE id = ?",
+            (new.value, user.name, utcnow(), reason, suggestion_id))
+        ws.audit(user.name, "accept" if new is SuggestionStatus.ACCEPTED else "reject",
+                 "source_suggestion", str(suggestion_id),
+                 before={"status": old.status.value, "reviewed_by": old.reviewed_by,
+                         "review_reason": old.review_reason},
+                 after={"status": new.value, "review_reason": reason})
+    return get_suggestion(ws, suggestion_id)
+
+
+def _check_moderation(old: SourceSuggestion, new: SuggestionStatus, reason: str,
+                      user: User) -> None:
+    if old.status is new:
+        raise CurationError(f"Suggestion {old.id} is already {new.value} (by {old.reviewed_by} "
+                            f"at {old.reviewed_at})")
+    if not reason and new is SuggestionStatus.REJECTED:
+        raise CurationError(f"Rejecting suggestion {old.id} needs a reason; its confirmer "
+                            f"{old.confirmed_by} reads it")
+    if not reason and old.status is not SuggestionStatus.NEW:
+        raise CurationError(f"Suggestion {old.id} was {old.status.value} by {old.reviewed_by}; "
+                            "overturning that decision needs a reason")
+    if new is SuggestionStatus.ACCEPTED and old.confirmed_by == user.name and not user.is_admin:
+        raise PermissionDenied(f"{user.name} confirmed suggestion {old.id}, so another curator "
+                               "or an admin accepts it")
+
+
+def accepted_answers(ws: Workspace, schema: Schema | str, query_key: str) -> list[Entity]:
+    """The answers of accepted suggestions for one partial relation, as entities to treat as
+    known (with the KB's synonyms when the answer is a KB entity), oldest acceptance first."""
+    sch = schema if isinstance(schema, Schema) else get_schema(schema, ws.schemas())
+    rows = ws.conn.execute(
+        "SELECT answer, answer_key FROM source_suggestions WHERE schema = ? AND query_key = ? "
+        "AND status = 'accepted' ORDER BY reviewed_at, id", (sch.name, query_key)).fetchall()
+    if not rows:
+        return []
+    kb = {e.key: e for e in kb_answer_entities(ws, sch)}
+    out: dict[str, Entity] = {}
+    for row in rows:
+        entity = kb.get(row["answer_key"]) or _answer_entity(sch, row["answer"], row["answer_key"])
+        out.setdefault(entity.key, entity)
+    return list(out.values())
+
+
+def _answer_entity(schema: Schema, answer: str, answer_key: str) -> Entity:
+    """The entity an answer key names (``chemical:D000077484``, ``chemical:vemurafenib``); a
+    suggestion without a key gets the answer slot's type."""
+    etype, _, ident = answer_key.partition(":")
+    if not etype:
+        return Entity(answer, schema.slot(schema.answer).type)
+    return Entity(answer, etype, "" if ident == answer.strip().lower() else ident)
+
+
+# -- export --------------------------------------------------------------------------------------
+#: Moderation columns that follow the CIViC ones in an export.
+STATUS_COLUMNS = ("status", "reviewed_by", "reviewed_at", "review_reason")
+
+
 def suggestion_rows(suggestions: Sequence[SourceSuggestion],
                     schemas: Mapping[str, Schema]) -> list[dict[str, str]]:
     """Rows in CIViC source-suggestion shape: pmid, the relation's slots (``treatment`` is
-    ``therapy``), comment, confirmed_by, created_at."""
+    ``therapy``), comment, confirmed_by, created_at, schema; then the moderation columns
+    (:data:`STATUS_COLUMNS`)."""
     rows = []
     for s in suggestions:
         schema = schemas.get(s.schema)
@@ -293,7 +498,8 @@ def suggestion_rows(suggestions: Sequence[SourceSuggestion],
             row[CIVIC_COLUMNS.get(slot, slot)] = text
         row[CIVIC_COLUMNS.get(answer_slot, answer_slot)] = s.answer
         row.update(comment=s.comment, confirmed_by=s.confirmed_by, created_at=s.created_at,
-                   schema=s.schema)
+                   schema=s.schema, status=s.status.value, reviewed_by=s.reviewed_by,
+                   reviewed_at=s.reviewed_at or "", review_reason=s.review_reason)
         rows.append(row)
     return rows
 
@@ -303,7 +509,8 @@ def suggestions_csv(suggestions: Sequence[SourceSuggestion],
     """CSV text of :func:`suggestion_rows` (columns in first-seen order)."""
     rows = suggestion_rows(suggestions, schemas)
     columns = list(dict.fromkeys(k for row in rows for k in row)) or [
-        "pmid", "gene", "variant", "therapy", "comment", "confirmed_by", "created_at"]
+        "pmid", "gene", "variant", "therapy", "comment", "confirmed_by", "created_at",
+        *STATUS_COLUMNS]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, restval="", lineterminator="\n")
     writer.writeheader()
