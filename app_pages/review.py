@@ -1,8 +1,12 @@
-"""Review: the label log with filters, relabelling with its audit trail, annotator agreement
-(Cohen's kappa on shared items) and exports (labels as CSV / JSONL, CIViC source suggestions)."""
+"""Review: the label log with filters (each label's relation, document title and abstract),
+relabelling with its audit trail, annotator agreement (Cohen's kappa on shared items), exports
+(labels as CSV / JSONL, CIViC source suggestions); the disagreements view where a curator or admin
+records final grades; the source-suggestion queue. In blind mode an annotator sees other users'
+labels only on items they graded themselves (curation.store.adjudication)."""
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from app_pages.common import (
@@ -14,6 +18,8 @@ from app_pages.common import (
     show_flash,
     store_label,
 )
+from app_pages.review_items import disagreements_panel, document_view
+from app_pages.review_suggestions import suggestions_panel
 from app_pages.safe import md
 from curation.evaluation.reporting import (
     export_labels_bytes,
@@ -23,7 +29,16 @@ from curation.evaluation.reporting import (
     model_versions,
 )
 from curation.search.suggestions import list_suggestions, suggestions_csv
+from curation.store.adjudication import (
+    blind_mode,
+    document_titles,
+    relation_texts,
+    sees_all_labels,
+    set_blind_mode,
+    visible_labels,
+)
 from curation.store.labels import Grade, Label, agreement, list_labels
+from kb_sources.errors import CurationError
 
 ALL = "(all)"
 
@@ -113,19 +128,69 @@ def export_panel(ctx: AppContext, labels: list[Label]) -> None:
                             mime="text/csv", on_click="ignore", disabled=not suggestions)
 
 
+def log_frame(ctx: AppContext, labels: list[Label]) -> pd.DataFrame:
+    """The label log with each label's document title and relation entities."""
+    frame = labels_frame(labels)
+    titles = document_titles(ctx.ws, [lab.doc_id for lab in labels])
+    relations = relation_texts(ctx.ws, {(lab.schema, lab.query_key) for lab in labels})
+    at = list(frame.columns).index("doc_id") + 1
+    frame.insert(at, "title", [titles.get(lab.doc_id, "") for lab in labels])
+    frame.insert(at + 1, "relation", [relations[lab.schema, lab.query_key] for lab in labels])
+    return frame
+
+
+def _toggle_blind(ctx: AppContext) -> None:
+    try:
+        on = set_blind_mode(ctx.ws, bool(st.session_state.get("rv_blind")),
+                            user=current_user(ctx.ws))
+    except CurationError as exc:
+        flash("error", md(exc))
+        return
+    flash("success", "Blind review is on: annotators see others' labels only on items they "
+                     "graded." if on else "Blind review is off: everyone sees every label.")
+
+
+def blind_panel(ctx: AppContext, shown: int, total: int) -> None:
+    """The admin's blind-review switch; what blind mode hides from an annotator."""
+    if ctx.user.is_admin:
+        st.toggle("Blind review", key="rv_blind", value=blind_mode(ctx.ws),
+                  on_change=_toggle_blind, args=(ctx,),
+                  help="Annotators see other users' labels on an item only after grading it")
+    elif shown < total:
+        st.caption(f"Blind review: {total - shown:,} labels of other users stay hidden until "
+                   "you grade their items.")
+
+
+def labels_panel(ctx: AppContext) -> None:
+    found = _filters(ctx)
+    labels = visible_labels(ctx.ws, found, ctx.user)
+    blind_panel(ctx, len(labels), len(found))
+    st.caption(f"{len(labels):,} labels · select a row to read its abstract")
+    event = st.dataframe(log_frame(ctx, labels), hide_index=True, key="rv_table",
+                         width="stretch", height=260, on_select="rerun",
+                         selection_mode="single-row")
+    rows = event.selection.rows if event else []
+    if rows and rows[0] < len(labels):
+        document_view(ctx, labels[rows[0]].doc_id, "rv_doc")
+    relabel_panel(ctx, labels)
+    if sees_all_labels(ctx.ws, ctx.user):  # kappa compares other users' grades
+        st.markdown("**Agreement between two annotators** (shared items, skips left out)")
+        agreement_panel(ctx)
+    st.markdown("**Export**")
+    export_panel(ctx, labels)
+
+
 def render(ctx: AppContext) -> None:
     st.subheader("Review")
     show_flash()
     save_pending_labels(ctx)
-    labels = _filters(ctx)
-    st.caption(f"{len(labels):,} labels")
-    st.dataframe(labels_frame(labels), hide_index=True, key="rv_table", width="stretch",
-                 height=260)
-    relabel_panel(ctx, labels)
-    st.markdown("**Agreement between two annotators** (shared items, skips left out)")
-    agreement_panel(ctx)
-    st.markdown("**Export**")
-    export_panel(ctx, labels)
+    tabs = st.tabs(["Labels", "Disagreements", "Suggestions"])
+    with tabs[0]:
+        labels_panel(ctx)
+    with tabs[1]:
+        disagreements_panel(ctx)
+    with tabs[2]:
+        suggestions_panel(ctx)
 
 
 def main() -> None:

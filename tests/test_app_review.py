@@ -11,10 +11,14 @@ import pytest
 from app_helpers import APP, add_users, build_app_workspace, label_rows, shown, sign_in
 from streamlit.testing.v1 import AppTest
 
+from curation.access.users import Role, User
 from curation.evaluation import reporting
 from curation.evaluation.reporting import export_labels_bytes
 from curation.search import session
+from curation.search.suggestions import add_suggestion, list_suggestions
+from curation.store.adjudication import blind_mode, set_blind_mode
 from curation.store.labels import list_labels, record_label
+from curation.store.relations import list_partial_relations
 from curation.store.workspace import Workspace
 
 ITEMS = (("1", "complete", "complete"), ("2", "irrelevant", "irrelevant"),
@@ -45,6 +49,11 @@ def review(user: str) -> AppTest:
 def log(at: AppTest):
     """The label log table (the page's first dataframe)."""
     return at.dataframe[0].value
+
+
+def table_with(at: AppTest, column: str):
+    """The first table of the page that has ``column`` (the tabs' tables carry no key)."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
 
 
 def test_label_log_filters(ws_root):
@@ -138,3 +147,111 @@ def test_a_database_error_before_the_pages_is_one_readable_message(ws_root, monk
     (message,) = [shown(e.value) for e in at.error]
     assert message.startswith(f"Disk I/O error in the workspace {ws_root}: check that the disk "
                               "has free space and is still mounted")
+
+
+# -- issue 14: the relation, title and abstract of a label; disagreements; suggestions; blind ----
+def test_log_shows_relation_and_title_and_opens_the_abstract(ws_root):
+    with Workspace.open(ws_root) as ws:
+        (partial,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
+        record_label(ws, user="alice", schema="PO", query_key=partial.query_key,
+                     query_text="BRAF V600E treatment", doc_id="90100002", grade="partial")
+    at = review("alice")
+    first = log(at).iloc[0]  # newest first
+    assert (first["doc_id"], first["relation"]) == ("90100002", "gene: BRAF · variant: V600E")
+    assert first["title"].startswith("BRAF V600E <script>alert(1)</script> resistance")
+    assert not at.get("link_button")  # nothing opened yet
+    at.session_state["rv_table"] = {"selection": {"rows": [0], "columns": []}}
+    at.run()
+    assert not at.exception
+    title = next(m.value for m in at.markdown if "90100002" in m.value)
+    assert "<script>" not in title and "\\<script\\>" in title  # escaped, shown literally
+    assert shown(title).startswith("**BRAF V600E <script>alert(1)</script> resistance")
+    (link,) = at.get("link_button")
+    assert link.proto.url == "https://pubmed.ncbi.nlm.nih.gov/90100002/"
+
+
+def test_a_curator_accepts_a_suggestion_with_a_reason(ws_root):
+    add_users(ws_root, cur="curator", eve="curator")
+    with Workspace.open(ws_root) as ws:
+        (partial,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
+        row = add_suggestion(ws, user=User("eve", Role.CURATOR), schema=ws.schemas()["PO"],
+                             partial=partial, pmid="90100001", answer="Imatinib",
+                             answer_key="drug:imatinib", comment="one patient responded")
+    at = review("cur")
+    assert at.selectbox(key="sg_status").value == "new"  # the queue first
+    assert table_with(at, "review_reason")["answer"].tolist() == ["Imatinib"]
+    at.text_input(key="sg_reason").input("names gene, variant, drug and the response")
+    at.button(key="sg_accept").click().run()
+    assert any(shown(s.value) == f"Suggestion {row.id} (PMID 90100001, Imatinib) accepted."
+               for s in at.success)
+    with Workspace.open(ws_root) as ws:
+        stored = list_suggestions(ws, status="accepted")
+        audit = ws.audit_log("source_suggestion")[0]
+    assert [(s.id, s.reviewed_by, s.review_reason) for s in stored] == [
+        (row.id, "cur", "names gene, variant, drug and the response")]
+    assert (audit["action"], audit["actor"]) == ("accept", "cur")
+    at.selectbox(key="sg_status").set_value("accepted").run()
+    assert table_with(at, "review_reason")["reviewed_by"].tolist() == ["cur"]
+
+
+def test_an_annotator_sees_suggestions_but_cannot_moderate(ws_root):
+    with Workspace.open(ws_root) as ws:
+        (partial,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
+        add_suggestion(ws, user=User("boss", Role.ADMIN), schema=ws.schemas()["PO"],
+                       partial=partial, pmid="90100001", answer="Imatinib", comment="ok")
+    at = review("alice")
+    assert table_with(at, "review_reason")["pmid"].tolist() == ["90100001"]
+    keys = {b.key for b in at.button}
+    assert not keys & {"sg_accept", "sg_reject"} and "dg_save" not in keys
+    assert "Curators and admins accept or reject suggestions." in [c.value for c in at.caption]
+
+
+def test_disagreements_list_the_differing_items_and_an_admin_records_a_final_grade(ws_root):
+    add_users(ws_root, carol="annotator")
+    with Workspace.open(ws_root) as ws:  # carol makes items 1 and 2 disagree too
+        for doc, grade in (("1", "partial"), ("2", "complete")):
+            record_label(ws, user="carol", schema="PO", query_key="q", query_text="BRAF?",
+                         doc_id=doc, grade=grade)
+    at = review("boss")
+    table = table_with(at, "decided_by")
+    assert sorted(table["doc_id"]) == ["1", "2", "3"]  # 4 is skip vs partial: no disagreement
+    assert table.set_index("doc_id").loc["3", "grades"] == "alice: partial · bob: complete"
+    options = at.selectbox(key="dg_item").options  # open items, the newest labelled first
+    assert [o.split(" · ")[0] for o in options] == ["2", "1", "3"]
+    at.selectbox(key="dg_item").set_value("PO\x1fq\x1f3").run()
+    at.selectbox(key="dg_grade").set_value("complete").run()
+    at.text_input(key="dg_reason").input("the abstract names the response")
+    at.button(key="dg_save").click().run()
+    assert not at.exception
+    assert any("Final grade of 3 recorded: complete." == shown(s.value) for s in at.success)
+    with Workspace.open(ws_root) as ws:
+        rows = [dict(r) for r in ws.conn.execute("SELECT * FROM adjudications")]
+        audit = ws.audit_log("adjudication")[0]
+    assert [(r["doc_id"], r["grade"], r["user"], r["reason"], r["superseded_by"])
+            for r in rows] == [("3", "complete", "boss", "the abstract names the response", None)]
+    assert (audit["action"], audit["actor"]) == ("adjudicate", "boss")
+    table = table_with(at, "decided_by").set_index("doc_id")
+    assert (table.loc["3", "final"], table.loc["3", "decided_by"]) == ("complete", "boss")
+
+
+def test_blind_mode_hides_other_grades_until_the_annotator_gave_hers(ws_root):
+    with Workspace.open(ws_root) as ws:
+        record_label(ws, user="bob", schema="PO", query_key="q", query_text="BRAF?",
+                     doc_id="5", grade="complete")
+        set_blind_mode(ws, True, user=User("boss", Role.ADMIN))
+    at = review("alice")
+    rows = log(at)
+    # alice graded 1-3 and skipped 4: bob's 4 and 5 stay hidden
+    assert sorted(zip(rows["user"], rows["doc_id"], strict=True)) == [
+        ("alice", "1"), ("alice", "2"), ("alice", "3"), ("alice", "4"),
+        ("bob", "1"), ("bob", "2"), ("bob", "3")]
+    assert any("2 labels of other users stay hidden" in c.value for c in at.caption)
+    assert not at.metric  # no kappa over other users' grades either
+    at = review("bob")  # bob graded 1-5, so he sees alice's labels
+    assert len(log(at)) == 9
+    at = review("boss")  # the admin sees everything and holds the switch
+    assert len(log(at)) == 9 and at.toggle(key="rv_blind").value is True
+    at.toggle(key="rv_blind").set_value(False).run()
+    with Workspace.open(ws_root) as ws:
+        assert not blind_mode(ws)
+        assert ws.audit_log("setting")[0]["actor"] == "boss"

@@ -106,6 +106,19 @@ def test_conflicts_go_to_the_most_senior_role_then_the_latest(loop_ws):
     assert [e.positive for e in made.examples] == [True] and made.overruled == (ann.id,)
 
 
+def test_an_adjudicated_grade_beats_every_label_of_its_item(loop_ws):
+    from curation.store.adjudication import adjudicate
+
+    q = _train_query(loop_ws, "")
+    cur = _label(loop_ws, q, "301", "complete", user="carol")
+    ann = _label(loop_ws, q, "301", "irrelevant", user="anna")
+    roles = {"carol": Role.CURATOR, "anna": Role.ANNOTATOR}
+    assert [e.positive for e in _examples(loop_ws, [cur, ann], roles=roles).examples] == [True]
+    adjudicate(loop_ws, "disease_gene", q.qid, "301", "irrelevant", "no gene named", user=ADMIN)
+    (made,) = _examples(loop_ws, [cur, ann], roles=roles).examples
+    assert not made.positive and made.mu == 0.8 and made.cls == "label:irrelevant"
+
+
 def test_a_label_replaces_the_kb_example_of_the_same_pair(loop_ws):
     from curation.training.examples import ExampleConfig, build_examples
 

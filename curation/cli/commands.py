@@ -25,7 +25,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "relations": cmd_relations, "query": cmd_query, "schema": cmd_schema,
         "demo": cmd_demo, "serve": cmd_serve, "fetch": cmd_fetch, "users": cmd_users,
         "labels": cmd_labels, "evaluate": cmd_evaluate, "match-bench": cmd_match_bench,
-        "bench": cmd_bench,
+        "bench": cmd_bench, "settings": cmd_settings,
         **train_commands.HANDLERS,
     }[args.command]
     return handler(args)
@@ -272,6 +272,18 @@ def cmd_labels(args: argparse.Namespace) -> int:
         labels = list_labels(ws, user=args.user, schema=args.schema, grade=args.grade)
         path = export_labels(labels, args.args[0])
     print(f"{len(labels)} labels written to {path}")
+    return 0
+
+
+def cmd_settings(args: argparse.Namespace) -> int:
+    """Show or switch a workspace setting; the CLI acts as the admin 'cli' (as models promote)."""
+    from curation.access.users import Role, User
+    from curation.store.adjudication import blind_mode, set_blind_mode
+
+    with Workspace.open(workspace_path(args)) as ws:
+        if args.value is not None:
+            set_blind_mode(ws, args.value == "on", user=User("cli", Role.ADMIN))
+        print(f"{args.name}: {'on' if blind_mode(ws) else 'off'}")
     return 0
 
 

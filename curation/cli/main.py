@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     _fetch_parser(sub, common)
     _users_parser(sub, common)
     _labels_parser(sub, common)
+    _settings_parser(sub, common)
 
     p = sub.add_parser("stats", parents=[common], help="counts of what the workspace holds")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -197,6 +198,15 @@ def _labels_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
     p.add_argument("--user")
     p.add_argument("--schema")
     p.add_argument("--grade")
+
+
+def _settings_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("settings", parents=[common], help="show or change workspace settings",
+                       description="blind-review: annotators see other users' labels on an item "
+                                   "only after grading it themselves (the Review page)")
+    p.add_argument("name", choices=("blind-review",), help="the setting")
+    p.add_argument("value", nargs="?", choices=("on", "off"),
+                   help="new value (admin action, audited as actor 'cli'); omit to show it")
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:

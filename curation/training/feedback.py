@@ -14,8 +14,10 @@ Grades map to EDEL examples as follows (:class:`LabelMapping` holds the numbers)
 Only a user's current label counts (a relabel supersedes, the audit keeps the old one). When
 several users labelled the same (query, document) differently, the most senior role wins (admin >
 curator > annotator), and among equals the latest decision. A label beats a KB-derived example for
-the same (query, document). Labels of queries whose entity lies in the **dev or test split** are
-never trained on (they are counted as held out), so the gate's held-out queries stay untouched.
+the same (query, document). An **adjudicated** final grade (Review page, disagreements) replaces
+the winning label's grade for its item. Labels of queries whose entity lies in the **dev or test
+split** are never trained on (they are counted as held out), so the gate's held-out queries stay
+untouched.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 from curation.access.users import Role
 from curation.evaluation.harness import EvalQuery, EvalTask
 from curation.matching.matcher import EntityMatcher
+from curation.store.adjudication import current_adjudications
 from curation.store.labels import Grade, Label, list_labels
 from curation.store.workspace import Workspace
 from curation.training.examples import Example, ExampleSet, manifest_digest
@@ -113,6 +116,10 @@ def label_examples(ws: Workspace, sch: Schema, task: EvalTask, table: MarginTabl
     mapping = mapping or LabelMapping()
     matcher = matcher or EntityMatcher()
     winners, overruled = resolve_conflicts(labels, roles or {})
+    final = current_adjudications(ws, sch.name)  # a curator's final grade beats every label
+    winners = [replace(lb, grade=final[item].grade)
+               if (item := (lb.schema, lb.query_key, lb.doc_id)) in final else lb
+               for lb in winners]
     queries = {q.qid: q for q in task.queries}
     splits = {q.group: q.split for q in task.queries}
     docs = _documents(ws, {lb.doc_id for lb in winners})

@@ -1,0 +1,321 @@
+"""Label review: disagreements between annotators, adjudicated final grades, blind mode.
+
+An *item* is one (schema, query_key, doc_id): a document judged for a partial relation.
+
+* A **disagreement** is an item whose current (not superseded) labels from two or more users
+  carry different grades. A skip is not a grade and is left out, so "skip" against "partial" is
+  no disagreement.
+* A curator or admin records the **final grade** of an item, with a written reason. A newer
+  decision supersedes the older one (``superseded_by``); none is deleted, and each is audited
+  (object type ``adjudication``, the old decision in ``before``).
+* :func:`final_grade` is the adjudicated grade, else the grade every current label agrees on,
+  else None (unresolved, or not labelled).
+* **Blind mode** is a workspace setting (``meta`` key ``blind_review``), switched by an admin and
+  audited (object type ``setting``). While it is on, an annotator sees another user's label on an
+  item only after giving their own grade there (a skip does not count: it is no judgement).
+  Curators and admins always see every label: they settle disagreements, which needs everyone's
+  grades, and they are the ones who review the annotators' work.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from curation.access.users import PermissionDenied, Role, User, require_admin
+from curation.store.labels import Grade, Label, list_labels
+from curation.store.workspace import Workspace, utcnow
+from kb_sources.errors import CurationError
+
+__all__ = ["BLIND_REVIEW_KEY", "REVIEWER_ROLES", "Adjudication", "Disagreement", "Item",
+           "adjudicate", "adjudication_history", "blind_mode", "current_adjudications",
+           "disagreements", "document_titles", "final_grade", "relation_texts", "require_reviewer",
+           "sees_all_labels", "set_blind_mode", "visible_labels"]
+
+logger = logging.getLogger(__name__)
+
+#: (schema, query_key, doc_id)
+Item = tuple[str, str, str]
+#: The ``meta`` key of the blind-review setting ("on" / "off").
+BLIND_REVIEW_KEY = "blind_review"
+#: Roles that moderate suggestions, record final grades and always see every label.
+REVIEWER_ROLES: frozenset[Role] = frozenset({Role.CURATOR, Role.ADMIN})
+
+
+def require_reviewer(user: User | None, action: str) -> None:
+    """Raise :class:`PermissionDenied` unless ``user`` is a curator or an admin."""
+    if user is None or user.role not in REVIEWER_ROLES:
+        who = f"{user.name} ({user.role.value})" if user else "an anonymous user"
+        raise PermissionDenied(f"{action} needs the curator or admin role; {who} may not do it")
+
+
+@dataclass(frozen=True)
+class Adjudication:
+    """One recorded final grade (the current one has ``superseded_by`` None)."""
+
+    id: int
+    created_at: str
+    user: str
+    schema: str
+    query_key: str
+    doc_id: str
+    grade: Grade
+    reason: str
+    superseded_by: int | None = None
+
+    @classmethod
+    def from_row(cls, row: Any) -> Adjudication:
+        data = dict(row)
+        data["grade"] = Grade(data["grade"])
+        return cls(**data)
+
+    @property
+    def item(self) -> Item:
+        return self.schema, self.query_key, self.doc_id
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """An item two or more users graded differently.
+
+    Attributes:
+        schema, query_key, doc_id: The item.
+        query_text: The query of the newest label on it.
+        grades: (user, grade) of each current non-skip label, by user name.
+        adjudication: The current final grade, when one was recorded.
+    """
+
+    schema: str
+    query_key: str
+    doc_id: str
+    query_text: str
+    grades: tuple[tuple[str, Grade], ...]
+    adjudication: Adjudication | None = None
+
+    @property
+    def item(self) -> Item:
+        return self.schema, self.query_key, self.doc_id
+
+    @property
+    def resolved(self) -> bool:
+        return self.adjudication is not None
+
+
+def _item(label: Label) -> Item:
+    return label.schema, label.query_key, label.doc_id
+
+
+def _graded(ws: Workspace, schema: str | None = None) -> dict[Item, list[Label]]:
+    """Current non-skip labels per item (each list newest first)."""
+    out: dict[Item, list[Label]] = {}
+    for label in list_labels(ws, schema=schema):
+        if label.grade is not Grade.SKIP:
+            out.setdefault(_item(label), []).append(label)
+    return out
+
+
+def disagreements(ws: Workspace, schema: str | None = None, *,
+                  viewer: User | None = None) -> list[Disagreement]:
+    """Items whose current labels disagree: unresolved first, then the most recently labelled.
+
+    Args:
+        ws: The workspace.
+        schema: Only items of this schema.
+        viewer: When given, blind mode applies (:func:`visible_labels`): an annotator gets only
+            the items they graded themselves.
+    """
+    current = current_adjudications(ws, schema)
+    graded = _graded(ws, schema)
+    if viewer is not None and not sees_all_labels(ws, viewer):
+        mine = _graded_by(ws, viewer.name)
+        graded = {item: labels for item, labels in graded.items() if item in mine}
+    out = []
+    for item, labels in graded.items():
+        if len({lab.grade for lab in labels}) < 2:
+            continue
+        grades = tuple(sorted((lab.user, lab.grade) for lab in labels))
+        out.append(Disagreement(*item, labels[0].query_text, grades, current.get(item)))
+    return sorted(out, key=lambda d: (d.resolved, -graded[d.item][0].id))
+
+
+def current_adjudications(ws: Workspace, schema: str | None = None) -> dict[Item, Adjudication]:
+    """Item -> its current final grade (of one schema, when given)."""
+    sql, params = "SELECT * FROM adjudications WHERE superseded_by IS NULL", []
+    if schema is not None:
+        sql += " AND schema = ?"
+        params.append(schema)
+    rows = ws.conn.execute(sql + " ORDER BY id", params)
+    return {adj.item: adj for adj in map(Adjudication.from_row, rows)}
+
+
+def adjudication_history(ws: Workspace, schema: str, query_key: str,
+                         doc_id: str) -> list[Adjudication]:
+    """Every final grade recorded for one item, newest first (the current one first)."""
+    rows = ws.conn.execute(
+        "SELECT * FROM adjudications WHERE schema = ? AND query_key = ? AND doc_id = ? "
+        "ORDER BY id DESC", (schema, query_key, doc_id))
+    return [Adjudication.from_row(r) for r in rows]
+
+
+def adjudicate(ws: Workspace, schema: str, query_key: str, doc_id: str, grade: str | Grade,
+               reason: str, *, user: User | None) -> Adjudication:
+    """Record the final grade of a labelled item (audited); it supersedes an earlier one.
+
+    Raises:
+        PermissionDenied: Not a curator or admin.
+        CurationError: Grade skip or unknown, no reason, or nobody labelled the item.
+    """
+    require_reviewer(user, "Recording a final grade")
+    assert user is not None
+    grade = Grade.parse(grade)
+    if grade is Grade.SKIP:
+        raise CurationError("A final grade is complete, partial or irrelevant; skip decides "
+                            "nothing")
+    if not reason.strip():
+        raise CurationError("A final grade needs a written reason (it is audited and shown to "
+                            "the annotators)")
+    with ws.transaction():
+        if not ws.conn.execute(
+                "SELECT 1 FROM labels WHERE schema = ? AND query_key = ? AND doc_id = ? AND "
+                "superseded_by IS NULL", (schema, query_key, doc_id)).fetchone():
+            raise CurationError(f"Nobody labelled document {doc_id} for query {query_key!r} of "
+                                f"{schema}; a final grade settles the labels of an item")
+        history = adjudication_history(ws, schema, query_key, doc_id)
+        old = history[0] if history else None
+        new_id = int(ws.conn.execute(
+            "INSERT INTO adjudications(created_at, user, schema, query_key, doc_id, grade, "
+            "reason) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (utcnow(), user.name, schema, query_key, doc_id, grade.value,
+             reason.strip())).lastrowid)
+        if old is not None:
+            ws.conn.execute("UPDATE adjudications SET superseded_by = ? WHERE id = ?",
+                            (new_id, old.id))
+        ws.audit(user.name, "adjudicate", "adjudication", str(new_id),
+                 before=None if old is None else {"id": old.id, "user": old.user,
+                                                  "grade": old.grade.value,
+                                                  "reason": old.reason},
+                 after={"schema": schema, "query_key": query_key, "doc_id": doc_id,
+                        "grade": grade.value, "reason": reason.strip()})
+    return adjudication_history(ws, schema, query_key, doc_id)[0]
+
+
+def final_grade(ws: Workspace, schema: str, query_key: str, doc_id: str) -> Grade | None:
+    """The adjudicated grade, else the one grade all current labels agree on, else None."""
+    history = adjudication_history(ws, schema, query_key, doc_id)
+    if history:
+        return history[0].grade
+    grades = {lab.grade for lab in list_labels(ws, schema=schema, query_key=query_key)
+              if lab.doc_id == doc_id and lab.grade is not Grade.SKIP}
+    return grades.pop() if len(grades) == 1 else None
+
+
+# -- blind mode ----------------------------------------------------------------------------------
+def blind_mode(ws: Workspace) -> bool:
+    """Whether blind review is on (off unless an admin switched it on)."""
+    row = ws.conn.execute("SELECT value FROM meta WHERE key = ?", (BLIND_REVIEW_KEY,)).fetchone()
+    return row is not None and row[0] == "on"
+
+
+def set_blind_mode(ws: Workspace, on: bool, *, user: User | None) -> bool:
+    """Switch blind review on or off (admin only; a change is audited). Returns the new value.
+
+    Raises:
+        PermissionDenied: Not an admin.
+    """
+    require_admin(user, "Switching blind review")
+    assert user is not None
+    with ws.transaction():
+        old = blind_mode(ws)
+        if old != on:
+            ws.conn.execute(
+                "INSERT INTO meta(key, value) VALUES (?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (BLIND_REVIEW_KEY, "on" if on else "off"))
+            ws.audit(user.name, "set", "setting", BLIND_REVIEW_KEY,
+                     before={BLIND_REVIEW_KEY: old}, after={BLIND_REVIEW_KEY: on})
+    return on
+
+
+def sees_all_labels(ws: Workspace, viewer: User | None) -> bool:
+    """True when blind mode is off or the viewer is a curator or admin."""
+    return (viewer is not None and viewer.role in REVIEWER_ROLES) or not blind_mode(ws)
+
+
+def _graded_by(ws: Workspace, user: str) -> set[Item]:
+    """Items on which ``user`` has a current grade (skips left out)."""
+    rows = ws.conn.execute(
+        "SELECT DISTINCT schema, query_key, doc_id FROM labels WHERE user = ? AND "
+        "superseded_by IS NULL AND grade != 'skip'", (user,))
+    return {(r[0], r[1], r[2]) for r in rows}
+
+
+def visible_labels(ws: Workspace, labels: Sequence[Label], viewer: User | None) -> list[Label]:
+    """The part of ``labels`` that ``viewer`` may see (order kept).
+
+    In blind mode an annotator (or nobody signed in) sees their own labels, and other users'
+    labels only on items they have graded themselves; otherwise every label is visible.
+    """
+    if sees_all_labels(ws, viewer):
+        return list(labels)
+    name = viewer.name if viewer is not None else ""
+    mine = _graded_by(ws, name)
+    return [lab for lab in labels if lab.user == name or _item(lab) in mine]
+
+
+# -- how an item reads -----------------------------------------------------------------------
+def relation_texts(ws: Workspace,
+                   keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """(schema, query_key) -> the relation's query entities ("gene: BRAF · variant: V600E").
+
+    The words come from a KB record of the partial relation; a query typed by a curator (no
+    record) is read from its key, with entity names from the workspace. Keys of neither form
+    map to "".
+    """
+    schemas = ws.schemas()
+    out = {}
+    for schema, query_key in set(keys):
+        slots = schemas[schema].query_slots if schema in schemas else ()
+        by_slot = _record_slots(ws, schema, query_key, slots) or _key_slots(ws, query_key)
+        out[schema, query_key] = " · ".join(f"{slot}: {' + '.join(texts)}"
+                                            for slot, texts in by_slot.items())
+    return out
+
+
+def _record_slots(ws: Workspace, schema: str, query_key: str,
+                  slots: Sequence[str]) -> dict[str, list[str]]:
+    rows = ws.conn.execute(
+        "SELECT slot, text FROM relation_slots WHERE relation_id = (SELECT MIN(id) FROM "
+        "relations WHERE schema = ? AND query_key = ?) ORDER BY rowid", (schema, query_key))
+    found: dict[str, list[str]] = {}
+    for row in rows:
+        found.setdefault(row["slot"], []).append(row["text"])
+    return {s: found[s] for s in slots if s in found}
+
+
+def _key_slots(ws: Workspace, query_key: str) -> dict[str, list[str]]:
+    """Slots of a key made by :func:`curation.store.import_rows.query_key`
+    (``gene=gene:673|variant=variant:v600e``)."""
+    parts = [p.partition("=") for p in query_key.split("|")]
+    if not all(slot and sep for slot, sep, _ in parts):
+        return {}
+    by_slot = {slot: value.split(",") for slot, _, value in parts if value}
+    keys = sorted({k for value in by_slot.values() for k in value})
+    rows = ws.conn.execute(
+        f"SELECT key, text FROM entities WHERE key IN ({','.join('?' * len(keys))})", keys)
+    names = {row["key"]: row["text"] for row in rows}
+    return {slot: [names.get(k) or k.partition(":")[2] or k for k in value]
+            for slot, value in by_slot.items()}
+
+
+def document_titles(ws: Workspace, doc_ids: Iterable[str]) -> dict[str, str]:
+    """doc_id -> title of the documents the workspace holds (one query per 500 ids)."""
+    ids = list(dict.fromkeys(doc_ids))
+    out: dict[str, str] = {}
+    for i in range(0, len(ids), 500):
+        chunk = ids[i:i + 500]
+        rows = ws.conn.execute("SELECT doc_id, title FROM documents WHERE doc_id IN "
+                               f"({','.join('?' * len(chunk))})", chunk)
+        out.update({row["doc_id"]: row["title"] for row in rows})
+    return out
