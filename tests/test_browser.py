@@ -7,6 +7,7 @@ says how to install it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import pytest
 from app_helpers import build_app_workspace, label_rows
+
+from curation.store.workspace import Workspace
 
 CHROMIUM = Path(os.environ.get("KBCURATE_CHROMIUM", "/usr/bin/chromium"))
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -46,22 +49,21 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> Non
     raise AssertionError(f"kbcurate serve did not answer on {url} within {timeout} s")
 
 
-@pytest.fixture
-def served(tmp_path):
-    """The app served on a free loopback port over a small fixture workspace (local mode)."""
-    root = build_app_workspace(tmp_path / "ws")
+@contextlib.contextmanager
+def serving(root: Path, env: dict[str, str]):
+    """``kbcurate serve`` on a free loopback port over ``root``; yields the URL, then stops it."""
     port = free_port()
     kbcurate = Path(sys.executable).with_name("kbcurate")
     cmd = ([str(kbcurate)] if kbcurate.is_file() else [sys.executable, "-m", "curation.cli"])
-    env = {**os.environ, "HOME": str(tmp_path), "USER": "browser-test",
-           "KBCURATE_WORKSPACE": str(root)}
     proc = subprocess.Popen([*cmd, "serve", "--workspace", str(root), "--host", "127.0.0.1",
-                             "--port", str(port)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                             "--port", str(port)], env={**os.environ, **env,
+                                                        "KBCURATE_WORKSPACE": str(root)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc)
-        yield url, root
+        yield url
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -69,6 +71,14 @@ def served(tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+@pytest.fixture
+def served(tmp_path):
+    """The app served on a free loopback port over a small fixture workspace (local mode)."""
+    root = build_app_workspace(tmp_path / "ws")
+    with serving(root, {"HOME": str(tmp_path), "USER": "browser-test"}) as url:
+        yield url, root
 
 
 def open_app(browser, url: str, attempts: int = 3):
@@ -115,3 +125,131 @@ def test_search_and_label_in_a_real_browser(served):
     (row,) = label_rows(root)
     assert (row["user"], row["doc_id"], row["grade"], row["model_version"]) == (
         "browser-test", "25265492", "complete", "bm25")
+
+
+@pytest.fixture
+def served_team(tmp_path):
+    """The app over the fixture workspace with a users file (password sign-in) and one item two
+    annotators graded differently."""
+    from app_helpers import add_users
+
+    from curation.store.labels import record_label
+
+    root = build_app_workspace(tmp_path / "ws")
+    add_users(root, alice="curator", ann="annotator", bob="annotator", boss="admin")
+    with Workspace.open(root) as ws:
+        for user, grade in (("ann", "complete"), ("bob", "irrelevant")):
+            record_label(ws, user=user, schema="PO",
+                         query_key="gene=gene:673|variant=variant:v600e",
+                         query_text="Treatment for gene BRAF and variant V600E?",
+                         doc_id="25265492", grade=grade)
+    with serving(root, {"HOME": str(tmp_path)}) as url:
+        yield url, root
+
+
+def _sign_in(page, name: str) -> None:
+    page.get_by_role("textbox", name="User name").fill(name)
+    page.get_by_role("textbox", name="Password").fill(f"{name}-password")
+    page.get_by_role("button", name="Sign in").click()
+    page.locator("[data-testid='stSidebar']").get_by_text(name).first.wait_for(timeout=30_000)
+
+
+def _screen_doc(page) -> str:
+    """The document id of the abstract on screen in screening mode."""
+    classes = page.locator("[class*='st-key-screen_doc_']").first.get_attribute("class")
+    return next(c for c in classes.split() if c.startswith("st-key-screen_doc_"))[18:]
+
+
+def _press(page, key: str, expect_position: int | None) -> None:
+    """A key press with the focus on the page (not in a field); waits for the next abstract."""
+    page.keyboard.press(key)
+    if expect_position is not None:
+        page.get_by_text(f"Abstract {expect_position} of").first.wait_for(timeout=30_000)
+
+
+def test_reload_screening_by_keyboard_and_adjudication_in_a_real_browser(served_team):
+    """Issue 14's done-when: a reload keeps the signed-in user and the relation; screening mode
+    by keyboard only (5 labels, an undo, a note) writes the right rows; the disagreements view."""
+    if not CHROMIUM.is_file():
+        pytest.fail(f"{CHROMIUM} not found: install Debian's Chromium (apt-get install -y "
+                    "chromium)")
+    from playwright.sync_api import sync_playwright
+
+    url, root = served_team
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        try:
+            page = open_app(browser, url)
+            page.get_by_text("Sign in").first.wait_for(timeout=30_000)
+            _sign_in(page, "alice")
+            search = page.get_by_label("Search relations")
+            search.fill("BRAF")
+            search.press("Enter")
+            page.locator(".st-key-doc_25265492").wait_for(timeout=30_000)
+            page.wait_for_function("() => location.search.includes('relation=')")
+            assert "relation=gene" in page.url and "v600e" in page.url.lower()
+            # F5: still alice, still BRAF V600E (the search box itself is not kept)
+            page.reload(wait_until="domcontentloaded")
+            page.locator(".st-key-doc_25265492").wait_for(timeout=60_000)
+            assert page.get_by_role("textbox", name="User name").count() == 0
+            page.wait_for_function(  # the picker shows the relation of the URL
+                "() => [...document.querySelectorAll('.st-key-relation_pick_PO')].some(el => "
+                "(el.textContent + [...el.querySelectorAll('input')].map(i => i.value).join(' '))"
+                ".includes('V600E'))", timeout=30_000)
+            cookies = {c["name"]: c for c in page.context.cookies()}
+            assert cookies["kbcurate_session"]["httpOnly"] is True
+            assert cookies["kbcurate_session"]["sameSite"] == "Strict"
+            # screening mode, keyboard only
+            page.locator(".st-key-view_mode").get_by_text("Screening").click()
+            page.get_by_text("Abstract 1 of").first.wait_for(timeout=30_000)
+            page.locator("h3").first.click()  # the focus on the page, not in a field
+            shown = [_screen_doc(page)]
+            _press(page, "1", 2)
+            shown.append(_screen_doc(page))
+            _press(page, "n", None)  # a note for the second abstract, then its grade
+            note = page.locator(".st-key-screen_note input")
+            note.wait_for(timeout=30_000)
+            page.wait_for_function(
+                "() => document.activeElement && document.activeElement.closest("
+                "'.st-key-screen_note')", timeout=10_000)
+            page.keyboard.type("dose unclear")
+            page.keyboard.press("Enter")
+            page.get_by_text("Note waiting for a grade").first.wait_for(timeout=30_000)
+            page.locator("h3").first.click()
+            _press(page, "3", 3)
+            shown.append(_screen_doc(page))
+            _press(page, "2", 4)
+            _press(page, "u", 3)  # undo: the third abstract's label goes, and it comes back
+            assert _screen_doc(page) == shown[2]
+            _press(page, "0", 4)
+            fourth = _screen_doc(page)
+            _press(page, "1", None)
+            page.get_by_text("End of the list").first.wait_for(timeout=30_000)
+            deadline = time.time() + 30
+            while len([r for r in label_rows(root) if r["user"] == "alice"]) < 4 and \
+                    time.time() < deadline:
+                time.sleep(0.2)
+            # the Review page's disagreements view: an admin records the final grade
+            page.get_by_role("button", name="Sign out").click()
+            _sign_in(page, "boss")
+            page.get_by_role("link", name="Review").click()
+            page.get_by_role("tab", name="Disagreements").click()
+            page.locator(".st-key-dg_reason input").fill("the abstract names no therapy")
+            page.locator(".st-key-dg_save button").click()
+            page.get_by_text("Final grade", exact=False).first.wait_for(timeout=30_000)
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                with Workspace.open(root) as ws:
+                    adjudications = [dict(r) for r in ws.conn.execute(
+                        "SELECT * FROM adjudications")]
+                if adjudications:
+                    break
+                time.sleep(0.2)
+        finally:
+            browser.close()
+    rows = [(r["doc_id"], r["grade"], r["note"]) for r in label_rows(root) if r["user"] == "alice"]
+    assert rows == [(shown[0], "complete", ""), (shown[1], "irrelevant", "dose unclear"),
+                    (shown[2], "skip", ""), (fourth, "complete", "")], rows
+    (adjudication,) = adjudications
+    assert (adjudication["user"], adjudication["doc_id"], adjudication["reason"]) == (
+        "boss", "25265492", "the abstract names no therapy")
