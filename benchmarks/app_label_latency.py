@@ -12,7 +12,8 @@ are). Two measurements on BRAF V600E (PO, BM25, top 10):
   script (what a click costs the server without the fragment shortcut: an upper bound);
 * ``--browser``: ``kbcurate serve`` + Playwright + Debian's Chromium: from the click (a DOM
   event in the page) until the clicked abstract's card shows "labelled partial", one click a
-  second (what a curator sees; only the results fragment reruns).
+  second (what a curator sees; only the results fragment reruns); and first, in screening
+  mode, from the key press ``1`` until the next abstract is on screen.
 
 Target (issue): <= 300 ms with a warm cache.
 """
@@ -50,6 +51,28 @@ WATCH = """([cardClass, text]) => {
     setTimeout(() => { observer.disconnect(); resolve(-1); }, 30000);
   });
 }"""
+#: Screening mode: milliseconds from the next key press until the abstract on screen is another
+#: one (no screening card of the ``current`` document is left and one of another document is
+#: shown); -1 after 30 s.
+NEXT = """(current) => {
+  window.__kbNext = new Promise(resolve => {
+    let start = null;
+    const moved = () => {
+      const cards = [...document.querySelectorAll("[class*='st-key-screen_doc_']")];
+      return cards.length > 0 && cards.every(el => !el.classList.contains(current));
+    };
+    const observer = new MutationObserver(() => {
+      if (start !== null && moved()) { observer.disconnect(); resolve(performance.now() - start); }
+    });
+    document.addEventListener("keydown", () => { start = performance.now(); },
+                              {capture: true, once: true});
+    observer.observe(document.body, {subtree: true, childList: true, characterData: true,
+                                     attributes: true});
+    setTimeout(() => { observer.disconnect(); resolve(-1); }, 30000);
+  });
+}"""
+SCREEN_DOC = """() => [...document.querySelector("[class*='st-key-screen_doc_']").classList]
+  .find(c => c.startsWith("st-key-screen_doc_"))"""
 CARDS = """() => [...document.querySelectorAll("[class*='st-key-doc_']")]
   .map(el => [...el.classList].find(c => c.startsWith("st-key-doc_")))"""
 
@@ -85,7 +108,28 @@ def bench_apptest(root: Path, clicks: int) -> list[float]:
     return times
 
 
-def bench_browser(root: Path, clicks: int) -> list[float]:
+def _screening_keys(page, presses: int) -> list[float]:
+    """Screening mode: key 1 (complete) -> the next abstract is on screen, one press a second;
+    then back to the list view (its clicks relabel these abstracts as partial)."""
+    page.locator(".st-key-view_mode").get_by_text("Screening").click()
+    page.get_by_text("Abstract 1 of").first.wait_for(timeout=60_000)
+    page.locator("h3").first.click()  # the focus on the page, not in the search field
+    times = []
+    for _ in range(min(presses, 9)):  # 10 abstracts: 9 moves to a next one
+        time.sleep(PAUSE)
+        page.evaluate(NEXT, page.evaluate(SCREEN_DOC))
+        page.keyboard.press("1")
+        elapsed = page.evaluate("window.__kbNext")
+        if elapsed < 0:
+            raise RuntimeError("the next abstract never came after a key press")
+        times.append(elapsed / 1000)
+    page.locator(".st-key-view_mode").get_by_text("List").click()
+    page.get_by_text("Labelled").first.wait_for(timeout=60_000)
+    return times
+
+
+def bench_browser(root: Path, clicks: int) -> tuple[list[float], list[float]]:
+    """(screening key press -> next abstract, list click -> the card shows its label)."""
     sys.path.insert(0, str(REPO / "tests"))
     import subprocess
 
@@ -107,6 +151,7 @@ def bench_browser(root: Path, clicks: int) -> list[float]:
             page.get_by_label("Search relations").fill("BRAF V600E")
             page.get_by_label("Search relations").press("Enter")
             page.get_by_text("Labelled 0 of").first.wait_for(timeout=120_000)
+            keys = _screening_keys(page, clicks)
             times = []
             for i in range(min(clicks, 10)):
                 time.sleep(PAUSE)  # a curator reads before the next click
@@ -118,7 +163,7 @@ def bench_browser(root: Path, clicks: int) -> list[float]:
                     raise RuntimeError(f"{card} never showed its new label")
                 times.append(elapsed / 1000)
             browser.close()
-        return times
+        return keys, times
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=20)
@@ -139,8 +184,9 @@ def main() -> int:
         root = copy_workspace(src, Path(tmp) / "ws")
         print(summary("apptest (full script rerun)", bench_apptest(root, args.clicks)))
         if args.browser:
-            print(summary("browser (click -> the card shows its label)",
-                          bench_browser(root, args.clicks)))
+            keys, clicks = bench_browser(root, args.clicks)
+            print(summary("browser, screening (key 1 -> the next abstract shown)", keys))
+            print(summary("browser, list (click -> the card shows its label)", clicks))
     return 0
 
 
