@@ -24,13 +24,12 @@ from app_pages.common import (
 )
 from app_pages.curate import ALL_KBS, MODES, ensure_ready, pick_schema, retriever_controls
 from app_pages.safe import html_frame, html_text, md
+from curation.search.activity import label_activity, progress_by_user
 from curation.search.worklist import (
     Priority,
     WorklistOptions,
     WorklistRow,
     data_stamp,
-    label_activity,
-    progress_by_user,
     worklist,
     worklist_frame,
 )

@@ -11,6 +11,7 @@ from app_helpers import build_app_workspace
 import curation.search.worklist as wl
 from curation.access.users import Role, User
 from curation.matching.matcher import EntityMatcher
+from curation.search.activity import label_activity, progress_by_user
 from curation.search.indexing import get_index
 from curation.search.session import run_search
 from curation.search.suggestions import add_suggestion
@@ -19,10 +20,8 @@ from curation.search.worklist import (
     WorklistOptions,
     best_level,
     data_stamp,
-    label_activity,
     level_rank,
     new_answer_count,
-    progress_by_user,
     worklist,
     worklist_frame,
 )
