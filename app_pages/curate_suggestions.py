@@ -11,14 +11,9 @@ import streamlit as st
 
 from app_pages.common import AppContext, current_user, flash, short_hash, show_flash
 from app_pages.safe import md
+from curation.search.candidates import Candidate, is_pmid
 from curation.search.session import SearchResult
-from curation.search.suggestions import (
-    Candidate,
-    add_suggestion,
-    is_pmid,
-    list_suggestions,
-    suggestions_csv,
-)
+from curation.search.suggestions import add_suggestion, list_suggestions, suggestions_csv
 from curation.store.relations import PartialRelation
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema

@@ -9,8 +9,8 @@ import streamlit as st
 
 from app_pages.common import AppContext, current_user, flash, show_flash
 from app_pages.safe import md
+from curation.search.candidates import is_pmid
 from curation.search.session import fetch_documents
-from curation.search.suggestions import is_pmid
 from curation.store.adjudication import (
     REVIEWER_ROLES,
     Disagreement,

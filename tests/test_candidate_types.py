@@ -11,7 +11,7 @@ import pytest
 from app_helpers import build_app_workspace
 
 from curation.matching.matcher import EntityMatcher
-from curation.search.suggestions import answer_candidates
+from curation.search.candidates import answer_candidates
 from curation.store.importer import import_file
 from curation.store.relations import PartialRelation, list_partial_relations
 from curation.store.synonyms import add_synonyms

@@ -9,11 +9,11 @@ import pytest
 from app_helpers import build_app_workspace
 
 from curation.access.users import PermissionDenied, Role, User
+from curation.search.candidates import kb_answer_entities
 from curation.search.suggestions import (
     SuggestionStatus,
     accepted_answers,
     add_suggestion,
-    kb_answer_entities,
     list_suggestions,
     moderate_suggestion,
 )

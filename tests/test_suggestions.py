@@ -10,11 +10,10 @@ from app_helpers import build_app_workspace
 
 from curation.access.users import Role, User
 from curation.matching.matcher import EntityMatcher
+from curation.search.candidates import answer_candidates, kb_answer_entities
 from curation.search.session import fetch_documents
 from curation.search.suggestions import (
     add_suggestion,
-    answer_candidates,
-    kb_answer_entities,
     list_suggestions,
     remove_suggestion,
     suggestion_rows,

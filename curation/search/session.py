@@ -19,8 +19,9 @@ from typing import Any
 
 from curation.matching.evidence import Evidence, find_evidence, mark_colours, render_evidence
 from curation.matching.matcher import EntityMatcher, Span
+from curation.search.candidates import Candidate, answer_candidates, is_pmid
 from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
-from curation.search.suggestions import Candidate, accepted_answers, answer_candidates, is_pmid
+from curation.search.suggestions import accepted_answers
 from curation.store.importer import query_key as make_query_key
 from curation.store.labels import Grade
 from curation.store.relations import PartialRelation, list_partial_relations

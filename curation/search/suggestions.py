@@ -1,19 +1,9 @@
-"""Answer-slot suggestions from the top-ranked abstracts, and confirmed source suggestions.
+"""Confirmed source suggestions: a PMID a curator confirmed as evidence for a relation.
 
-The tool suggests, the curator decides. For a partial relation ("BRAF + V600E -> ?") the
-candidates are the entities that could fill the answer slot:
-
-* the KB's own answer entities of the schema (every drug any PO record names, every catalyst any
-  PTM record names), with their synonyms, found in the abstracts by the
-  :class:`~curation.matching.matcher.EntityMatcher`;
-* PubTator annotations of the answer slot's type in those abstracts; a broader type (a chemical
-  for a drug slot) only for an entity the workspace's dictionary knows under the slot's type
-  (see :func:`answer_candidates`: "lipids" is a chemical, not a treatment).
-
-Each candidate carries how many abstracts mention it, which ones, and ``new`` when the partial
-relation does not already list it as an answer. A curator turns one into a
+A curator turns a candidate answer (:mod:`curation.search.candidates`) into a
 :class:`SourceSuggestion` (PMID, the relation's slots, a required comment, who confirmed it),
-kept in the workspace and exported as CSV in the shape of a CIViC source suggestion.
+kept in the workspace, moderated (new -> accepted / rejected by a curator or admin, with a
+reason) and exported as CSV in the shape of a CIViC source suggestion.
 """
 
 from __future__ import annotations
@@ -28,243 +18,18 @@ from enum import StrEnum
 from typing import Any
 
 from curation.access.users import PermissionDenied, User
-from curation.matching.matcher import EntityMatcher
+from curation.search.candidates import is_pmid, kb_answer_entities
 from curation.store.adjudication import require_reviewer
 from curation.store.relations import PartialRelation
-from curation.store.synonyms import entity_from_store
 from curation.store.workspace import Workspace, utcnow
-from kb_sources.checks import is_pmid as _is_pmid
 from kb_sources.errors import CurationError, parse_choice
 from kb_sources.schema import Schema, get_schema
 from kb_sources.types import Entity
 
 logger = logging.getLogger(__name__)
 
-#: Slot type -> annotation types that fill it as they are: its own type and narrower ones (a
-#: drug is a chemical). A slot type not listed takes annotations of its own type only.
-ANNOTATION_TYPES: dict[str, tuple[str, ...]] = {"chemical": ("chemical", "drug")}
-#: Slot type -> broader annotation types that fill it only for an entity of the slot's type in
-#: the workspace's entity dictionary (a chemical is not always a drug: "lipids", "water").
-BROADER_ANNOTATION_TYPES: dict[str, tuple[str, ...]] = {"drug": ("chemical",)}
 #: Slot name -> column name of a CIViC source suggestion.
 CIVIC_COLUMNS: dict[str, str] = {"treatment": "therapy"}
-_SEP = "\x1f"
-
-
-def is_pmid(value: str) -> bool:
-    """True for a PubMed id (1-10 ASCII digits; :func:`kb_sources.checks.is_pmid`)."""
-    return _is_pmid(value or "")
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One possible answer found in the top-k abstracts.
-
-    Attributes:
-        key: Entity key (``drug:vemurafenib``, ``chemical:D000077484``).
-        text: Display text.
-        entity: The entity with synonyms (for highlighting), when it came from the KB.
-        pmids: Abstracts that mention it, in ranking order.
-        new: Not yet an answer of this partial relation in the KB.
-        sources: Where the candidate came from: "kb" and/or "pubtator".
-    """
-
-    key: str
-    text: str
-    entity: Entity
-    pmids: tuple[str, ...]
-    new: bool
-    sources: tuple[str, ...]
-
-    @property
-    def count(self) -> int:
-        return len(self.pmids)
-
-
-def kb_answer_entities(ws: Workspace, schema: Schema) -> list[Entity]:
-    """Every entity that fills the answer slot of some KB record of the schema (with synonyms)."""
-    rows = ws.conn.execute(
-        "SELECT e.key, e.type, e.id, e.text, group_concat(s.synonym, char(31)) AS syn "
-        "FROM entities e LEFT JOIN synonyms s ON s.entity_key = e.key WHERE e.key IN ("
-        "SELECT DISTINCT rs.entity_key FROM relation_slots rs JOIN relations r "
-        "ON r.id = rs.relation_id WHERE r.schema = ? AND rs.slot = ?) GROUP BY e.key "
-        "ORDER BY e.key", (schema.name, schema.answer))
-    out = []
-    for row in rows:
-        synonyms = tuple(sorted({s for s in (row["syn"] or "").split(_SEP) if s} - {row["text"]}))
-        out.append(Entity(row["text"], row["type"], row["id"], synonyms))
-    return out
-
-
-def _forms(entity: Entity) -> set[str]:
-    return {f.strip().lower() for f in (entity.text, *entity.synonyms) if f.strip()}
-
-
-def _known(partial: PartialRelation) -> tuple[set[str], set[str]]:
-    """Keys and lower-case surface forms of the partial relation's known answers."""
-    ents = [e for answer in partial.answers for e in answer]
-    return {e.key for e in ents}, {f for e in ents for f in _forms(e)}
-
-
-def answer_candidates(
-    ws: Workspace,
-    schema: Schema,
-    partial: PartialRelation,
-    docs: Sequence[tuple[str, str]],
-    matcher: EntityMatcher,
-    *,
-    kb_entities: Sequence[Entity] | None = None,
-) -> list[Candidate]:
-    """Answer-slot candidates mentioned in ``docs`` (``(doc_id, text)`` in ranking order).
-
-    Every candidate has the entity type ``T`` the schema declares for the answer slot ("drug"
-    for PO's treatment, "gene" for PTM's catalyst). It comes from:
-
-    * the KB: an entity that fills the answer slot of some KB record of the schema
-      (:func:`kb_answer_entities`; the readers give it the slot's type) and that the matcher
-      finds in a document;
-    * a PubTator annotation in a document, by its stored type (PubTator types are mapped on
-      import, :data:`kb_sources.pubtator.ENTITY_TYPES`: "ChemicalEntity" is "chemical"):
-
-      - type ``T`` or a narrower one (:data:`ANNOTATION_TYPES`: a drug for a chemical slot):
-        as it is, one candidate per annotated id (or text), merged onto a KB answer entity
-        with the same surface form;
-      - a broader type (:data:`BROADER_ANNOTATION_TYPES`: a chemical for a drug slot): only
-        when its text (case-insensitive, spaces collapsed) or one of its ids names an entity
-        of type ``T`` in the workspace's entity dictionary (the ``entities`` table and their
-        synonyms: KB records of any schema, term lists, curator synonyms); the candidate is
-        that entity, with its synonyms. "lipids", "glucose" or "water" are chemicals but no
-        drug of the dictionary, so never a treatment; a drug the KB names for other relations,
-        or that a drug list names, is;
-      - any other type: never.
-
-    The query entities are never candidates.
-
-    Args:
-        ws: The workspace (KB answer entities, the entity dictionary, PubTator annotations).
-        schema: The partial relation's schema.
-        partial: The partial relation (its known answers decide ``new``; its query entities are
-            never candidates).
-        docs: The top-ranked documents as ``(doc_id, title + " " + abstract)``.
-        matcher: The process-wide matcher.
-        kb_entities: Pre-loaded :func:`kb_answer_entities` (loaded when None).
-
-    Returns:
-        Candidates, most supported first (then new before known, then by text). ``new``: neither
-        the key nor a surface form is one of the partial relation's known answers.
-    """
-    entities = kb_answer_entities(ws, schema) if kb_entities is None else kb_entities
-    query_keys = {e.key for ents in partial.query.values() for e in ents}
-    query_forms = {f for ents in partial.query.values() for e in ents for f in _forms(e)}
-    found: dict[str, tuple[Entity, list[str], set[str]]] = {}
-    by_form: dict[str, str] = {}
-    for entity in entities:
-        if entity.key in query_keys:
-            continue
-        pmids = [doc_id for doc_id, text in docs if matcher.mentions(entity, text)]
-        for form in _forms(entity):
-            by_form.setdefault(form, entity.key)
-        if pmids:
-            found[entity.key] = (entity, pmids, {"kb"})
-    kb = {e.key: e for e in entities}
-    _add_annotations(ws, schema, [d for d, _ in docs], found, (by_form, kb),
-                     query_keys | query_forms)
-    for entity, pmids, sources in found.values():
-        if "kb" not in sources:  # annotated somewhere: count every abstract that names it
-            pmids.extend(d for d, text in docs if d not in pmids and matcher.mentions(entity, text))
-    known_keys, known_forms = _known(partial)
-    out = [Candidate(key, ent.text, ent, _ordered(pmids, docs),
-                     key not in known_keys and not (_forms(ent) & known_forms),
-                     tuple(sorted(sources)))
-           for key, (ent, pmids, sources) in found.items()]
-    out.sort(key=lambda c: (-c.count, not c.new, c.text.lower()))
-    return out
-
-
-#: One stored annotation: (doc_id, text with spaces collapsed, type, ids).
-_Annotation = tuple[str, str, str, tuple[str, ...]]
-
-
-def _add_annotations(ws: Workspace, schema: Schema, doc_ids: Sequence[str],
-                     found: dict[str, tuple[Entity, list[str], set[str]]],
-                     lookup: tuple[Mapping[str, str], Mapping[str, Entity]],
-                     excluded: set[str]) -> None:
-    """Merge the documents' annotations that may fill the answer slot into ``found`` (the rule
-    is :func:`answer_candidates`'): onto a KB answer entity with the same surface form, else
-    one candidate per annotated id (or text) of the slot's type or a narrower one, or the
-    dictionary entity of the slot's type that a broader-typed annotation names."""
-    by_form, kb = lookup
-    etype = schema.slot(schema.answer).type
-    as_is = ANNOTATION_TYPES.get(etype, (etype,))
-    broader = tuple(t for t in BROADER_ANNOTATION_TYPES.get(etype, ()) if t not in as_is)
-    rows = _annotations(ws, doc_ids, (*as_is, *broader))
-    dictionary = _dictionary_keys(ws, etype, [r for r in rows if r[2] in broader])
-    loaded: dict[str, Entity] = dict(kb)
-    dropped: set[str] = set()
-    for doc_id, text, atype, ids in rows:
-        form = text.lower()
-        if atype in as_is:
-            key = by_form.get(form) or Entity(text, atype, ids[0] if ids else "").key
-        else:
-            key = by_form.get(form) or dictionary.get(form) or next(
-                (dictionary[f"#{i}"] for i in ids if f"#{i}" in dictionary), None)
-        if key is None:
-            dropped.add(form)
-            continue
-        if key in excluded or form in excluded:
-            continue
-        if key not in loaded:
-            loaded[key] = (entity_from_store(ws, key) if atype in broader
-                           else Entity(text, atype, ids[0] if ids else ""))
-        _, pmids, sources = found.setdefault(key, (loaded[key], [], set()))
-        if doc_id not in pmids:
-            pmids.append(doc_id)
-        sources.add("pubtator")
-    if dropped:
-        logger.debug("%d annotated %s form(s) are no %s of the entity dictionary, so no "
-                     "candidate: %s", len(dropped), "/".join(broader), etype,
-                     ", ".join(sorted(dropped)[:10]))
-
-
-def _annotations(ws: Workspace, doc_ids: Sequence[str],
-                 types: Sequence[str]) -> list[_Annotation]:
-    """The documents' annotations of ``types``, ids without the "-" placeholder."""
-    if not doc_ids or not types:
-        return []
-    rows = ws.conn.execute(
-        f"SELECT doc_id, text, type, ids FROM annotations WHERE doc_id IN "
-        f"({','.join('?' * len(doc_ids))}) AND type IN ({','.join('?' * len(types))})",
-        (*doc_ids, *types))
-    return [(r["doc_id"], " ".join(r["text"].split()), r["type"],
-             tuple(i for i in json.loads(r["ids"] or "[]") if i and i != "-")) for r in rows]
-
-
-def _dictionary_keys(ws: Workspace, etype: str,
-                     annotations: Sequence[_Annotation]) -> dict[str, str]:
-    """Lower-case surface form, and ``#id``, -> key of the entity of type ``etype`` that the
-    workspace's entity dictionary (entities with their synonyms) holds under that text or id,
-    for the texts and ids of ``annotations`` (the smallest key when several match)."""
-    forms = sorted({text.lower() for _, text, _, _ in annotations})
-    ids = sorted({i for *_, ann_ids in annotations for i in ann_ids})
-    if not forms:
-        return {}
-    fmarks, imarks = ",".join("?" * len(forms)), ",".join("?" * len(ids))
-    rows = ws.conn.execute(
-        f"SELECT e.key, lower(e.text) FROM entities e WHERE e.type = ? AND lower(e.text) IN "
-        f"({fmarks}) UNION SELECT e.key, lower(s.synonym) FROM entities e JOIN synonyms s ON "
-        f"s.entity_key = e.key WHERE e.type = ? AND lower(s.synonym) IN ({fmarks}) "
-        f"UNION SELECT e.key, '#' || e.id FROM entities e WHERE e.type = ? AND e.id != '' "
-        f"AND e.id IN ({imarks}) ORDER BY 1",
-        (etype, *forms, etype, *forms, etype, *ids))
-    out: dict[str, str] = {}
-    for key, form in rows:
-        out.setdefault(form, key)
-    return out
-
-
-def _ordered(pmids: Sequence[str], docs: Sequence[tuple[str, str]]) -> tuple[str, ...]:
-    rank = {doc_id: i for i, (doc_id, _) in enumerate(docs)}
-    return tuple(sorted(set(pmids), key=lambda p: rank.get(p, len(rank))))
 
 
 # -- confirmed source suggestions ----------------------------------------------------------------

@@ -10,7 +10,7 @@ its top-k abstracts nobody (or the given user) has labelled yet. Priorities (:cl
 * ``new_answers``: most new answers suggested first: distinct answers of the relation's pending
   source suggestions (status ``new``, not yet accepted or rejected) that the KB does not list for
   it yet; then pending suggestions; then, when asked for, new answer candidates found in its
-  top-k abstracts (:func:`~curation.search.suggestions.answer_candidates`).
+  top-k abstracts (:func:`~curation.search.candidates.answer_candidates`).
 * ``fewest_labels``: fewest current labels on the relation (anyone's) first.
 
 Ties keep the KB list order (most cited PMIDs first, then most records, then the query key), so
@@ -44,9 +44,9 @@ from typing import Any
 import pandas as pd
 
 from curation.matching.matcher import EntityMatcher
+from curation.search.candidates import answer_candidates, kb_answer_entities
 from curation.search.rerank import EntityReranker, RerankConfig
 from curation.search.session import RERANK_DEPTH, fetch_documents, relation_label
-from curation.search.suggestions import answer_candidates, kb_answer_entities
 from curation.store.relations import PartialRelation, list_partial_relations
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError, parse_choice
