@@ -2,7 +2,7 @@
 relabelling with its audit trail, annotator agreement (Cohen's kappa on shared items), exports
 (labels as CSV / JSONL, CIViC source suggestions); the disagreements view where a curator or admin
 records final grades; the source-suggestion queue. In blind mode an annotator sees other users'
-labels only on items they graded themselves (curation.store.adjudication)."""
+labels only on items they graded themselves (curation.access.adjudication)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,14 @@ from app_pages.common import (
 from app_pages.review_items import disagreements_panel, document_view
 from app_pages.review_suggestions import suggestions_panel
 from app_pages.safe import md
+from curation.access.adjudication import (
+    blind_mode,
+    document_titles,
+    relation_texts,
+    sees_all_labels,
+    set_blind_mode,
+    visible_labels,
+)
 from curation.evaluation.reporting import (
     export_labels_bytes,
     label_history,
@@ -29,14 +37,6 @@ from curation.evaluation.reporting import (
     model_versions,
 )
 from curation.search.suggestions import list_suggestions, suggestions_csv
-from curation.store.adjudication import (
-    blind_mode,
-    document_titles,
-    relation_texts,
-    sees_all_labels,
-    set_blind_mode,
-    visible_labels,
-)
 from curation.store.labels import Grade, Label, agreement, list_labels
 from kb_sources.errors import CurationError
 

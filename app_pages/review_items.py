@@ -1,5 +1,5 @@
 """Panels of the Review page about single items: a document's title and abstract, and the
-disagreements view where a curator or admin records the final grade (curation.store.adjudication).
+disagreements view where a curator or admin records the final grade (curation.access.adjudication).
 """
 
 from __future__ import annotations
@@ -9,9 +9,7 @@ import streamlit as st
 
 from app_pages.common import AppContext, current_user, flash, show_flash
 from app_pages.safe import md
-from curation.search.candidates import is_pmid
-from curation.search.session import fetch_documents
-from curation.store.adjudication import (
+from curation.access.adjudication import (
     REVIEWER_ROLES,
     Disagreement,
     adjudicate,
@@ -20,6 +18,8 @@ from curation.store.adjudication import (
     document_titles,
     relation_texts,
 )
+from curation.search.candidates import is_pmid
+from curation.search.session import fetch_documents
 from kb_sources.errors import CurationError
 
 #: The grades a final decision may give (a skip decides nothing).

@@ -8,6 +8,7 @@ import streamlit as st
 
 from app_pages.common import AppContext, current_user, flash, show_flash
 from app_pages.safe import md
+from curation.access.adjudication import REVIEWER_ROLES
 from curation.search.suggestions import (
     STATUS_COLUMNS,
     SourceSuggestion,
@@ -16,7 +17,6 @@ from curation.search.suggestions import (
     moderate_suggestion,
     suggestions_csv,
 )
-from curation.store.adjudication import REVIEWER_ROLES
 from kb_sources.errors import CurationError
 
 ALL = "(all)"

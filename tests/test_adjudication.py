@@ -7,9 +7,7 @@ import json
 import pytest
 from app_helpers import build_app_workspace
 
-from curation.access.users import PermissionDenied, Role, User
-from curation.cli.main import main
-from curation.store.adjudication import (
+from curation.access.adjudication import (
     adjudicate,
     adjudication_history,
     blind_mode,
@@ -21,6 +19,8 @@ from curation.store.adjudication import (
     set_blind_mode,
     visible_labels,
 )
+from curation.access.users import PermissionDenied, Role, User
+from curation.cli.main import main
 from curation.store.labels import Grade, list_labels, record_label
 from curation.store.relations import list_partial_relations
 from curation.store.workspace import Workspace

@@ -11,12 +11,12 @@ import pytest
 from app_helpers import APP, add_users, build_app_workspace, label_rows, shown, sign_in
 from streamlit.testing.v1 import AppTest
 
+from curation.access.adjudication import blind_mode, set_blind_mode
 from curation.access.users import Role, User
 from curation.evaluation import reporting
 from curation.evaluation.reporting import export_labels_bytes
 from curation.search import session
 from curation.search.suggestions import add_suggestion, list_suggestions
-from curation.store.adjudication import blind_mode, set_blind_mode
 from curation.store.labels import list_labels, record_label
 from curation.store.relations import list_partial_relations
 from curation.store.workspace import Workspace

@@ -107,7 +107,7 @@ def test_conflicts_go_to_the_most_senior_role_then_the_latest(loop_ws):
 
 
 def test_an_adjudicated_grade_beats_every_label_of_its_item(loop_ws):
-    from curation.store.adjudication import adjudicate
+    from curation.access.adjudication import adjudicate
 
     q = _train_query(loop_ws, "")
     cur = _label(loop_ws, q, "301", "complete", user="carol")

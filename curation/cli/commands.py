@@ -277,8 +277,8 @@ def cmd_labels(args: argparse.Namespace) -> int:
 
 def cmd_settings(args: argparse.Namespace) -> int:
     """Show or switch a workspace setting; the CLI acts as the admin 'cli' (as models promote)."""
+    from curation.access.adjudication import blind_mode, set_blind_mode
     from curation.access.users import Role, User
-    from curation.store.adjudication import blind_mode, set_blind_mode
 
     with Workspace.open(workspace_path(args)) as ws:
         if args.value is not None:

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from curation.access.adjudication import require_reviewer
 from curation.access.users import PermissionDenied, User
 from curation.search.candidates import is_pmid, kb_answer_entities
-from curation.store.adjudication import require_reviewer
 from curation.store.relations import PartialRelation
 from curation.store.workspace import Workspace, utcnow
 from kb_sources.errors import CurationError, parse_choice

@@ -28,10 +28,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from curation.access.adjudication import current_adjudications
 from curation.access.users import Role
 from curation.evaluation.harness import EvalQuery, EvalTask
 from curation.matching.matcher import EntityMatcher
-from curation.store.adjudication import current_adjudications
 from curation.store.labels import Grade, Label, list_labels
 from curation.store.workspace import Workspace
 from curation.training.examples import Example, ExampleSet, manifest_digest
