@@ -15,7 +15,13 @@ from app_pages.common import AppContext, current_user, flash, short_hash, show_f
 from app_pages.safe import md
 from curation.matching.highlight import render_highlighted, render_legend, slot_colours
 from curation.search.session import RankedDoc, SearchResult, card_html, label_progress, queue_order
-from curation.store.labels import Grade, labelled_grades, pending_labels, undo_last_label
+from curation.store.labels import (
+    Grade,
+    current_label,
+    labelled_grades,
+    pending_labels,
+    undo_last_label,
+)
 from curation.store.relations import PartialRelation
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
@@ -77,8 +83,13 @@ def _undo(ws: Workspace) -> None:
         return
     if label is None:
         flash("info", "Nothing to undo.")
-    else:
-        flash("info", f"Undid your label '{md(label.grade.value)}' on {md(label.doc_id)}.")
+        return
+    flash("info", f"Undid your label '{md(label.grade.value)}' on {md(label.doc_id)}.")
+    # the card's note field shows the note of the label now current (the one the undone label
+    # had replaced, or none), so the next click cannot re-save the undone note
+    restored = current_label(ws, label.user, label.schema, label.query_key, label.doc_id)
+    note_key = f"note_{doc_key(label.doc_id)}_{short_hash(label.query_key)}"
+    st.session_state[note_key] = restored.note if restored else ""
 
 
 def _toolbar(ctx: AppContext, result: SearchResult, labelled: int, pending: int) -> None:

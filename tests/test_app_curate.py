@@ -104,7 +104,20 @@ def test_label_writes_one_row_with_user_and_model_version_and_undo_removes_it(ws
     at.button(key="undo").click().run()
     assert label_rows(ws_root) == []
     assert control(at, "grade", "25265492").value is None
+    assert control(at, "note", "25265492").value == ""  # the undone note is gone too
     assert any("Undid your label 'complete' on 25265492" in i.value for i in at.info)
+    # undoing a relabel brings back the earlier label's note; the next click saves no stale note
+    control(at, "note", "25265492").input("first note")
+    control(at, "grade", "25265492").set_value("partial").run()
+    control(at, "note", "25265492").input("second note").run()
+    assert [r["note"] for r in label_rows(ws_root) if r["superseded_by"] is None] == [
+        "second note"]
+    at.button(key="undo").click().run()
+    assert control(at, "note", "25265492").value == "first note"
+    assert control(at, "grade", "25265492").value == "partial"
+    control(at, "grade", "25265492").set_value("irrelevant").run()
+    assert [(r["grade"], r["note"]) for r in label_rows(ws_root)
+            if r["superseded_by"] is None] == [("irrelevant", "first note")]
 
 
 def test_relabel_supersedes_and_rerank_is_the_model_version(ws_root):

@@ -198,6 +198,12 @@ def _active(ws: Workspace, user: str, schema: str, query_key: str, doc_id: str) 
     return Label.from_row(row) if row else None
 
 
+def current_label(ws: Workspace, user: str, schema: str, query_key: str,
+                  doc_id: str) -> Label | None:
+    """The user's current label of one (query, document), or None."""
+    return _active(ws, user, schema, query_key, doc_id)
+
+
 def get_label(ws: Workspace, label_id: int) -> Label:
     row = ws.conn.execute("SELECT * FROM labels WHERE id = ?", (label_id,)).fetchone()
     if row is None:
