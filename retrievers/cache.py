@@ -1,6 +1,8 @@
 """Embedding cache keyed by (model id, sha256 of the document text).
 
-One SQLite file per model id under a cache folder (``<folder>/<model_id>.sqlite``, WAL mode):
+One SQLite file per model id under a cache folder (``<folder>/<model_id>.sqlite``, WAL mode; the
+encoder's model id includes its backend and precision when they are not torch fp32, so vectors of
+different backends never share a file):
 rows of (text hash, float32 vector bytes). Plain data, never pickle; safe to read while a
 background job writes. Re-indexing after adding documents encodes only texts not seen before, and
 an interrupted encoding keeps every chunk finished so far.

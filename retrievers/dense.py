@@ -6,7 +6,9 @@ the index after new documents arrive encodes only the new texts. ``index``/``add
 
 Files written by ``save``: ``faiss/`` (index.faiss, ids.json, params.json), ``ids.json`` and the
 ``retriever.json`` manifest holding the encoder and index configs, so ``load`` rebuilds the same
-encoder (pass ``encoder=`` to reuse a model already in memory).
+encoder (pass ``encoder=`` to reuse a model already in memory). The manifest also records the
+``backend`` and ``precision`` that built the vectors; queries are encoded with the same ones, and
+:meth:`DenseRetriever.load_with_encoder` refuses an encoder of another pair.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Self
 
 import numpy as np
 
+from retrievers.backends import DEFAULT as DEFAULT_BACKEND
 from retrievers.base import Hit, Progress, Retriever, read_manifest
 from retrievers.cache import EmbeddingCache, encode_with_cache
 from retrievers.encoder import Encoder, EncoderConfig
@@ -111,14 +114,17 @@ class DenseRetriever(Retriever):
             self._vectors.save(folder / "faiss")
         elif (folder / "faiss").is_dir():  # an empty index must not load an older one
             shutil.rmtree(folder / "faiss")
-        return {"encoder": asdict(self.encoder.config), "index": asdict(self.index_config),
+        config = self.encoder.config
+        return {"encoder": asdict(config), "index": asdict(self.index_config),
                 "model_id": self.encoder.model_id,
+                "backend": config.backend, "precision": config.precision,
                 "cache_dir": str(self.cache_dir) if self.cache_dir else None}
 
     @classmethod
     def _load(cls, folder: Path, manifest: dict[str, Any]) -> Self:
         obj = cls(EncoderConfig.from_dict(manifest["encoder"]), IndexConfig(**manifest["index"]),
                   manifest.get("cache_dir"))
+        check_backend(manifest, obj.encoder, folder)
         if (folder / "faiss").is_dir():
             obj._vectors = VectorIndex.load(folder / "faiss")
         obj._check_model(manifest.get("model_id"), folder)
@@ -139,8 +145,42 @@ class DenseRetriever(Retriever):
 
         Returns:
             The retriever.
+
+        Raises:
+            RetrieverError: The encoder's backend/precision differ from the index's.
         """
+        manifest = read_manifest(Path(folder))
+        check_backend(manifest, encoder, Path(folder))
         obj = cls.load(folder)
         obj.encoder = encoder
-        obj._check_model(read_manifest(Path(folder)).get("model_id"), Path(folder))
+        obj._check_model(manifest.get("model_id"), Path(folder))
         return obj
+
+
+def encoder_backend(encoder: Any) -> tuple[str, str]:
+    """(backend, precision) of an encoder; torch fp32 for one without an EncoderConfig."""
+    config = getattr(encoder, "config", None)
+    if isinstance(config, EncoderConfig):
+        return config.backend, config.precision
+    return DEFAULT_BACKEND
+
+
+def check_backend(manifest: dict[str, Any], encoder: Any, folder: Path) -> None:
+    """Refuse a query encoder whose backend/precision differ from those that built the index.
+
+    Indexes saved before backends were recorded carry no pair and are not checked.
+
+    Raises:
+        RetrieverError: The pairs differ; the message names both and how to fix it.
+    """
+    if "backend" not in manifest:
+        return
+    built = (manifest["backend"], manifest.get("precision", "fp32"))
+    used = encoder_backend(encoder)
+    if built != used:
+        raise RetrieverError(
+            f"{folder} was indexed with backend {built[0]} / precision {built[1]}, but the "
+            f"query encoder uses backend {used[0]} / precision {used[1]}: vectors of different "
+            "backends are never mixed. Rebuild the index with the query encoder's pair "
+            f"(kbcurate index --backend {used[0]} --precision {used[1]}) or encode queries "
+            f"with the index's (--backend {built[0]} --precision {built[1]})")

@@ -13,6 +13,10 @@ Prefixes, a separate query model and the query length also come from
 :data:`~retrievers.profiles.MODEL_PROFILES` unless the config sets them. Documents are encoded
 in length-sorted chunks (less padding) with a progress bar; vectors come back in input order,
 float32, L2-normalised unless ``normalize=False``.
+
+``backend`` / ``precision`` choose what runs the transformer body (:mod:`retrievers.backends`):
+torch fp32 (default) or bf16, ONNX Runtime fp32 or int8, OpenVINO fp32, bf16 or int8. Vectors of
+each pair are cached under their own :attr:`Encoder.model_id`, never mixed.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from retrievers import backends
 from retrievers.base import Progress, progress_reporter
 from retrievers.errors import RetrieverError, unknown_name
 from retrievers.profiles import model_profile
@@ -80,6 +85,12 @@ class EncoderConfig:
             and time of its weight files.
         num_threads: CPU threads for torch; ``None``: torch's default, lowered to the cores this
             process may use (containers). Note: torch threads are a process-wide setting.
+        backend: "torch", "onnx" (ONNX Runtime) or "openvino"; the latter two run on CPU from an
+            export made once per model (:mod:`retrievers.backends`).
+        precision: "fp32", "bf16" or "int8" (:data:`~retrievers.backends.COMBINATIONS` lists
+            the pairs); torch bf16 is ``dtype="bfloat16"`` (either sets both).
+        export_dir: Folder of exported models, one sub-folder per model + backend + precision;
+            ``None``: ``$XDG_CACHE_HOME/kbcurate/exports``. Not part of the vector cache key.
     """
 
     model: str = DEFAULT_MODEL
@@ -95,14 +106,20 @@ class EncoderConfig:
     dtype: str = "auto"
     model_version: str | None = None
     num_threads: int | None = None
+    backend: str = backends.Backend.TORCH.value
+    precision: str = backends.Precision.FP32.value
+    export_dir: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("model", "query_model"):  # accept Path objects
+        for name in ("model", "query_model", "export_dir"):  # accept Path objects
             if isinstance(getattr(self, name), os.PathLike):
                 object.__setattr__(self, name, os.fspath(getattr(self, name)))
         if self.pooling is not None:
             object.__setattr__(self, "pooling", _choice(Pooling, self.pooling, "pooling"))
-        object.__setattr__(self, "dtype", _choice(Dtype, self.dtype, "dtype"))
+        pair = backends.reconcile_dtype(self.backend, self.precision,
+                                        _choice(Dtype, self.dtype, "dtype"))
+        for name, value in zip(("backend", "precision", "dtype"), pair, strict=True):
+            object.__setattr__(self, name, value)
         for name in ("max_seq_length", "batch_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
@@ -190,12 +207,17 @@ def has_sentence_transformers_config(model: str) -> bool | None:
     return True
 
 
+def usable_cores() -> int:
+    """CPU cores this process may use (its affinity mask in containers)."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return usable or 1
+
+
 def _set_cpu_threads(wanted: int | None) -> None:
     """Use ``wanted`` torch threads; by default only lower torch's count to the usable cores."""
     import torch
 
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    threads = wanted or min(torch.get_num_threads(), usable or 1)
+    threads = wanted or min(torch.get_num_threads(), usable_cores())
     if threads != torch.get_num_threads():
         torch.set_num_threads(threads)
         logger.info("torch uses %d CPU threads", threads)
@@ -245,27 +267,42 @@ class Encoder:
         config: Settings; defaults to the packaged MiniLM. Kept resolved (profile filled in).
         model: An already loaded SentenceTransformer for documents (and queries unless the config
             names a ``query_model``), e.g. one just trained; the config then needs a
-            ``model_version`` so cached vectors are keyed by it.
+            ``model_version`` so cached vectors are keyed by it. Torch backend only.
+        calibration_texts: Texts that calibrate an OpenVINO int8 export when one must be made;
+            by default the first documents encoded (up to 300, spread evenly).
 
     Raises:
-        RetrieverError: ``model`` given without ``config.model_version``.
+        RetrieverError: ``model`` given without ``config.model_version``, or with a backend
+            other than torch.
     """
 
-    def __init__(self, config: EncoderConfig | None = None, *, model: Any = None) -> None:
+    def __init__(self, config: EncoderConfig | None = None, *, model: Any = None,
+                 calibration_texts: Sequence[str] | None = None) -> None:
         if model is not None and (config is None or config.model_version is None):
             raise RetrieverError("an in-memory model needs EncoderConfig(model_version=...) "
                                  "naming it, so its vectors are cached under their own key")
+        if model is not None and config is not None and config.backend != "torch":
+            raise RetrieverError(f"an in-memory model encodes with the torch backend; save it and "
+                                 f"load it by folder to use backend {config.backend}")
         self.config = (config or EncoderConfig()).resolved()
         self._doc_model = model
         self._query_model: Any = None
         self._device: str | None = None
         self._cpu_bf16 = False
+        self._calibration = (backends.sample_calibration(calibration_texts)
+                             if calibration_texts else None)
 
     @property
     def device(self) -> str:
         """The torch device in use ("cpu", "cuda")."""
         if self._device is None:
-            self._device = resolve_device(self.config.device)
+            if self.config.backend == backends.Backend.TORCH:
+                self._device = resolve_device(self.config.device)
+            elif self.config.device in ("auto", "cpu"):
+                self._device = "cpu"
+            else:
+                raise RetrieverError(f"backend {self.config.backend} runs on the CPU; device "
+                                     f"{self.config.device!r} needs --backend torch")
             if self._device == "cpu":
                 _set_cpu_threads(self.config.num_threads)
         return self._device
@@ -281,6 +318,9 @@ class Encoder:
             key["weights"] = weights_fingerprint(cfg.model)
         if cfg.dtype not in (Dtype.AUTO, Dtype.FLOAT32):  # reduced precision: its own vectors
             key["dtype"] = cfg.dtype
+        if (cfg.backend, cfg.precision) != backends.DEFAULT:  # another backend: its own vectors
+            key.update(backend=cfg.backend, precision=cfg.precision)
+            slug = f"{slug}-{cfg.backend}-{cfg.precision}"
         digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
         return f"{slug}-{digest}"
 
@@ -290,7 +330,8 @@ class Encoder:
         if self._doc_model is None:
             cfg = self.config
             self._doc_model = self._prepare(
-                load_sentence_transformer(cfg.model, cfg.pooling, cfg.max_seq_length, self.device))
+                load_sentence_transformer(cfg.model, cfg.pooling, cfg.max_seq_length, self.device),
+                cfg.model)
         return self._doc_model
 
     @property
@@ -302,7 +343,7 @@ class Encoder:
         if self._query_model is None:
             self._query_model = self._prepare(load_sentence_transformer(
                 cfg.query_model, cfg.pooling, cfg.query_max_seq_length or cfg.max_seq_length,
-                self.device))
+                self.device), cfg.query_model)
         return self._query_model
 
     @property
@@ -310,7 +351,15 @@ class Encoder:
         """Vector dimension (loads the model)."""
         return int(self.doc_model.get_embedding_dimension())
 
-    def _prepare(self, st: Any) -> Any:
+    def _prepare(self, st: Any, name: str) -> Any:
+        cfg = self.config
+        if cfg.backend != backends.Backend.TORCH:  # exported once, verified, run on the CPU
+            version = cfg.model_version if name == cfg.model else None  # names its weights
+            return backends.load_backend(
+                st.eval(), source=version or weights_fingerprint(name),
+                name=version or Path(name).name, root=cfg.export_dir, backend=cfg.backend,
+                precision=cfg.precision, calibration=self._calibration,
+                threads=cfg.num_threads or usable_cores())
         cuda = self.device.startswith("cuda")
         dtype = self.config.dtype
         if dtype == Dtype.AUTO:
@@ -350,8 +399,11 @@ class Encoder:
         Returns:
             float32 vectors, shape (len(texts), dim).
         """
-        return self._encode_sorted(self.doc_model, [self.config.doc_prefix + t for t in texts],
-                                   progress)
+        texts = [self.config.doc_prefix + t for t in texts]
+        if self._doc_model is None and self._calibration is None and \
+                (self.config.backend, self.config.precision) == ("openvino", "int8"):
+            self._calibration = backends.sample_calibration(texts)  # calibrates a new export
+        return self._encode_sorted(self.doc_model, texts, progress)
 
     def _encode_sorted(self, st: Any, texts: list[str], progress: Progress,
                        max_length: int | None = None) -> np.ndarray:

@@ -2,15 +2,39 @@
 
 Kinds (:class:`IndexKind`):
 
-- ``flat``: exact inner product (IndexFlatIP); with L2-normalised vectors that is cosine. Default;
-  fine to a few million vectors on a GPU, ~16 ms per query at 100k x 384 on 2 CPU cores.
+- ``flat``: exact inner product (IndexFlatIP); with L2-normalised vectors that is cosine. Fine to
+  a few million vectors on a GPU; on 2 CPU cores one query takes ~0.2 ms per 1,000 vectors.
 - ``ivf``: IndexIVFFlat, ``nlist`` k-means cells (default 4 * sqrt(N), at most N / 39 so each cell
   has training points), ``nprobe`` cells searched per query. Trained on the first batch added.
-- ``hnsw``: IndexHNSWFlat graph (``hnsw_m`` links, ``ef_search``); CPU only.
+- ``hnsw``: IndexHNSWFlat graph (``hnsw_m`` links, ``ef_search``); CPU only; no training.
+- ``auto`` (the default): ``flat`` up to ``auto_flat_max`` vectors (:data:`AUTO_FLAT_MAX`,
+  25,000), ``auto_kind`` (HNSW) above; exact at any size when the index goes to a GPU. Decided by
+  the size of the first batch added (:func:`resolve_kind`); an index grown later by ``add`` keeps
+  its kind until rebuilt.
+
+The rule, measured on 2 CPU cores shared with other jobs (benchmarks/faiss_scaling.py, tables in
+benchmarks/README.md; 384-d, k = 50, one query at a time): exact search costs ~0.15-0.25 ms per
+1,000 vectors on top of ~1-4 ms of scheduling noise (p50 10k / 25k / 50k / 100k: 2.5 / 4.1 / 15 /
+26 ms), so it stays under ~5 ms (the dense query budget) up to about 25,000 vectors. Above that
+HNSW (M 32, efSearch 128) answers in 0.4-0.9 ms at 25k-100k and ~1-2 ms at 1M, with recall@10
+against exact 1.000 on MiniLM vectors of the 12k pool (IVF: 0.93 at nprobe 16, 0.97 at 32) and
+0.999 on 100k synthetic vectors with the pool's neighbour structure. IVF needs k-means training
+(75 s at 100k, 17 min at 1M on the busy cores) and more probes for the same recall, so it is not
+the automatic choice. Exact search keeps small workspaces reproducible to the last digit.
+
+The kind actually built is recorded in ``params.json`` (``"kind"``) next to the requested
+config, and :attr:`VectorIndex.kind` reports it after a load.
 
 Flat and IVF indexes move to the GPU when faiss was built with GPU support and sees one
-(``faiss.get_num_gpus() > 0``); ``use_gpu=False`` keeps them on the CPU, ``fp16=True`` stores
-GPU vectors as float16 (half the memory: 36M x 384 is 27.6 GB). Nothing here needs a GPU.
+(``faiss.get_num_gpus() > 0``); ``use_gpu=False`` keeps them on the CPU. ``fp16=True`` stores
+vectors as float16, half the memory (36M x 384 is 27.6 GB): on the GPU through the cloner, on
+the CPU through a float16 scalar quantizer (IndexScalarQuantizer, IndexIVFScalarQuantizer,
+IndexHNSWSQ), as fast as float32 there. Nothing here needs a GPU.
+
+Searches of fewer than :data:`ONE_THREAD_BELOW` queries on the CPU run on one OpenMP thread
+(set for the calling thread only, libgomp keeps it per thread): on 2 busy cores faiss' threads
+wait for each other, and one query over 10k-100k flat vectors took 7x / 2.5x longer with 2
+threads than with 1 (17 vs 2.6 ms, 55 vs 22 ms at load average 3-6).
 
 Files written by ``save``: ``index.faiss`` (faiss.write_index, CPU copy), ``ids.json`` and
 ``params.json`` (last), into a temporary folder swapped in when complete. Never pickle.
@@ -21,7 +45,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -38,14 +63,21 @@ logger = logging.getLogger(__name__)
 PARAMS = "params.json"
 
 _TRAIN_POINTS_PER_LIST = 64
+#: CPU searches of fewer queries than this run on one OpenMP thread (module docstring).
+ONE_THREAD_BELOW = 20
+#: ``auto``: exact search up to this many vectors (the rule in the module docstring).
+AUTO_FLAT_MAX = 25_000
+#: ``auto``: the approximate kind above :data:`AUTO_FLAT_MAX`.
+AUTO_KIND = "hnsw"
 
 
 class IndexKind(StrEnum):
-    """FAISS index structure."""
+    """FAISS index structure (``auto``: chosen by size, see :func:`resolve_kind`)."""
 
     FLAT = "flat"
     IVF = "ivf"
     HNSW = "hnsw"
+    AUTO = "auto"
 
 
 @dataclass(frozen=True)
@@ -53,17 +85,20 @@ class IndexConfig:
     """FAISS index settings.
 
     Attributes:
-        kind: :class:`IndexKind` name.
+        kind: :class:`IndexKind` name; ``"auto"`` picks by size (:func:`resolve_kind`).
         nlist: IVF cells; ``None``: 4 * sqrt(N) at training time.
         nprobe: IVF cells searched per query (recall vs speed).
         hnsw_m: HNSW links per node.
         ef_construction: HNSW build-time candidate list.
         ef_search: HNSW search-time candidate list.
         use_gpu: ``None``: GPU when faiss has one; ``False``: always CPU.
-        fp16: Store vectors as float16 on the GPU.
+        fp16: Store vectors as float16: half the memory (a float16 scalar quantizer on the CPU,
+            the cloner's float16 option on the GPU); recall@10 against fp32 was 1.000 at 12k-1M.
+        auto_flat_max: ``auto``: most vectors searched exactly (``flat``).
+        auto_kind: ``auto``: the approximate kind above ``auto_flat_max`` ("hnsw" or "ivf").
     """
 
-    kind: str = "flat"
+    kind: str = "auto"
     nlist: int | None = None
     nprobe: int = 16
     hnsw_m: int = 32
@@ -71,18 +106,65 @@ class IndexConfig:
     ef_search: int = 128
     use_gpu: bool | None = None
     fp16: bool = False
+    auto_flat_max: int = AUTO_FLAT_MAX
+    auto_kind: str = AUTO_KIND
 
     def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "kind", IndexKind(str(self.kind).lower()).value)
-        except ValueError:
-            raise unknown_name("index kind", self.kind, [k.value for k in IndexKind]) from None
+        object.__setattr__(self, "kind", _kind(self.kind, "index kind", list(IndexKind)).value)
+        approximate = [IndexKind.IVF, IndexKind.HNSW]
+        object.__setattr__(self, "auto_kind",
+                           _kind(self.auto_kind, "auto_kind", approximate).value)
+        for name, least in (("nprobe", 1), ("hnsw_m", 1), ("ef_construction", 1),
+                            ("ef_search", 1), ("auto_flat_max", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise RetrieverError(f"IndexConfig.{name} must be an integer >= {least}, got "
+                                     f"{value!r}")
+        if self.nlist is not None and (not isinstance(self.nlist, int) or self.nlist < 1):
+            raise RetrieverError(f"IndexConfig.nlist must be an integer >= 1 or None (4 * "
+                                 f"sqrt(N)), got {self.nlist!r}")
+
+
+def _kind(value: object, what: str, allowed: list[IndexKind]) -> IndexKind:
+    try:
+        kind = IndexKind(str(value).lower())
+    except ValueError:
+        kind = None
+    if kind not in allowed:
+        raise unknown_name(what, str(value), [k.value for k in allowed])
+    return kind
+
+
+def resolve_kind(config: IndexConfig, n: int, *, gpu: bool = False) -> IndexKind:
+    """The kind to build for ``n`` vectors: ``config.kind``, or for ``auto`` exact search up to
+    ``config.auto_flat_max`` vectors and ``config.auto_kind`` above; exact search at any size
+    when the index goes to a GPU (``gpu``), where brute force is fast (module docstring)."""
+    if config.kind != IndexKind.AUTO:
+        return IndexKind(config.kind)
+    if gpu or n <= config.auto_flat_max:
+        return IndexKind.FLAT
+    return IndexKind(config.auto_kind)
 
 
 def _faiss() -> Any:
     import faiss
 
     return faiss
+
+
+@contextmanager
+def omp_threads(threads: int | None) -> Iterator[None]:
+    """Run faiss with ``threads`` OpenMP threads in the calling thread (``None``: unchanged)."""
+    if threads is None:
+        yield
+        return
+    faiss = _faiss()
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(threads)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
 
 
 def auto_nlist(n: int) -> int:
@@ -105,9 +187,15 @@ class VectorIndex:
         self.ids: list[str] = []
         self._index: Any = None  # faiss index (CPU or GPU), created on first add
         self._nlist: int | None = None
+        self._kind: IndexKind | None = None  # resolved on first add (``auto``) or load
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def kind(self) -> str | None:
+        """The kind built ("flat", "ivf", "hnsw"); ``None`` before the first add."""
+        return None if self._kind is None else self._kind.value
 
     @property
     def nlist(self) -> int | None:
@@ -162,24 +250,37 @@ class VectorIndex:
             empty = np.zeros((queries.shape[0], 0))
             return empty.astype(np.float32), empty.astype(np.int64)
         self._set_search_params()
-        scores, positions = self._index.search(queries, k)  # (q, k), (q, k)
+        threads = 1 if len(queries) < ONE_THREAD_BELOW and not self.on_gpu else None
+        with omp_threads(threads):
+            scores, positions = self._index.search(queries, k)  # (q, k), (q, k)
         return scores, positions
 
     def _build(self, train: np.ndarray) -> Any:
         faiss = _faiss()
         cfg = self.config
-        if cfg.kind == IndexKind.HNSW:
-            index = faiss.IndexHNSWFlat(self.dim, cfg.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+        gpu = self._gpu_available()
+        self._kind = resolve_kind(cfg, len(train), gpu=gpu)
+        if cfg.kind == IndexKind.AUTO:
+            logger.info("index kind auto: %s for %d vectors (flat up to %d%s)", self._kind,
+                        len(train), cfg.auto_flat_max, "; a GPU: flat" if gpu else "")
+        # float16 on the CPU: a scalar quantizer stores the vectors; a GPU copy uses the cloner's
+        ip, fp16 = faiss.METRIC_INNER_PRODUCT, faiss.ScalarQuantizer.QT_fp16
+        sq16 = cfg.fp16 and not (gpu and self._kind != IndexKind.HNSW)
+        if self._kind == IndexKind.HNSW:
+            index = faiss.IndexHNSWSQ(self.dim, fp16, cfg.hnsw_m, ip) if sq16 else \
+                faiss.IndexHNSWFlat(self.dim, cfg.hnsw_m, ip)
             index.hnsw.efConstruction = cfg.ef_construction
             return index
-        if cfg.kind == IndexKind.FLAT:
-            return faiss.IndexFlatIP(self.dim)
+        if self._kind == IndexKind.FLAT:
+            return faiss.IndexScalarQuantizer(self.dim, fp16, ip) if sq16 else \
+                faiss.IndexFlatIP(self.dim)
         self._nlist = min(cfg.nlist or auto_nlist(len(train)), len(train))
         if cfg.nlist and self._nlist < cfg.nlist:
             logger.warning("IVF nlist=%d > %d training vectors; using nlist=%d", cfg.nlist,
                            len(train), self._nlist)
         quantizer = faiss.IndexFlatIP(self.dim)
-        index = faiss.IndexIVFFlat(quantizer, self.dim, self._nlist, faiss.METRIC_INNER_PRODUCT)
+        index = faiss.IndexIVFScalarQuantizer(quantizer, self.dim, self._nlist, fp16, ip) \
+            if sq16 else faiss.IndexIVFFlat(quantizer, self.dim, self._nlist, ip)
         cap = _TRAIN_POINTS_PER_LIST * self._nlist
         if len(train) > cap:  # k-means on a sample: 64 points per cell is plenty
             train = train[np.random.default_rng(0).choice(len(train), cap, replace=False)]
@@ -188,24 +289,33 @@ class VectorIndex:
 
     def _set_search_params(self) -> None:
         index = self._index
-        if self.config.kind == IndexKind.IVF:
+        if self._kind == IndexKind.IVF:
             index.nprobe = self.config.nprobe
-        elif self.config.kind == IndexKind.HNSW:
-            index.hnsw.efSearch = max(self.config.ef_search, 1)
+        elif self._kind == IndexKind.HNSW:
+            index.hnsw.efSearch = self.config.ef_search
+
+    def _gpu_available(self, warn: bool = False) -> bool:
+        """faiss has GPU support and sees a GPU, and ``use_gpu`` does not say no."""
+        faiss = _faiss()
+        has_gpu = hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
+        if warn and self.config.use_gpu and not has_gpu:
+            logger.warning("use_gpu=True but faiss sees no GPU (faiss-cpu build?); on CPU")
+        return has_gpu and self.config.use_gpu is not False
 
     def _to_device(self, index: Any) -> Any:
         faiss = _faiss()
-        wants = self.config.use_gpu
-        has_gpu = hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
-        if wants is False or not has_gpu or self.config.kind == IndexKind.HNSW:
-            if wants and not has_gpu:
-                logger.warning("use_gpu=True but faiss sees no GPU (faiss-cpu build?); on CPU")
+        if not self._gpu_available(warn=True) or self._kind == IndexKind.HNSW:
             return index
         options = faiss.GpuClonerOptions()
         options.useFloat16 = self.config.fp16
         self._gpu_resources = faiss.StandardGpuResources()  # must outlive the GPU index
-        logger.info("FAISS %s index on GPU (fp16=%s)", self.config.kind, self.config.fp16)
-        return faiss.index_cpu_to_gpu(self._gpu_resources, 0, index, options)
+        try:
+            gpu_index = faiss.index_cpu_to_gpu(self._gpu_resources, 0, index, options)
+        except RuntimeError as exc:  # e.g. a CPU float16 scalar quantizer loaded on a GPU box
+            logger.warning("FAISS %s index stays on the CPU: %s", type(index).__name__, exc)
+            return index
+        logger.info("FAISS %s index on GPU (fp16=%s)", self._kind, self.config.fp16)
+        return gpu_index
 
     def _cpu_index(self) -> Any:
         return _faiss().index_gpu_to_cpu(self._index) if self.on_gpu else self._index
@@ -222,7 +332,8 @@ class VectorIndex:
         if self._index is not None:
             _faiss().write_index(self._cpu_index(), str(folder / "index.faiss"))
         (folder / "ids.json").write_text(json.dumps(self.ids), encoding="utf-8")
-        params = {"dim": self.dim, "config": asdict(self.config), "nlist": self._nlist}
+        params = {"dim": self.dim, "config": asdict(self.config), "kind": self.kind,
+                  "nlist": self._nlist}
         (folder / PARAMS).write_text(json.dumps(params), encoding="utf-8")
 
     @classmethod
@@ -246,7 +357,32 @@ class VectorIndex:
             config = IndexConfig(**{**asdict(config), "use_gpu": use_gpu})
         obj = cls(params["dim"], config)
         obj._nlist = params.get("nlist")
+        kind = params.get("kind", config.kind)  # saves before "kind" was recorded: as asked
+        obj._kind = None if kind in (None, IndexKind.AUTO) else IndexKind(kind)
         obj.ids = json.loads((folder / "ids.json").read_text(encoding="utf-8"))
         if (folder / "index.faiss").is_file():
             obj._index = obj._to_device(_faiss().read_index(str(folder / "index.faiss")))
         return obj
+
+
+def describe_saved(folder: str | Path) -> list[str]:
+    """One line per FAISS index saved under ``folder`` (a dense retriever's, or each of a
+    hybrid's), e.g. ``"hnsw of 250,000 vectors (auto: flat up to 25,000), hnsw_m=32,
+    ef_search=128"``; empty when there is none."""
+    lines = []
+    for path in sorted(Path(folder).rglob(PARAMS)):
+        params = json.loads(path.read_text(encoding="utf-8"))
+        config = IndexConfig(**params["config"])
+        kind = IndexKind(params.get("kind") or config.kind)
+        count = len(json.loads((path.parent / "ids.json").read_text(encoding="utf-8")))
+        text = f"{kind} of {count:,} vectors"
+        if config.kind == IndexKind.AUTO:
+            text += f" (auto: flat up to {config.auto_flat_max:,})"
+        if config.fp16:
+            text += ", fp16"
+        if kind == IndexKind.IVF:
+            text += f", nlist={params.get('nlist')}, nprobe={config.nprobe}"
+        elif kind == IndexKind.HNSW:
+            text += f", hnsw_m={config.hnsw_m}, ef_search={config.ef_search}"
+        lines.append(text)
+    return lines

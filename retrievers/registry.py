@@ -8,6 +8,7 @@ Example::
 
     r = build_retriever("bm25", k1=1.2)
     r = build_retriever("dense", model="all-MiniLM-L6-v2", cache_dir="ws/cache")
+    r = build_retriever("dense", backend="openvino", precision="int8", export_dir="ws/exports")
     r = build_retriever("hybrid", weights={"bm25": 1.0, "dense": 0.5},
                         dense={"model": "BAAI/bge-base-en-v1.5", "cache_dir": "ws/cache"})
     r.index([("pmid1", "title and abstract"), ...], progress=job.report)
@@ -56,8 +57,8 @@ _SPECS: tuple[RetrieverSpec, ...] = (
     RetrieverSpec("dense", "retrievers.dense:DenseRetriever",
                   "Bi-encoder + FAISS (default model: the packaged all-MiniLM-L6-v2)",
                   ("model", "query_model", "pooling", "query_prefix", "doc_prefix",
-                   "max_seq_length", "batch_size", "device", "index", "nlist", "nprobe",
-                   "cache_dir")),
+                   "max_seq_length", "batch_size", "device", "backend", "precision",
+                   "export_dir", "index", "nlist", "nprobe", "cache_dir")),
     RetrieverSpec("hybrid", "retrievers.hybrid:HybridRetriever",
                   "Fusion of retrievers (default bm25 + dense) by RRF or min-max scores",
                   ("components", "fusion", "weights", "rrf_k", "depth")),
@@ -103,7 +104,8 @@ def build_retriever(name: str, **options: Any) -> Retriever:
 
 
 def load_retriever(folder: str | Path) -> Retriever:
-    """Load any saved retriever; its type is read from the folder's manifest.
+    """Load any saved retriever; its type is read from the folder's manifest. A dense one (also
+    inside a hybrid) encodes queries with the backend and precision recorded with its index.
 
     Raises:
         RetrieverError: The folder holds no saved retriever, or an unknown type.

@@ -18,6 +18,7 @@ from retrievers.encoder import (
     resolve_device,
     resolve_model_path,
 )
+from retrievers.registry import get_spec
 
 TEXTS = ["BRAF V600E melanoma responds to vemurafenib and dabrafenib in most patients",
          "EGFR", "lung cancer erlotinib", "AKT1 Ser473 phosphorylation by mTORC2 in cells"]
@@ -149,8 +150,20 @@ def test_dense_options_and_manifest(tiny_model_path: Path, tmp_path: Path) -> No
     assert manifest["encoder"]["model"] == str(tiny_model_path)
     assert manifest["index"]["kind"] == "hnsw" and manifest["documents"] == 2
     assert manifest["model_id"] == retriever.encoder.model_id
+    assert (manifest["backend"], manifest["precision"]) == ("torch", "fp32")
     assert retriever.label == f"dense:{retriever.encoder.model_id}"
     assert (tmp_path / "cache" / f"{retriever.encoder.model_id}.sqlite").is_file()
+
+
+def test_dense_options_take_backend_and_precision(tiny_model_path: Path, tmp_path: Path) -> None:
+    retriever = build_retriever("dense", model=str(tiny_model_path), backend="onnx",
+                                precision="int8", export_dir=str(tmp_path / "exports"))
+    config = retriever.encoder.config
+    assert (config.backend, config.precision) == ("onnx", "int8")
+    assert config.export_dir == str(tmp_path / "exports")
+    assert {"backend", "precision", "export_dir"} <= set(get_spec("dense").options)
+    with pytest.raises(RetrieverError, match="Unknown backend 'gpu'"):
+        build_retriever("dense", backend="gpu")
 
 
 def test_load_with_an_encoder_in_memory(tiny_model_path: Path, encoder: Encoder,

@@ -310,3 +310,55 @@ def test_resume_after_interruption_equals_uninterrupted(reference, tiny_model_pa
 def test_measure_training_speed(tiny_model_path: Path) -> None:
     speed = measure_training_speed(tiny_model_path, PAIRS[:4], CONFIG, steps=2)
     assert speed > 0
+
+
+# --- speed options: bf16 autocast on CPU, length-grouped batches ------------------------------
+
+def test_bf16_autocast_trains_on_cpu(tiny_model_path: Path, tmp_path: Path) -> None:
+    config = TrainConfig.from_dict({**CONFIG.to_dict(), "epochs": 1, "precision": "bf16"})
+    result = train_pairs(tiny_model_path, PAIRS, tmp_path, config, progress=False)
+    assert (result.precision, result.steps) == ("bf16", 3)
+    assert all(torch.isfinite(torch.tensor(p.loss)) for p in result.curve)
+    assert all(w.dtype == torch.float32 for w in weights(result.model_dir).values())
+
+
+def test_group_by_length_is_seeded_and_recorded(tiny_model_path: Path, tmp_path: Path) -> None:
+    config = TrainConfig.from_dict({**CONFIG.to_dict(), "epochs": 1, "group_by_length": True})
+    first = train_pairs(tiny_model_path, PAIRS, tmp_path / "a", config, progress=False)
+    again = train_pairs(tiny_model_path, PAIRS, tmp_path / "b", config, progress=False)
+    assert first.group_by_length and first.steps == 3
+    assert same_weights(first.model_dir, again.model_dir)
+    saved = json.loads((tmp_path / "a" / "train_config.json").read_text())
+    assert saved["group_by_length"] is True
+
+
+def test_a_recipe_sampler_wins_over_length_grouping(tiny_model_path: Path, tmp_path: Path,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    from retrievers.training import TripletExample, train_triplets
+
+    config = TrainConfig.from_dict({**CONFIG.to_dict(), "epochs": 1, "group_by_length": True})
+    triplets = [TripletExample(q, doc, NEGATIVES[i % 2]) for i, (q, doc) in
+                enumerate(QUERIES.items())]
+    with caplog.at_level("WARNING", logger="retrievers"):
+        result = train_triplets(tiny_model_path, triplets, tmp_path, config, progress=False)
+    assert not result.group_by_length
+    assert "group_by_length ignored: this recipe draws its own batches" in caplog.text
+
+
+def test_a_run_saved_before_the_option_resumes(tiny_model_path: Path, tmp_path: Path) -> None:
+    config = TrainConfig.from_dict({**CONFIG.to_dict(), "epochs": 1})
+    train_pairs(tiny_model_path, PAIRS, tmp_path, config, progress=False)
+    saved = json.loads((tmp_path / "train_config.json").read_text())
+    del saved["group_by_length"]  # as written before the option existed
+    (tmp_path / "train_config.json").write_text(json.dumps(saved))
+    resumed = train_pairs(tiny_model_path, PAIRS, tmp_path, config, resume=True, progress=False)
+    assert resumed.epochs_run == 1
+
+
+def test_compare_training_speed_times_every_setting(tiny_model_path: Path) -> None:
+    from retrievers.training.trainer import compare_training_speed
+
+    results = compare_training_speed(tiny_model_path, PAIRS, CONFIG, steps=2)
+    assert [(r.precision, r.group_by_length) for r in results] == [
+        ("fp32", False), ("fp32", True), ("bf16", False), ("bf16", True)]
+    assert all(r.examples_per_second > 0 for r in results)

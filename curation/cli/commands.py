@@ -25,7 +25,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "relations": cmd_relations, "query": cmd_query, "schema": cmd_schema,
         "demo": cmd_demo, "serve": cmd_serve, "fetch": cmd_fetch, "users": cmd_users,
         "labels": cmd_labels, "evaluate": cmd_evaluate, "match-bench": cmd_match_bench,
-        "bench": cmd_bench, "settings": cmd_settings,
+        "bench": cmd_bench, "settings": cmd_settings, "index": cmd_index,
         **train_commands.HANDLERS,
     }[args.command]
     return handler(args)
@@ -287,16 +287,56 @@ def cmd_settings(args: argparse.Namespace) -> int:
     return 0
 
 
+def dense_options(args: argparse.Namespace) -> dict[str, str]:
+    """The dense encoder options given on the command line (``--model``, ``--backend``,
+    ``--precision``); the workspace defaults fill in the rest."""
+    return {key: value for key in ("model", "backend", "precision")
+            if (value := getattr(args, key, None)) is not None}
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from curation.search.indexing import (
+        get_index,
+        index_folder,
+        with_dense_options,
+        with_workspace_defaults,
+    )
+    from retrievers.faiss_index import describe_saved
+
+    options = with_dense_options(args.retriever, {**dense_options(args), **index_options(args)})
+    with Workspace.open(workspace_path(args)) as ws:
+        index = get_index(ws, args.retriever, options, progress=not args.quiet,
+                          rebuild=args.rebuild)
+        folder = index_folder(ws, args.retriever,
+                              with_workspace_defaults(ws, args.retriever, options))
+    faiss = "".join(f"; FAISS {text}" for text in describe_saved(folder))
+    print(f"{args.retriever} index of {len(index):,} documents ({index.label}{faiss}) in {folder}")
+    return 0
+
+
+#: ``kbcurate index`` FAISS arguments -> dense retriever options (only those given are passed,
+#: so an index built without them keeps its folder).
+INDEX_OPTIONS = {"kind": "index", "nlist": "nlist", "nprobe": "nprobe", "hnsw_m": "hnsw_m",
+                 "ef_search": "ef_search", "fp16": "fp16"}
+
+
+def index_options(args: argparse.Namespace) -> dict[str, object]:
+    """The FAISS options given on the command line (``--kind``, ``--nprobe``, ``--fp16`` ...)."""
+    return {option: value for dest, option in INDEX_OPTIONS.items()
+            if (value := getattr(args, dest, None)) is not None}
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
     from curation.evaluation.harness import format_table
     from curation.evaluation.runner import evaluate_workspace
+    from curation.search.indexing import with_dense_options
 
-    options = {}
-    if args.model:
-        options = {"dense": {"model": args.model}, "hybrid": {"dense": {"model": args.model}}}
+    dense = dense_options(args)
+    options = {name: with_dense_options(name, dense) for name in ("dense", "hybrid")} \
+        if dense else {}
     with Workspace.open(workspace_path(args)) as ws:
         report = evaluate_workspace(ws, args.schema, args.retriever or ["bm25"],
                                     split=args.split, options=options, progress=not args.quiet)
@@ -317,9 +357,43 @@ def cmd_match_bench(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from curation.evaluation.bench import run_bench
 
+    if args.backends:
+        return _bench_backends(args)
     with Workspace.open(workspace_path(args)) as ws:
         lines = run_bench(ws, retrievers=args.retriever or ("bm25", "dense", "hybrid"),
-                          docs=args.docs, queries=args.queries, schema=args.schema,
-                          model=args.model, max_seq_length=args.max_seq_length)
+                          docs=256 if args.docs is None else args.docs, queries=args.queries,
+                          schema=args.schema, model=args.model,
+                          max_seq_length=args.max_seq_length,
+                          backend=args.backend, precision=args.precision)
+    print("\n".join(lines))
+    return 0
+
+
+def _bench_backends(args: argparse.Namespace) -> int:
+    """``kbcurate bench --backends``: the table, ``--out`` JSON, ``--set-default``."""
+    import json
+    from pathlib import Path
+
+    from curation.evaluation.backend_bench import run_backend_bench
+    from curation.search.indexing import set_default_backend
+    from retrievers.backends import DEFAULT, parse_combination
+
+    pairs = None if args.backends == "all" else \
+        [parse_combination(x.strip()) for x in args.backends.split(",") if x.strip()]
+    with Workspace.open(workspace_path(args)) as ws:
+        result = run_backend_bench(ws, pairs=pairs, docs=500 if args.docs is None else args.docs,
+                                   task=args.task, split=args.split,
+                                   max_queries=args.max_queries, model=args.model,
+                                   max_seq_length=args.max_seq_length, repeats=args.repeats)
+        lines = result.lines()
+        best = (result.candidate.backend, result.candidate.precision) if result.candidate \
+            else DEFAULT
+        if args.set_default:  # the measured best, torch/fp32 when no pair passes the guard
+            set_default_backend(ws, *best, actor="cli")
+            lines.append(f"workspace default backend: {'/'.join(best)} (kbcurate index builds "
+                         "its index; the app offers it when ready)")
+    if args.out:
+        report = {**result.to_json(), "default_set": "/".join(best) if args.set_default else None}
+        Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
     print("\n".join(lines))
     return 0

@@ -21,6 +21,7 @@ from curation.store.config import DATA_ENV, WORKSPACE_ENV
 from curation.store.errors import describe_sqlite_error
 from kb_sources.errors import CurationError
 from kb_sources.registry import readers
+from retrievers.backends import Backend, Precision, combination_names
 from retrievers.errors import RetrieverError
 
 logger = logging.getLogger("kbcurate")
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--format", choices=("table", "json", "tsv"), default="table")
 
+    _index_parser(sub, common)
     _evaluation_parsers(sub, common)
 
     p = sub.add_parser("query", parents=[common], help="render a templated query")
@@ -115,6 +117,45 @@ def _schema_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
                         "the audit log)")
 
 
+def _backend_args(p: argparse.ArgumentParser) -> None:
+    """``--backend`` / ``--precision`` of the dense encoder (default: the workspace's)."""
+    p.add_argument("--backend", choices=[b.value for b in Backend],
+                   help="what encodes with the dense model (default: the workspace default, "
+                        "torch unless kbcurate bench --backends --set-default changed it); "
+                        "onnx and openvino need pip install 'kbcurate[onnx]' / "
+                        "'kbcurate[openvino]'")
+    p.add_argument("--precision", choices=[x.value for x in Precision],
+                   help="number format of the encoder; pairs: " + ", ".join(combination_names()))
+
+
+def _index_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("index", parents=[common],
+                       help="build (or refresh) a retriever index over the workspace documents")
+    p.add_argument("--retriever", default="dense", help="bm25, dense or hybrid (default dense)")
+    p.add_argument("--model", help="dense model: a registry version (kbcurate models list), "
+                                   "Hugging Face name or local folder (default: the packaged "
+                                   "all-MiniLM-L6-v2)")
+    _backend_args(p)
+    _index_kind_args(p)
+    p.add_argument("--rebuild", action="store_true", help="ignore a saved index")
+
+
+def _index_kind_args(p: argparse.ArgumentParser) -> None:
+    """``--kind`` and the FAISS parameters of a dense index (recorded with the index)."""
+    from retrievers.faiss_index import AUTO_FLAT_MAX, AUTO_KIND, IndexKind
+
+    g = p.add_argument_group("dense index (FAISS)")
+    g.add_argument("--kind", choices=[k.value for k in IndexKind],
+                   help=f"flat: exact; ivf / hnsw: approximate, ~1 ms a query at 100k-1M; "
+                        f"auto: flat up to {AUTO_FLAT_MAX:,} documents, {AUTO_KIND} above")
+    g.add_argument("--nlist", type=int, help="ivf: k-means cells (default 4 * sqrt(N))")
+    g.add_argument("--nprobe", type=int, help="ivf: cells searched per query (default 16)")
+    g.add_argument("--hnsw-m", type=int, help="hnsw: links per node (default 32)")
+    g.add_argument("--ef-search", type=int, help="hnsw: candidates per query (default 128)")
+    g.add_argument("--fp16", action="store_true", default=None,
+                   help="store the vectors as float16: half the memory, same ranking")
+
+
 def _evaluation_parsers(sub: argparse._SubParsersAction,
                         common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("evaluate", parents=[common],
@@ -127,6 +168,7 @@ def _evaluation_parsers(sub: argparse._SubParsersAction,
     p.add_argument("--model", help="dense model: a registry version (kbcurate models list), "
                                    "Hugging Face name or local folder (default: the packaged "
                                    "all-MiniLM-L6-v2)")
+    _backend_args(p)
     p.add_argument("--out", help="write the JSON report here")
 
     p = sub.add_parser("match-bench", parents=[common],
@@ -141,13 +183,31 @@ def _evaluation_parsers(sub: argparse._SubParsersAction,
                        help="speed figures: encoding throughput ratios and query latency")
     p.add_argument("--max-seq-length", type=int, default=256,
                    help="token limit for the throughput test (default 256)")
-    p.add_argument("--docs", type=int, default=256,
-                   help="documents for the encoding benchmark (0 to skip)")
-    p.add_argument("--queries", type=int, default=50, help="queries per retriever")
+    p.add_argument("--docs", type=int, default=None,
+                   help="documents to encode (default 256; 500 with --backends; 0 skips the "
+                        "throughput test)")
+    p.add_argument("--queries", type=int, default=200, help="queries per retriever")
     p.add_argument("--retriever", action="append", default=[], metavar="NAME",
                    help="retrievers to time (repeatable; default bm25, dense, hybrid)")
     p.add_argument("--schema", default="PO", help="schema whose partial relations are queried")
     p.add_argument("--model", default="all-MiniLM-L6-v2", help="encoder for the throughput test")
+    _backend_args(p)
+    p.add_argument("--backends", nargs="?", const="all", metavar="PAIRS",
+                   help="compare encoding backends instead: docs/s vs torch/fp32, mean cosine, "
+                        "dense NDCG@10; all pairs, or a comma list such as onnx/int8,"
+                        "openvino/int8")
+    p.add_argument("--task", default="disease_gene",
+                   help="--backends: schema whose relations give the NDCG queries")
+    p.add_argument("--split", default="test", choices=("train", "dev", "test", "all"),
+                   help="--backends: split of the task (default test)")
+    p.add_argument("--max-queries", type=int, default=100, help="--backends: most queries")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="--backends: timed passes per pair, best kept (default 1)")
+    p.add_argument("--out", help="--backends: write the JSON report here")
+    p.add_argument("--set-default", action="store_true",
+                   help="--backends: make the fastest pair that passes the guard (quality, "
+                        ">= 1.1x torch/fp32) the workspace default, torch/fp32 when none does "
+                        "(audited)")
 
 
 def _app_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -6,6 +6,9 @@
    batch in corpus order (what a naive indexer does: no length bucketing).
 2. Query latency p50/p95 for each retriever, end to end: template -> encode -> search ->
    top-10 highlighted (escaped HTML), over the workspace's documents.
+
+Both take the dense encoder's ``backend`` / ``precision`` (default: the workspace's). The
+comparison of every backend on the same texts is :mod:`curation.evaluation.backend_bench`.
 """
 
 from __future__ import annotations
@@ -14,12 +17,18 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from curation.matching.highlight import render_highlighted, slot_colours
 from curation.matching.matcher import EntityMatcher
-from curation.search.indexing import corpus_docs, get_index
+from curation.search.indexing import (
+    corpus_docs,
+    get_index,
+    with_dense_options,
+    with_workspace_defaults,
+)
 from curation.store.relations import list_partial_relations
 from curation.store.workspace import Workspace
 from kb_sources.schema import get_schema
@@ -60,16 +69,17 @@ class ThroughputResult:
 
 def bench_encoding(texts: Sequence[str], model: str = "all-MiniLM-L6-v2",
                    batch_size: int = 32, repeats: int = 2,
-                   max_seq_length: int = 256) -> ThroughputResult:
+                   max_seq_length: int = 256, **encoder_options: Any) -> ThroughputResult:
     """Time the three ways of encoding the same texts with the same loaded model.
 
     The three are interleaved ``repeats`` times and the fastest time of each is kept, so that
-    background load on the machine hits all three alike.
+    background load on the machine hits all three alike. ``encoder_options`` are further
+    :class:`~retrievers.encoder.EncoderConfig` fields (``backend``, ``precision``, ...).
     """
     from retrievers.encoder import Encoder, EncoderConfig
 
     encoder = Encoder(EncoderConfig(model=model, batch_size=batch_size,
-                                    max_seq_length=max_seq_length))
+                                    max_seq_length=max_seq_length, **encoder_options))
     st = encoder.doc_model
     texts = list(texts)
     st.encode(texts[:batch_size], batch_size=batch_size)  # warm up
@@ -130,19 +140,30 @@ def bench_queries(ws: Workspace, retriever: str, schema: str = "PO", n_queries: 
 
 
 def run_bench(ws: Workspace, *, retrievers: Sequence[str] = ("bm25", "dense", "hybrid"),
-              docs: int = 256, queries: int = 50, schema: str = "PO",
-              model: str = "all-MiniLM-L6-v2", max_seq_length: int = 256) -> list[str]:
-    """Run both benchmarks; returns the lines to print."""
+              docs: int = 256, queries: int = 200, schema: str = "PO",
+              model: str = "all-MiniLM-L6-v2", max_seq_length: int = 256,
+              backend: str | None = None, precision: str | None = None) -> list[str]:
+    """Run both benchmarks; returns the lines to print.
+
+    ``backend`` / ``precision`` choose the dense encoder's (default: the workspace's).
+    """
     lines = []
+    pair = {k: v for k, v in (("backend", backend), ("precision", precision)) if v}
     if docs:
         sample = [t for _, t in corpus_docs(ws)]
         step = max(1, len(sample) // docs)
+        encoder = with_workspace_defaults(ws, "dense", pair)
+        encoder.pop("cache_dir")
         result = bench_encoding(sample[::step][:docs], model=model,
-                                max_seq_length=max_seq_length)
+                                max_seq_length=max_seq_length, **encoder)
         lines += result.lines()
+        if encoder.get("backend") or encoder.get("precision"):
+            lines.append(f"  (backend {encoder.get('backend', 'torch')}, precision "
+                         f"{encoder.get('precision', 'fp32')})")
     if retrievers:
         lines.append(f"query latency, template -> search -> top-10 highlighted ({schema}, "
                      f"{ws.stats().documents:,} documents):")
         for name in retrievers:
-            lines.append(bench_queries(ws, name, schema, queries).line())
+            lines.append(bench_queries(ws, name, schema, queries,
+                                       options=with_dense_options(name, pair)).line())
     return lines

@@ -7,9 +7,16 @@ embedding cache in ``WS/cache/embeddings`` so a rebuild encodes only new or chan
 A rebuild writes a temporary sibling folder and swaps it in when complete
 (:mod:`retrievers.saved`): a worker killed mid-build leaves the previous index readable.
 
+Dense encoders run on the workspace's default backend (``meta`` key ``encoder_backend``, e.g.
+"openvino/int8"; torch/fp32 when unset) unless the options name one (``backend``,
+``precision``); :func:`set_default_backend` changes it (``kbcurate bench --backends
+--set-default`` does, when a candidate passes the quality guard). Exported models live in
+``WS/cache/exports``. The pair is part of the index options, so each pair has its own index.
+
 Index jobs accept only the parameters ``retriever``, ``options`` and ``rebuild``;
-:func:`check_index_params` (the ``index`` job kind's validator) refuses unknown retrievers and any
-path option (``cache_dir``, a ``model`` folder) that resolves outside the workspace.
+:func:`check_index_params` (the ``index`` job kind's validator) refuses unknown retrievers, an
+unknown backend/precision and any path option (``cache_dir``, ``export_dir``, a ``model``
+folder) that resolves outside the workspace.
 """
 
 from __future__ import annotations
@@ -25,8 +32,11 @@ from curation.jobs.guards import workspace_path
 from curation.store.models import is_model_version, model_options
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError, UnknownNameError
+from retrievers.backends import DEFAULT as DEFAULT_BACKEND
+from retrievers.backends import check_combination, parse_combination
 from retrievers.base import Retriever
 from retrievers.encoder import resolve_model_path
+from retrievers.errors import RetrieverError
 from retrievers.registry import build_retriever, load_retriever, retriever_names
 from retrievers.saved import MANIFEST, complete_folder, replace_folder
 
@@ -64,25 +74,87 @@ def _resolve_version(ws: Workspace, dense: dict[str, Any]) -> dict[str, Any]:
     return dense
 
 
+#: The ``meta`` key of the workspace's default encoding backend ("backend/precision").
+BACKEND_KEY = "encoder_backend"
+
+
+def default_backend(ws: Workspace) -> tuple[str, str]:
+    """The workspace's default (backend, precision) for dense encoders; torch/fp32 when unset."""
+    row = ws.conn.execute("SELECT value FROM meta WHERE key = ?", (BACKEND_KEY,)).fetchone()
+    if row is None:
+        return DEFAULT_BACKEND
+    try:
+        return parse_combination(row[0])
+    except RetrieverError as exc:
+        logger.warning("ignoring the workspace setting %s=%r: %s", BACKEND_KEY, row[0], exc)
+        return DEFAULT_BACKEND
+
+
+def set_default_backend(ws: Workspace, backend: str, precision: str, *, actor: str) -> None:
+    """Make (backend, precision) the workspace default (audited as ``actor``).
+
+    Raises:
+        CurationError: Unknown or unsupported pair.
+    """
+    pair = _checked_pair(backend, precision, "default backend")
+    with ws.transaction():
+        old = default_backend(ws)
+        if old != pair:
+            ws.conn.execute("INSERT INTO meta(key, value) VALUES (?, ?) "
+                            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                            (BACKEND_KEY, "/".join(pair)))
+            ws.audit(actor, "set", "setting", BACKEND_KEY, before={BACKEND_KEY: "/".join(old)},
+                     after={BACKEND_KEY: "/".join(pair)})
+
+
+def _checked_pair(backend: object, precision: object, where: str) -> tuple[str, str]:
+    try:
+        return check_combination(backend, precision)
+    except RetrieverError as exc:
+        raise CurationError(f"{where}: {exc}") from None
+
+
+def _dense_defaults(ws: Workspace, dense: dict[str, Any]) -> dict[str, Any]:
+    """A dense component's options with the workspace's cache, backend and export folder."""
+    dense = _resolve_version(ws, dense)
+    dense.setdefault("cache_dir", str(ws.root / "cache" / "embeddings"))
+    if not {"backend", "precision", "dtype"} & dense.keys():  # an explicit choice wins
+        dense["backend"], dense["precision"] = default_backend(ws)
+    pair = (dense.get("backend", DEFAULT_BACKEND[0]), dense.get("precision", DEFAULT_BACKEND[1]))
+    if pair == DEFAULT_BACKEND:  # the plain torch index keeps its folder name
+        dense.pop("backend", None)
+        dense.pop("precision", None)
+    elif pair[0] != DEFAULT_BACKEND[0]:
+        dense.setdefault("export_dir", str(ws.root / "cache" / "exports"))
+    return dense
+
+
 def with_workspace_defaults(ws: Workspace, name: str, options: dict[str, Any]) -> dict[str, Any]:
-    """Fill in the workspace embedding cache for dense components; resolve model versions.
+    """Fill in the workspace embedding cache, backend and export folder for dense components;
+    resolve model versions.
 
     A dense ``model`` may name a version of the workspace's model registry
     (``disease_gene-edel@1``): its weights are checked against the recorded checksum and its
     folder, vector cache key, token limit and document format are used.
     """
     opts = dict(options)
-    cache = str(ws.root / "cache" / "embeddings")
     if name == "dense":
-        opts = _resolve_version(ws, opts)
-        opts.setdefault("cache_dir", cache)
+        opts = _dense_defaults(ws, opts)
     elif name == "hybrid":
-        dense = _resolve_version(ws, dict(opts.get("dense", {})))
-        dense.setdefault("cache_dir", cache)
+        dense = _dense_defaults(ws, dict(opts.get("dense", {})))
         if "document_format" in dense:
             opts["document_format"] = dense.pop("document_format")
         opts["dense"] = dense
     return opts
+
+
+def with_dense_options(name: str, dense: dict[str, Any]) -> dict[str, Any]:
+    """Options of retriever ``name`` that carry dense-encoder options (``model``, ``backend``,
+    ``precision`` ...): the options themselves for "dense", ``{"dense": ...}`` for "hybrid",
+    none for the others."""
+    if name == "dense":
+        return dict(dense)
+    return {"dense": dict(dense)} if name == "hybrid" and dense else {}
 
 
 #: How a path inside the workspace is written in index keys (a copied or moved workspace keeps
@@ -220,7 +292,7 @@ def run_index_job(ctx: Any, retriever: str = "dense", options: dict[str, Any] | 
 
 
 #: Retriever options that name a folder the job writes or reads; they must lie in the workspace.
-PATH_OPTIONS = ("cache_dir",)
+PATH_OPTIONS = ("cache_dir", "export_dir")
 #: Options naming a model: a registered version, the packaged model, or a folder in the workspace.
 MODEL_OPTIONS = ("model", "query_model")
 
@@ -229,8 +301,9 @@ def check_index_params(ws: Workspace, params: dict[str, Any]) -> None:
     """Validator of the ``index`` job kind (called by :func:`curation.jobs.queue.submit_job`).
 
     Raises:
-        CurationError: Unknown retriever, ``options`` not a table, ``rebuild`` not a boolean, or
-            a path option (``cache_dir``; ``model`` when it is a folder) outside the workspace.
+        CurationError: Unknown retriever, ``options`` not a table, ``rebuild`` not a boolean, an
+            unknown backend/precision, or a path option (``cache_dir``, ``export_dir``;
+            ``model`` when it is a folder) outside the workspace.
     """
     name = params.get("retriever", "dense")
     if name not in retriever_names():
@@ -251,6 +324,9 @@ def check_retriever_paths(ws: Workspace, where: str, options: Any) -> None:
     if not isinstance(options, dict):
         raise CurationError(f"Index job option {where} is {type(options).__name__} "
                             f"{str(options)[:60]!r}; expected a table of option names to values")
+    if "backend" in options or "precision" in options:
+        _checked_pair(options.get("backend", DEFAULT_BACKEND[0]),
+                      options.get("precision", DEFAULT_BACKEND[1]), f"Index job option {where}")
     for key, value in options.items():
         option = f"{where}.{key}"
         if isinstance(value, dict):

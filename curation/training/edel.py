@@ -56,6 +56,7 @@ class EdelOptions:
         dev_depth: BM25 hits per dev query in the dev pool (0: no dev scoring, last epoch).
         dev_random: Random corpus documents in the dev pool.
         max_queries: Train on at most this many train queries (None: all).
+        group_by_length: Length-grouped batches (see TrainConfig).
     """
 
     base: str = "all-MiniLM-L6-v2"
@@ -73,9 +74,11 @@ class EdelOptions:
     dev_depth: int = 20
     dev_random: int = 500
     max_queries: int | None = None
+    group_by_length: bool = False
 
     def train_config(self) -> Any:
-        return train_config_of(self, margin_function=self.margin_function)
+        return train_config_of(self, margin_function=self.margin_function,
+                               group_by_length=self.group_by_length)
 
     def validate(self) -> None:
         """Raise :class:`CurationError` on any invalid value."""

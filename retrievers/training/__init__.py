@@ -4,7 +4,8 @@
 - :mod:`retrievers.training.engine`: :func:`train_model`, the loop every recipe runs on
   (checkpoints per epoch, resume, dev-score epoch selection, explicit schedule, bf16).
 - :mod:`retrievers.training.trainer`: :func:`train_pairs` (EDEL), :class:`TrainConfig`,
-  :class:`PairExample`, :class:`TrainResult`.
+  :class:`PairExample`, :class:`TrainResult`; :func:`compare_training_speed` (fp32 / bf16 x
+  random / length-grouped batches of :mod:`retrievers.training.length_groups`).
 - :mod:`retrievers.training.mnr`: :func:`train_triplets` (BiCA: multiple-negatives ranking over
   hard-negative triplets); :mod:`retrievers.training.walks`: BiCA's graph walks.
 - :mod:`retrievers.training.hicl`: BioHiCL's MeSH-hierarchy loss and batch sampler;
@@ -33,7 +34,12 @@ if TYPE_CHECKING:
         multi_margin_loss,
     )
     from retrievers.training.mnr import TripletExample, train_triplets
-    from retrievers.training.trainer import measure_training_speed, train_pairs
+    from retrievers.training.trainer import (
+        SpeedResult,
+        compare_training_speed,
+        measure_training_speed,
+        train_pairs,
+    )
 
 _EXPORTS = {
     "MarginFunction": "losses", "MultiMarginLoss": "losses", "margin_from_mu": "losses",
@@ -41,12 +47,14 @@ _EXPORTS = {
     "CurvePoint": "config", "PairExample": "config", "TrainConfig": "config",
     "TrainResult": "config", "measure_training_speed": "trainer", "resolve_precision": "engine",
     "set_seed": "engine", "train_pairs": "trainer", "train_model": "engine",
-    "TripletExample": "mnr", "train_triplets": "mnr",
+    "TripletExample": "mnr", "train_triplets": "mnr", "SpeedResult": "trainer",
+    "compare_training_speed": "trainer",
 }
 
 __all__ = [
-    "CurvePoint", "MarginFunction", "MultiMarginLoss", "PairExample", "TrainConfig", "TrainResult",
-    "TripletExample", "margin_from_mu", "measure_training_speed", "multi_margin_loss",
+    "CurvePoint", "MarginFunction", "MultiMarginLoss", "PairExample", "SpeedResult", "TrainConfig",
+    "TrainResult", "TripletExample", "compare_training_speed", "margin_from_mu",
+    "measure_training_speed", "multi_margin_loss",
     "resolve_precision", "set_seed", "train_model", "train_pairs", "train_triplets",
 ]
 

@@ -4,9 +4,10 @@ It wraps sentence-transformers' ``SentenceTransformerTrainer`` around any datase
 with a linear schedule and an explicit warm-up ratio (no hidden 10,000-step warm-up, TRAINING.md
 6.4), no weight decay on bias/LayerNorm, gradient clipping, seeded data order, loss and learning
 rate logged every step, one checkpoint per epoch, resume after an interruption, dev scoring per
-epoch, bf16 autocast on CUDA (or on request on CPU). Recipes supply the dataset, a loss factory,
-optionally a batch sampler (BiCA: no duplicate texts in a batch; BioHiCL: batches with positive
-pairs) and model hooks (BioHiCL: LoRA added before training, merged before export).
+epoch, bf16 autocast on CUDA (or on request on CPU), length-grouped batches on request
+(``TrainConfig.group_by_length``). Recipes supply the dataset, a loss factory, optionally a batch
+sampler (BiCA: no duplicate texts in a batch; BioHiCL: batches with positive pairs; it wins over
+length grouping) and model hooks (BioHiCL: LoRA added before training, merged before export).
 Layout of ``output_dir``::
 
     train_config.json          the run's TrainConfig (resume refuses a different one)
@@ -57,6 +58,10 @@ CONFIG_FILE = "train_config.json"
 EvalFn = Callable[[Path, int], float]
 LossFactory = Callable[["SentenceTransformer"], "nn.Module"]
 ModelHook = Callable[["SentenceTransformer"], "SentenceTransformer"]
+
+#: How runs saved before an option existed trained (their train_config.json lacks it).
+_BEFORE_OPTION = {"group_by_length": False}
+
 
 def set_seed(seed: int) -> None:
     """Seed Python's ``random``, numpy and torch (CPU and every GPU)."""
@@ -165,6 +170,12 @@ def train_model(base: str | Path | SentenceTransformer, dataset: Any,
     model.max_seq_length = config.max_seq_length
     if prepare_model is not None:
         model = prepare_model(model)
+    grouped = config.group_by_length and batch_sampler is None
+    if grouped:
+        batch_sampler = _length_sampler(dataset, model, config.max_seq_length)
+    elif config.group_by_length:
+        logger.warning("group_by_length ignored: this recipe draws its own batches (%r)",
+                       batch_sampler)
     monitor = _step_monitor(progress)
     trainer = SentenceTransformerTrainer(
         model=model,
@@ -173,8 +184,9 @@ def train_model(base: str | Path | SentenceTransformer, dataset: Any,
         callbacks=[monitor, _epoch_checkpoints(eval_fn)])
     trainer.remove_callback(PrinterCallback)  # it prints every step's log dict
     precision = "bf16" if bf16 else "fp32"
-    logger.info("training on %d rows, %d epoch(s), %s, %s%s", len(dataset), config.epochs,
-                device, precision, f", resuming {resume_from}" if resume_from else "")
+    logger.info("training on %d rows, %d epoch(s), %s, %s%s%s", len(dataset), config.epochs,
+                device, precision, ", length-grouped batches" if grouped else "",
+                f", resuming {resume_from}" if resume_from else "")
     epochs_before = _epoch_of(Path(resume_from)) if resume_from else 0
     try:
         trainer.train(resume_from_checkpoint=resume_from)
@@ -196,10 +208,18 @@ def train_model(base: str | Path | SentenceTransformer, dataset: Any,
         epoch_scores=tuple(e[2] for e in epochs) if eval_fn else (), best_epoch=best_epoch,
         seconds=time.perf_counter() - started,
         examples_per_second=trained / monitor.seconds if monitor.seconds else 0.0,
-        precision=precision, device=device)
+        precision=precision, device=device, group_by_length=grouped)
     logger.info("trained %d epoch(s), %d steps, %.1f rows/s; epoch %d saved to %s",
                 epochs_run, result.steps, result.examples_per_second, best_epoch, result.model_dir)
     return result
+
+
+def _length_sampler(dataset: Any, model: SentenceTransformer, max_seq_length: int) -> Any:
+    """The length-grouped ``batch_sampler`` over ``dataset``, lengths from the model's tokenizer."""
+    from retrievers.training.length_groups import length_grouped_batch_sampler, row_lengths
+
+    return length_grouped_batch_sampler(
+        row_lengths(dataset, getattr(model, "tokenizer", None), max_seq_length))
 
 
 def _training_args(config: TrainConfig, checkpoints: Path, device: str, bf16: bool,
@@ -231,7 +251,7 @@ def _prepare_output(out: Path, config: TrainConfig, resume: bool) -> str | None:
             f"{out} already holds checkpoints of an earlier run ({Path(last).name}); pass "
             "resume=True to continue it, or choose an empty output_dir")
     if last is not None and config_file.is_file():
-        saved = json.loads(config_file.read_text(encoding="utf-8"))
+        saved = {**_BEFORE_OPTION, **json.loads(config_file.read_text(encoding="utf-8"))}
         changed = [f"{k} ({saved.get(k)!r} -> {v!r})" for k, v in config.to_dict().items()
                    if saved.get(k) != v]
         if changed:

@@ -1,6 +1,7 @@
 """EDEL's pointwise training: :func:`train_pairs` runs the engine
 (:func:`retrievers.training.engine.train_model`) on labelled (query, document) pairs with the
-multi-margin loss; :func:`measure_training_speed` times it for benchmarks.
+multi-margin loss; :func:`measure_training_speed` and :func:`compare_training_speed` (fp32 / bf16
+x random / length-grouped batches) time it for benchmarks (``kbcurate train-speed``).
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ import logging
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +26,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["measure_training_speed", "resolve_precision", "set_seed", "train_pairs"]
+__all__ = ["SpeedResult", "compare_training_speed", "measure_training_speed", "resolve_precision",
+           "set_seed", "train_pairs"]
 
 
 def train_pairs(base: str | Path | SentenceTransformer, examples: Sequence[PairExample],
@@ -91,14 +94,20 @@ def _build_dataset(examples: Sequence[PairExample], config: TrainConfig) -> Any:
     })
 
 
+class _Enough(Exception):
+    """Raised by the progress callback of :func:`measure_training_speed` to stop training."""
+
+
 def measure_training_speed(base: str | Path | SentenceTransformer,
                            examples: Sequence[PairExample], config: TrainConfig | None = None,
                            steps: int = 5) -> float:
     """Training throughput in pairs per second, for benchmarks.
 
-    Runs :func:`train_pairs` for one epoch of ``steps + 1`` batches (``examples`` repeated as
-    needed) in a temporary folder and times steps 2 to ``steps + 1`` through the progress
-    callback: the first step's warm-up and the checkpoint writing are left out.
+    Runs :func:`train_pairs` for one epoch over ``examples`` (repeated to at least ``steps + 1``
+    batches) in a temporary folder, times steps 2 to ``steps + 1`` through the progress callback
+    and stops there: the first step's warm-up and checkpoint writing are left out. With
+    ``config.group_by_length`` the batches are grouped over the whole epoch, as in a real run,
+    so pass a realistic number of examples (e.g. 50 batches' worth).
 
     Returns:
         Pairs per second.
@@ -111,9 +120,62 @@ def measure_training_speed(base: str | Path | SentenceTransformer,
     if not examples or not is_int(steps) or steps < 1:
         raise RetrieverError(f"measure_training_speed needs examples and steps >= 1, got "
                              f"{len(examples)} examples and steps={steps!r}")
-    pairs = [examples[i % len(examples)] for i in range((steps + 1) * config.batch_size)]
+    rows = max(len(examples), (steps + 1) * config.batch_size)
+    pairs = [examples[i % len(examples)] for i in range(rows)]
     stamps: list[float] = []
+
+    def tick(done: int, total: int) -> None:
+        stamps.append(time.perf_counter())
+        if len(stamps) > steps:
+            raise _Enough
+
     with tempfile.TemporaryDirectory(prefix="train-speed-") as tmp:
-        train_pairs(base, pairs, tmp, config,
-                    progress=lambda done, total: stamps.append(time.perf_counter()))
-    return steps * config.batch_size / (stamps[-1] - stamps[0])
+        try:
+            train_pairs(base, pairs, tmp, config, progress=tick)
+        except _Enough:
+            pass
+    return steps * config.batch_size / (stamps[steps] - stamps[0])
+
+
+@dataclass(frozen=True)
+class SpeedResult:
+    """Training throughput of one setting (:func:`compare_training_speed`).
+
+    Attributes:
+        precision: ``"fp32"`` or ``"bf16"`` (autocast).
+        group_by_length: Length-grouped batches.
+        examples_per_second: Pairs per second, the best of the repeats.
+    """
+
+    precision: str
+    group_by_length: bool
+    examples_per_second: float
+
+
+def compare_training_speed(base: str | Path | SentenceTransformer,
+                           examples: Sequence[PairExample], config: TrainConfig | None = None,
+                           steps: int = 5, *, precisions: Sequence[str] = ("fp32", "bf16"),
+                           grouping: Sequence[bool] = (False, True), repeats: int = 1,
+                           report: Callable[[SpeedResult], None] | None = None
+                           ) -> list[SpeedResult]:
+    """:func:`measure_training_speed` for every precision x grouping, on the same examples.
+
+    Repeats run round-robin over the settings (so a burst of load on a shared machine hits all of
+    them) and the best of each setting is kept. ``report`` gets every single measurement as it
+    is taken.
+
+    Returns:
+        One :class:`SpeedResult` per setting, in ``precisions`` x ``grouping`` order.
+    """
+    base_config = (config or TrainConfig()).to_dict()
+    settings = [(p, g) for p in precisions for g in grouping]
+    best = dict.fromkeys(settings, 0.0)
+    for _ in range(max(1, repeats)):
+        for precision, grouped in settings:
+            setting = TrainConfig.from_dict({**base_config, "precision": precision,
+                                             "group_by_length": grouped})
+            speed = measure_training_speed(base, examples, setting, steps)
+            if report is not None:
+                report(SpeedResult(precision, grouped, speed))
+            best[precision, grouped] = max(best[precision, grouped], speed)
+    return [SpeedResult(p, g, best[p, g]) for p, g in settings]
