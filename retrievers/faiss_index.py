@@ -255,6 +255,41 @@ class VectorIndex:
             scores, positions = self._index.search(queries, k)  # (q, k), (q, k)
         return scores, positions
 
+    def vectors(self) -> np.ndarray:
+        """The stored vectors in position order, shape (len, dim) (float16-rounded for
+        ``fp16``; IVF indexes get a direct map for this, kept until the next :meth:`remove`)."""
+        if self._index is None:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        index = self._cpu_index()
+        if self._kind == IndexKind.IVF:
+            _faiss().extract_index_ivf(index).make_direct_map()
+        return index.reconstruct_n(0, index.ntotal)  # (len, dim)
+
+    def remove(self, ids: Sequence[str]) -> int:
+        """Remove the vectors of ``ids`` (unknown ids are ignored).
+
+        The index is emptied and refilled with the kept vectors in their order, keeping its
+        kind and training (IVF cells): O(len) per call, meant for occasional deletes.
+
+        Returns:
+            How many vectors were removed.
+        """
+        drop = set(ids)
+        keep = [p for p, doc_id in enumerate(self.ids) if doc_id not in drop]
+        removed = len(self.ids) - len(keep)
+        if not removed:
+            return 0
+        kept = self.vectors()[keep]  # (len(keep), dim)
+        index = self._cpu_index()
+        if self._kind == IndexKind.IVF:
+            _faiss().extract_index_ivf(index).make_direct_map(False)
+        index.reset()
+        if len(keep):
+            index.add(np.ascontiguousarray(kept))
+        self._index = self._to_device(index) if self.on_gpu else index
+        self.ids = [self.ids[p] for p in keep]
+        return removed
+
     def _build(self, train: np.ndarray) -> Any:
         faiss = _faiss()
         cfg = self.config

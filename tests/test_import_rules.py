@@ -147,3 +147,20 @@ def test_checker_allows_the_table(importer, imported):
 def test_function_level_imports_are_seen():
     source = "def f():\n    from curation.cli import commands\n"
     assert (2, "curation.cli.commands") in imported_modules(source)
+
+
+#: Engine packages that only their adapter module may import (retrievers/vector_store.py).
+ENGINE_ADAPTERS = {"faiss": "retrievers.faiss_index", "qdrant_client": "retrievers.qdrant_store"}
+
+
+def test_only_the_adapters_import_vector_engines():
+    files = source_files() + sorted((ROOT / "app_pages").rglob("*.py")) + [ROOT / "app.py"]
+    problems = []
+    for path in files:
+        importer = module_name(path)
+        for line, imported in imported_modules(path.read_text(encoding="utf-8")):
+            adapter = ENGINE_ADAPTERS.get(imported.split(".")[0])
+            if adapter is not None and importer != adapter:
+                problems.append(f"{path.relative_to(ROOT)}:{line}: imports {imported}; go "
+                                f"through retrievers.vector_store ({adapter} is the adapter)")
+    assert not problems, "vector engines imported outside their adapters:\n" + "\n".join(problems)

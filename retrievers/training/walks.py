@@ -19,8 +19,8 @@ never starts (the released code could not meet one: a seed is not among its own 
 :func:`knn_graph` builds the k-nearest-neighbour graph used where citations are missing, and
 :func:`neighbourhood` collects hop 1 and hop 2 of seed documents over any adjacency.
 
-Everything here is numpy (and faiss for the kNN search) over row indices of one vector matrix;
-callers map their document ids to rows.
+Everything here is numpy (and the exact FAISS index of retrievers.faiss_index for the kNN
+search) over row indices of one vector matrix; callers map their document ids to rows.
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def knn_graph(vectors: np.ndarray, k: int, *, batch: int = 2048) -> list[np.ndar
     Raises:
         RetrieverError: ``vectors`` is not a 2-D float array, or ``k``/``batch`` not positive.
     """
-    import faiss
+    from retrievers.faiss_index import IndexConfig, VectorIndex
 
     vectors = _matrix(vectors)
     k = _positive_int(k, "k", "10")
@@ -232,8 +232,8 @@ def knn_graph(vectors: np.ndarray, k: int, *, batch: int = 2048) -> list[np.ndar
     if n == 0:
         return []
     data = np.ascontiguousarray(vectors, dtype=np.float32)
-    index = faiss.IndexFlatIP(dim)
-    index.add(data)
+    index = VectorIndex(dim, IndexConfig("flat", use_gpu=False))  # faiss IndexFlatIP
+    index.add([str(row) for row in range(n)], data)
     depth = min(k + 1, n)
     out: list[np.ndarray] = []
     for start in range(0, n, batch):
