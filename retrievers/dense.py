@@ -1,4 +1,11 @@
-"""Dense retrieval: an :class:`~retrievers.encoder.Encoder` + a FAISS :class:`VectorIndex`.
+"""Dense retrieval: an :class:`~retrievers.encoder.Encoder` + a vector collection.
+
+The vectors go to a :mod:`retrievers.vector_store` collection: a FAISS :class:`VectorIndex`
+(the default, saved with the retriever) or, with the option ``vector_store`` (a
+:class:`~retrievers.vector_store.StoreConfig` table, ``{"kind": "qdrant", "path": ...}``), a
+Qdrant collection named after the model version, backend and precision plus a build token;
+``save`` points the alias without the token at it (the atomic switch) and drops the collection
+it pointed at before, and the manifest records the alias and the store settings.
 
 Document vectors are cached by (model id, text hash) when a cache folder is given, so rebuilding
 the index after new documents arrive encodes only the new texts. ``index``/``add`` report progress
@@ -14,6 +21,7 @@ encoder (pass ``encoder=`` to reuse a model already in memory). The manifest als
 from __future__ import annotations
 
 import logging
+import secrets
 import shutil
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -27,6 +35,14 @@ from retrievers.cache import EmbeddingCache, encode_with_cache
 from retrievers.encoder import Encoder, EncoderConfig
 from retrievers.errors import RetrieverError, check_options
 from retrievers.faiss_index import IndexConfig, VectorIndex
+from retrievers.faiss_store import FaissCollection
+from retrievers.vector_store import (
+    StoreConfig,
+    StoreKind,
+    VectorCollection,
+    collection_name,
+    open_store,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -42,37 +58,46 @@ class DenseRetriever(Retriever):
             ``encode_queries``), or the :class:`EncoderConfig` to build one.
         index_config: FAISS settings (flat / ivf / hnsw).
         cache_dir: Folder of the embedding cache; ``None`` encodes without caching.
+        store: Where the vectors go; ``None`` (or kind ``faiss``): a FAISS index saved with the
+            retriever.
     """
 
     name = "dense"
 
     def __init__(self, encoder: Encoder | EncoderConfig | Any = None,
                  index_config: IndexConfig | None = None,
-                 cache_dir: str | Path | None = None) -> None:
+                 cache_dir: str | Path | None = None,
+                 store: StoreConfig | None = None) -> None:
         super().__init__()
         if encoder is None or isinstance(encoder, EncoderConfig):
             encoder = Encoder(encoder)
         self.encoder = encoder
         self.index_config = index_config or IndexConfig()
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self._vectors: VectorIndex | None = None
+        self.store_config = store if store is not None and store.kind != StoreKind.FAISS else None
+        self._vectors: VectorCollection | None = None
+        self._store: Any = None  # the open external store (Qdrant), when there is one
 
     @classmethod
     def from_options(cls, **options: Any) -> Self:
         """Build from plain options: any :class:`EncoderConfig` field (``model``, ``pooling``,
         ``query_prefix``, ``device`` ...), any :class:`IndexConfig` field except ``kind``, which
-        is given as ``index`` ("flat", "ivf", "hnsw"), and ``cache_dir``.
+        is given as ``index`` ("flat", "ivf", "hnsw"), ``cache_dir`` and ``vector_store`` (a
+        store kind or a :class:`StoreConfig` table).
 
         Raises:
             RetrieverError: An unknown option or value.
         """
         index_options = tuple(o for o in _INDEX_OPTIONS if o != "kind")
         check_options(cls.name, options,
-                      (*_ENCODER_OPTIONS, *index_options, "index", "cache_dir"))
+                      (*_ENCODER_OPTIONS, *index_options, "index", "cache_dir", "vector_store"))
         encoder = EncoderConfig(**{k: v for k, v in options.items() if k in _ENCODER_OPTIONS})
         index = IndexConfig(kind=options.get("index", "flat"),
                             **{k: v for k, v in options.items() if k in index_options})
-        return cls(encoder, index, options.get("cache_dir"))
+        store = options.get("vector_store")
+        if store is not None:
+            store = StoreConfig.from_dict({"kind": store} if isinstance(store, str) else store)
+        return cls(encoder, index, options.get("cache_dir"), store)
 
     @property
     def label(self) -> str:
@@ -84,49 +109,85 @@ class DenseRetriever(Retriever):
         cache = EmbeddingCache(self.cache_dir, self.encoder.model_id) if self.cache_dir else None
         return encode_with_cache(texts, self.encoder, cache, progress=progress)
 
+    def collection_alias(self) -> str:
+        """The external store's alias of this model version + backend + precision."""
+        assert self.store_config is not None
+        backend, precision = encoder_backend(self.encoder)
+        return collection_name(self.encoder.model_id, backend, precision,
+                               namespace=self.store_config.namespace)
+
+    def _open_store(self) -> Any:
+        if self._store is None:
+            self._store = open_store(self.store_config)
+        return self._store
+
     def _reset(self) -> None:
         self._vectors = None
 
     def _add(self, ids: list[str], texts: list[str], progress: Progress) -> None:
         vectors = self.document_vectors(texts, progress)  # (n, dim)
         if self._vectors is None:
-            self._vectors = VectorIndex(vectors.shape[1], self.index_config)
-        self._vectors.add(ids, vectors)
+            self._vectors = self._new_collection(vectors.shape[1])
+        # a bar for the upserts of an external store; a callback already saw the encoding
+        self._vectors.add(ids, vectors, progress=progress is True and self._store is not None)
+
+    def _new_collection(self, dim: int) -> VectorCollection:
+        if self.store_config is None:
+            return FaissCollection(self.label, VectorIndex(dim, self.index_config))
+        name = f"{self.collection_alias()}-{secrets.token_hex(4)}"  # live once save() switches
+        return self._open_store().create(name, dim)
 
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
         assert self._vectors is not None  # non-empty index guaranteed by the base class
         q = self.encoder.encode_queries(queries)  # (n_queries, dim)
-        scores, positions = self._vectors.search(q, k)  # (n_queries, k) each
+        found = self._vectors.search(q, k)
         label = self.label
-        results = []
-        for row_scores, row_pos in zip(scores, positions, strict=True):
-            kept = [(self._vectors.ids[p], float(s))
-                    for s, p in zip(row_scores, row_pos, strict=True) if p >= 0]
-            results.append([Hit(d, s, r, label) for r, (d, s) in enumerate(kept, start=1)])
-        return results
+        return [[Hit(d, float(s), r, label) for r, (d, s) in
+                 enumerate(zip(ids, scores, strict=True), start=1)]
+                for scores, ids in zip(found.scores, found.ids, strict=True)]
 
     def _save(self, folder: Path) -> dict[str, Any]:
         if not isinstance(getattr(self.encoder, "config", None), EncoderConfig):
             raise RetrieverError(
                 f"cannot save: encoder {type(self.encoder).__name__} has no EncoderConfig to "
                 "rebuild it from; use retrievers.encoder.Encoder(EncoderConfig(...))")
+        if self.store_config is not None:
+            return {**self._manifest(), **self._switch_external()}
         if self._vectors is not None:
             self._vectors.save(folder / "faiss")
         elif (folder / "faiss").is_dir():  # an empty index must not load an older one
             shutil.rmtree(folder / "faiss")
+        return self._manifest()
+
+    def _manifest(self) -> dict[str, Any]:
         config = self.encoder.config
         return {"encoder": asdict(config), "index": asdict(self.index_config),
                 "model_id": self.encoder.model_id,
                 "backend": config.backend, "precision": config.precision,
                 "cache_dir": str(self.cache_dir) if self.cache_dir else None}
 
+    def _switch_external(self) -> dict[str, Any]:
+        """Point the alias at this build's collection and drop the one it replaced."""
+        alias = self.collection_alias()
+        store = self._open_store()
+        if self._vectors is not None and self._vectors.name != store.resolve(alias):
+            self._vectors.save()
+            before = store.switch(alias, self._vectors.name)
+            if before is not None and before != self._vectors.name:
+                store.drop(before)
+        return {"vector_store": self.store_config.to_dict(),
+                "collection": alias if self._vectors is not None else None}
+
     @classmethod
     def _load(cls, folder: Path, manifest: dict[str, Any]) -> Self:
+        store = manifest.get("vector_store")
         obj = cls(EncoderConfig.from_dict(manifest["encoder"]), IndexConfig(**manifest["index"]),
-                  manifest.get("cache_dir"))
+                  manifest.get("cache_dir"), StoreConfig.from_dict(store) if store else None)
         check_backend(manifest, obj.encoder, folder)
-        if (folder / "faiss").is_dir():
-            obj._vectors = VectorIndex.load(folder / "faiss")
+        if obj.store_config is not None and manifest.get("collection"):
+            obj._vectors = obj._open_store().open(manifest["collection"])
+        elif (folder / "faiss").is_dir():
+            obj._vectors = FaissCollection(obj.label, VectorIndex.load(folder / "faiss"))
         obj._check_model(manifest.get("model_id"), folder)
         return obj
 

@@ -31,7 +31,6 @@ from retrievers.vector_store import Neighbours, StoreConfig, check_name, check_v
 logger = logging.getLogger(__name__)
 
 ALIASES = "aliases.json"
-_ADD_CHUNK = 10_000
 
 
 class FaissCollection:
@@ -76,10 +75,9 @@ class FaissCollection:
         if present:
             self.index.remove(sorted(present))
         with progress_reporter(len(ids), progress, f"adding to {self.name}") as advance:
-            for start in range(0, len(ids), _ADD_CHUNK):
-                end = start + _ADD_CHUNK
-                self.index.add(ids[start:end], vectors[start:end])
-                advance(len(ids[start:end]))
+            # one call: the first add decides an ``auto`` index's kind and trains IVF cells
+            self.index.add(ids, vectors)
+            advance(len(ids))
 
     def search(self, queries: np.ndarray, k: int) -> Neighbours:
         """Top-``k`` inner products per query of shape (q, dim), best first."""

@@ -24,6 +24,7 @@ closed when the last store using the folder is closed.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import uuid
@@ -51,6 +52,15 @@ PAYLOAD_KEY = "doc_id"
 
 _local_lock = threading.Lock()
 _local_clients: dict[str, list[Any]] = {}  # resolved folder -> [client, users]
+
+
+def _close_local_clients() -> None:
+    """Close the local-mode clients still open (at exit: qdrant-client's own finaliser fails
+    once the interpreter is shutting down)."""
+    with _local_lock:
+        for client, _ in _local_clients.values():
+            client.close()
+        _local_clients.clear()
 
 
 def point_id(doc_id: str) -> str:
@@ -82,15 +92,19 @@ class QdrantCollection:
         store: The store it belongs to (its client and settings).
         name: The collection's name (resolved, not an alias).
         dim: Vector dimension.
+        address: What requests name: the alias it was opened by (so a search always sees the
+            collection the alias points at now), else ``name``.
     """
 
-    def __init__(self, store: QdrantStore, name: str, dim: int) -> None:
+    def __init__(self, store: QdrantStore, name: str, dim: int, address: str | None = None
+                 ) -> None:
         self.store = store
         self.name = name
         self.dim = dim
+        self.address = address or name
 
     def __len__(self) -> int:
-        return int(self.store.client.count(self.name, exact=True).count)
+        return int(self.store.call("count", self.address, exact=True).count)
 
     def add(self, ids: list[str], vectors: np.ndarray, *, progress: Progress = False) -> None:
         """Upsert vectors of shape (len(ids), dim) in batches; an existing id is overwritten.
@@ -111,7 +125,7 @@ class QdrantCollection:
                 batch = models.Batch(ids=[point_id(d) for d in chunk],
                                      vectors=vectors[start:start + size].tolist(),
                                      payloads=[{PAYLOAD_KEY: d} for d in chunk])
-                self.store.call("upsert", self.name, points=batch, wait=True)
+                self.store.call("upsert", self.address, points=batch, wait=True)
                 advance(len(chunk))
 
     def search(self, queries: np.ndarray, k: int) -> Neighbours:
@@ -123,7 +137,7 @@ class QdrantCollection:
         params = self.store.search_params()
         requests = [models.QueryRequest(query=q.tolist(), limit=k, params=params,
                                         with_payload=[PAYLOAD_KEY]) for q in queries]
-        responses = self.store.call("query_batch_points", self.name, requests=requests)
+        responses = self.store.call("query_batch_points", self.address, requests=requests)
         scores = [np.array([p.score for p in r.points], dtype=np.float32) for r in responses]
         ids = [[p.payload[PAYLOAD_KEY] for p in r.points] for r in responses]
         return Neighbours(scores, ids)
@@ -134,7 +148,7 @@ class QdrantCollection:
             return 0
         before = len(self)
         selector = self.store.models.PointIdsList(points=[point_id(d) for d in ids])
-        self.store.call("delete", self.name, points_selector=selector, wait=True)
+        self.store.call("delete", self.address, points_selector=selector, wait=True)
         return before - len(self)
 
     def save(self, folder: Any = None) -> None:
@@ -195,6 +209,8 @@ class QdrantStore:
                     raise RetrieverError(
                         f"Qdrant local mode cannot open {key}: {exc} Close the other process, "
                         f"or run a Qdrant server and set {URL_ENV}") from exc
+                if not _local_clients:
+                    atexit.register(_close_local_clients)  # before interpreter teardown
                 _local_clients[key] = entry
             entry[1] += 1
         self._local_key = key
@@ -265,7 +281,7 @@ class QdrantStore:
                 f"{', '.join(sorted(self._aliases())) or '(none)'}")
         info = self.call("get_collection", target)
         vectors = info.config.params.vectors
-        return QdrantCollection(self, target, int(vectors.size))
+        return QdrantCollection(self, target, int(vectors.size), address=name)
 
     def drop(self, name: str) -> None:
         """Delete collection ``name`` (its aliases go with it)."""

@@ -95,6 +95,8 @@ class StoreConfig:
             :class:`retrievers.faiss_index.IndexConfig`.
         batch_size: Vectors per upsert request (Qdrant).
         timeout: Seconds a Qdrant request may take.
+        namespace: First part of collection names (:func:`collection_name`): keeps the
+            collections of two workspaces on one server apart.
     """
 
     kind: str = "faiss"
@@ -107,6 +109,7 @@ class StoreConfig:
     index: str = "auto"
     batch_size: int = 1024
     timeout: int = 60
+    namespace: str = "kbcurate"
 
     def __post_init__(self) -> None:
         try:
