@@ -34,7 +34,7 @@ from retrievers.base import Hit, Progress, Retriever, read_manifest
 from retrievers.cache import EmbeddingCache, encode_with_cache
 from retrievers.encoder import Encoder, EncoderConfig
 from retrievers.errors import RetrieverError, check_options
-from retrievers.faiss_index import IndexConfig, VectorIndex
+from retrievers.faiss_index import PARAMS, IndexConfig, VectorIndex
 from retrievers.faiss_store import FaissCollection
 from retrievers.vector_store import (
     StoreConfig,
@@ -136,6 +136,29 @@ class DenseRetriever(Retriever):
             return FaissCollection(self.label, VectorIndex(dim, self.index_config))
         name = f"{self.collection_alias()}-{secrets.token_hex(4)}"  # live once save() switches
         return self._open_store().create(name, dim)
+
+    def bulk_target(self, name: str, folder: Path) -> VectorCollection:
+        """The collection a bulk encode (:mod:`retrievers.bulk_encode`) fills: FAISS files in
+        ``folder`` or the Qdrant collection ``<alias>-<name>``, reopened when an interrupted run
+        left one."""
+        if self.store_config is None:
+            if (folder / PARAMS).is_file():
+                return FaissCollection(self.label, VectorIndex.load(folder), folder)
+            return FaissCollection(self.label, VectorIndex(self.encoder.dim, self.index_config),
+                                   folder)
+        store = self._open_store()
+        target = f"{self.collection_alias()}-{name}"
+        if target in store.collections():
+            return store.open(target)
+        return store.create(target, self.encoder.dim)
+
+    def adopt(self, ids: list[str], collection: VectorCollection) -> None:
+        """Serve ``collection``, which holds exactly ``ids``, as this retriever's index."""
+        if len(collection) != len(ids):
+            raise RetrieverError(f"collection {collection.name!r} holds {len(collection):,} "
+                                 f"vectors, not the {len(ids):,} documents given")
+        self._vectors = collection
+        self._set_ids(list(ids))
 
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
         assert self._vectors is not None  # non-empty index guaranteed by the base class

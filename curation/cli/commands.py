@@ -8,7 +8,7 @@ import sys
 
 import pandas as pd
 
-from curation.cli import train_commands
+from curation.cli import train_commands, vector_commands
 from curation.cli.common import print_json, workspace_path
 from curation.store.importer import import_file
 from curation.store.relations import PartialRelation, list_partial_relations
@@ -27,6 +27,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "labels": cmd_labels, "evaluate": cmd_evaluate, "match-bench": cmd_match_bench,
         "bench": cmd_bench, "settings": cmd_settings, "index": cmd_index,
         **train_commands.HANDLERS,
+        **vector_commands.HANDLERS,
     }[args.command]
     return handler(args)
 

@@ -78,9 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     _app_parsers(sub, common)
 
-    from curation.cli import train_commands
+    from curation.cli import train_commands, vector_commands
 
     train_commands.add_parsers(sub, common)
+    vector_commands.add_parsers(sub, common)
     return parser
 
 

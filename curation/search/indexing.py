@@ -13,6 +13,9 @@ Dense encoders run on the workspace's default backend (``meta`` key ``encoder_ba
 --set-default`` does, when a candidate passes the quality guard). Exported models live in
 ``WS/cache/exports``. The pair is part of the index options, so each pair has its own index.
 
+The workspace's vector store (:mod:`curation.search.vectors`, ``meta`` key ``vector_store``)
+adds the dense option ``vector_store`` when it is not FAISS (so FAISS indexes are unchanged).
+
 Index jobs accept only the parameters ``retriever``, ``options`` and ``rebuild``;
 :func:`check_index_params` (the ``index`` job kind's validator) refuses unknown retrievers, an
 unknown backend/precision and any path option (``cache_dir``, ``export_dir``, a ``model``
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from curation.jobs.guards import workspace_path
+from curation.search.vectors import store_options
 from curation.store.models import is_model_version, model_options
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError, UnknownNameError
@@ -118,6 +122,9 @@ def _dense_defaults(ws: Workspace, dense: dict[str, Any]) -> dict[str, Any]:
     """A dense component's options with the workspace's cache, backend and export folder."""
     dense = _resolve_version(ws, dense)
     dense.setdefault("cache_dir", str(ws.root / "cache" / "embeddings"))
+    store = store_options(ws)  # None for FAISS: the index keeps its folder and files
+    if store is not None:
+        dense.setdefault("vector_store", store)
     if not {"backend", "precision", "dtype"} & dense.keys():  # an explicit choice wins
         dense["backend"], dense["precision"] = default_backend(ws)
     pair = (dense.get("backend", DEFAULT_BACKEND[0]), dense.get("precision", DEFAULT_BACKEND[1]))
@@ -291,8 +298,9 @@ def run_index_job(ctx: Any, retriever: str = "dense", options: dict[str, Any] | 
                                        with_workspace_defaults(ctx.ws, retriever, options or {})))}
 
 
-#: Retriever options that name a folder the job writes or reads; they must lie in the workspace.
-PATH_OPTIONS = ("cache_dir", "export_dir")
+#: Retriever options that name a folder the job writes or reads; they must lie in the workspace
+#: (``path``: a vector store's folder, inside the ``vector_store`` table).
+PATH_OPTIONS = ("cache_dir", "export_dir", "path")
 #: Options naming a model: a registered version, the packaged model, or a folder in the workspace.
 MODEL_OPTIONS = ("model", "query_model")
 
