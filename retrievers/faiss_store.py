@@ -67,10 +67,7 @@ class FaissCollection:
             RetrieverError: Shape or count mismatch, or an id twice in ``ids``.
         """
         ids = list(ids)
-        vectors = check_vectors(ids, vectors, self.dim)
-        if len(set(ids)) != len(ids):
-            raise RetrieverError(f"{len(ids) - len(set(ids))} id(s) occur twice in one add to "
-                                 f"collection {self.name!r}; ids must be unique")
+        vectors = check_vectors(ids, vectors, self.dim, self.name)
         present = set(self.index.ids).intersection(ids)
         if present:
             self.index.remove(sorted(present))

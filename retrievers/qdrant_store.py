@@ -113,10 +113,7 @@ class QdrantCollection:
             RetrieverError: Shape or count mismatch, or an id twice in ``ids``.
         """
         ids = list(ids)
-        vectors = check_vectors(ids, vectors, self.dim)
-        if len(set(ids)) != len(ids):
-            raise RetrieverError(f"{len(ids) - len(set(ids))} id(s) occur twice in one add to "
-                                 f"collection {self.name!r}; ids must be unique")
+        vectors = check_vectors(ids, vectors, self.dim, self.name)
         models = self.store.models
         size = self.store.config.batch_size
         with progress_reporter(len(ids), progress, f"upserting into {self.name}") as advance:

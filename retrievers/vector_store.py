@@ -256,15 +256,18 @@ def check_name(name: object, what: str = "collection") -> str:
     return name
 
 
-def check_vectors(ids: list[str], vectors: np.ndarray, dim: int) -> np.ndarray:
-    """``vectors`` as a C-contiguous float32 array of shape (len(ids), dim).
+def check_vectors(ids: list[str], vectors: np.ndarray, dim: int, collection: str) -> np.ndarray:
+    """``vectors`` as a C-contiguous float32 array of shape (len(ids), dim), for unique ids.
 
     Raises:
-        RetrieverError: Count or shape mismatch.
+        RetrieverError: Count or shape mismatch, or an id twice in ``ids``.
     """
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     if vectors.ndim != 2 or vectors.shape != (len(ids), dim):
         raise RetrieverError(
             f"got {len(ids)} ids and vectors of shape {vectors.shape}; expected shape "
             f"({len(ids)}, {dim}): one {dim}-d vector per id")
+    if len(set(ids)) != len(ids):
+        raise RetrieverError(f"{len(ids) - len(set(ids))} id(s) occur twice in one add to "
+                             f"collection {collection!r}; ids must be unique")
     return vectors
