@@ -8,7 +8,7 @@ import sys
 
 import pandas as pd
 
-from curation.cli import train_commands
+from curation.cli import store_commands, train_commands
 from curation.cli.common import print_json, workspace_path
 from curation.store.importer import import_file
 from curation.store.relations import PartialRelation, list_partial_relations
@@ -26,14 +26,14 @@ def dispatch(args: argparse.Namespace) -> int:
         "demo": cmd_demo, "serve": cmd_serve, "fetch": cmd_fetch, "users": cmd_users,
         "labels": cmd_labels, "evaluate": cmd_evaluate, "match-bench": cmd_match_bench,
         "bench": cmd_bench, "settings": cmd_settings, "index": cmd_index,
-        **train_commands.HANDLERS,
+        **train_commands.HANDLERS, **store_commands.HANDLERS,
     }[args.command]
     return handler(args)
 
 
 def cmd_init(args: argparse.Namespace) -> int:
     root = args.dir or workspace_path(args)
-    with Workspace.init(root) as ws:
+    with Workspace.init(root, store_url=getattr(args, "store", None)) as ws:
         print(f"workspace ready at {ws.root} (schema version {ws.schema_version})")
     return 0
 
