@@ -147,3 +147,23 @@ def test_checker_allows_the_table(importer, imported):
 def test_function_level_imports_are_seen():
     source = "def f():\n    from curation.cli import commands\n"
     assert (2, "curation.cli.commands") in imported_modules(source)
+
+
+#: Engine drivers only the workspace store may import; everything else goes through
+#: ``ws.conn`` (curation/store/backend.py) and catches ``curation.store.errors.DATABASE_ERRORS``.
+DRIVERS = ("sqlite3", "psycopg", "psycopg_pool", "procrastinate")
+#: Files that keep their own local SQLite file, not the workspace database.
+OWN_SQLITE_FILES = frozenset({"retrievers/cache.py"})  # the embedding cache, floor 1
+
+
+def test_only_the_store_imports_database_drivers():
+    problems = []
+    for path in [*source_files(), *sorted((ROOT / "app_pages").rglob("*.py")), ROOT / "app.py"]:
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("curation/store/") or rel in OWN_SQLITE_FILES:
+            continue
+        for line, imported in imported_modules(path.read_text(encoding="utf-8")):
+            if imported.split(".")[0] in DRIVERS:
+                problems.append(f"{rel}:{line}: imports {imported}; use the workspace store "
+                                "(ws.conn, curation.store.errors.DATABASE_ERRORS) instead")
+    assert not problems, "\n".join(problems)

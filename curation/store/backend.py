@@ -80,11 +80,11 @@ class StoreSettings:
 
     Attributes:
         url: The server's URL; "" for the embedded SQLite file.
-        source: The file the setting came from (named in error messages).
+        source: The file the setting came from, or the option that gave it (named in errors).
     """
 
     url: str = ""
-    source: Path | None = None
+    source: Path | str | None = None
 
     @property
     def backend(self) -> str:
@@ -94,7 +94,9 @@ class StoreSettings:
     @property
     def setting(self) -> str:
         """How messages name the setting."""
-        return f"url in {self.source}" if self.source else "the store URL"
+        if isinstance(self.source, Path):
+            return f"url in {self.source}"
+        return self.source or "the store URL"
 
 
 def read_store_settings(root: Path) -> StoreSettings:

@@ -365,8 +365,9 @@ class PgConnection:
         """Make the next id of ``table.column`` exceed every stored id and ``floor``."""
         top = int(self._raw(f'SELECT COALESCE(MAX("{column}"), 0) FROM "{table}"')[0][0])
         value = max(top, int(floor))
-        self._raw("SELECT setval(pg_get_serial_sequence(%s, %s), %s, %s)",
-                  (table, column, max(value, 1), value > 0))
+        called = "true" if value > 0 else "false"
+        self._raw(f"SELECT setval(pg_get_serial_sequence(%s, %s), %s::bigint, {called})",
+                  (table, column, max(value, 1)))
 
     # -- errors --------------------------------------------------------------------------
     def translate(self, exc: Exception) -> Exception:

@@ -130,7 +130,7 @@ class Workspace:
         settings = None
         if store_url:
             check_url(store_url, "--store")
-            settings = StoreSettings(store_url, None)
+            settings = StoreSettings(store_url, "--store")
         ws = cls(root, open_connection(root, create=True, settings=settings))
         try:
             ws.migrate()
@@ -389,7 +389,8 @@ class Workspace:
         return int(self.conn.execute(sql, params).fetchone()[0])
 
     def _grouped(self, sql: str) -> dict[str, int]:
-        return {str(k): int(v) for k, v in self.conn.execute(sql)}
+        """``key -> count`` in key order (SQLite returns groups sorted; a server may not)."""
+        return {str(k): int(v) for k, v in self.conn.execute(f"{sql} ORDER BY 1")}
 
 
 def _replaced_schema(schema: Schema, dest: Path, new_text: str, known: dict[str, Schema],
