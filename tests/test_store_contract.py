@@ -7,10 +7,6 @@ Each test runs against both (``store`` is parametrised); PostgreSQL runs in a th
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
-import textwrap
 import threading
 from pathlib import Path
 
@@ -30,9 +26,8 @@ from curation.store.migrations import SCHEMA_VERSION
 from curation.store.relations import list_partial_relations
 from curation.store.workspace import Workspace
 from kb_sources.errors import InputFormatError
-from tests.test_importer import changes_then_fail, dump, seed
+from tests.test_importer import changes_then_fail, dump, kill_an_import_half_way, seed
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 TABLES = {"adjudications", "annotations", "audit_log", "citations", "documents", "entities",
           "import_undo", "imports", "jobs", "labels", "mesh_tree", "meta", "models",
@@ -97,24 +92,7 @@ def test_killed_import_is_rolled_back_on_next_open(store):
     before = dump(store)
     root = store.root
     store.close()
-    script = textwrap.dedent(f"""
-        import os, signal
-        from tests.test_importer import changes_then_fail
-        from curation.store.importer import import_items
-        from curation.store.workspace import Workspace
-
-        def killed():
-            for n, item in enumerate(changes_then_fail(after=10)):
-                if n == 8:
-                    os.kill(os.getpid(), signal.SIGKILL)  # kill -9 half-way
-                yield item
-
-        import_items(Workspace.open({str(root)!r}), killed(), reader="kb:test", path="mem",
-                     progress=False, batch_size=2)
-    """)
-    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    kill_an_import_half_way(root)
     with Workspace.open(root, read_only=True) as peek:
         assert peek.conn.execute("SELECT status FROM imports ORDER BY id DESC").fetchone()[0] \
             == "running"

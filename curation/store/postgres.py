@@ -282,17 +282,18 @@ class PgConnection:
 
     # -- the operations whose SQL differs between engines --------------------------------
     def begin_write(self) -> None:
-        """``BEGIN`` and the writers' lock (waits at most :attr:`wait_s`)."""
-        self._raw("BEGIN")
+        """``BEGIN`` and the writers' lock, waiting at most :attr:`wait_s` (one round trip)."""
+        wait_ms = max(1, int(self.wait_s * 1000))  # 0 would mean "wait forever"
         try:
-            self._raw("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+            self._raw(f"BEGIN; SET LOCAL lock_timeout = {wait_ms}; "
+                      f"SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})")
         except BaseException:
-            self._raw("ROLLBACK")
+            if self.in_transaction:
+                self._raw("ROLLBACK")
             raise
 
     def set_lock_wait(self, seconds: float) -> None:
-        """Wait at most ``seconds`` for another writer (``lock_timeout``)."""
-        self._raw(f"SET lock_timeout = {max(1, int(seconds * 1000))}")
+        """Wait at most ``seconds`` for another writer (applied by :meth:`begin_write`)."""
         self.wait_s = seconds
 
     def schema_version(self) -> int:
@@ -487,7 +488,6 @@ def connect_postgresql(url: str, *, setting: str, read_only: bool = False,
     pg.adapters.register_dumper(bool, _IntFromBool)
     conn = PgConnection(pg, url, setting, "opened read-only" if read_only else "")
     try:
-        conn.set_lock_wait(conn.wait_s)
         _check_workspace(conn, create=create and not read_only)
         if read_only:
             conn._raw("SET default_transaction_read_only = on")
