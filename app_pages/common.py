@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 import os
-import sqlite3
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from curation.search.choices import index_location, parse_retriever_choice
 from curation.search.indexing import corpus_fingerprint, index_ready
 from curation.search.session import documents_stamp, evidence_levels
 from curation.store.config import WORKSPACE_ENV
-from curation.store.errors import WorkspaceBusyError, describe_sqlite_error
+from curation.store.errors import DATABASE_ERRORS, WorkspaceBusyError, describe_database_error
 from curation.store.labels import (
     Label,
     LabelPending,
@@ -327,20 +326,20 @@ def save_pending_labels(ctx: AppContext) -> None:
 
 
 #: Errors a page shows as one readable message instead of a traceback.
-READABLE_ERRORS = (CurationError, RetrieverError, sqlite3.Error)
+READABLE_ERRORS = (CurationError, RetrieverError, *DATABASE_ERRORS)
 
 
 def show_error(exc: BaseException, workspace: str | Path | None = None) -> None:
-    """``exc`` as one readable error message. A SQLite error that reached the app untranslated
+    """``exc`` as one readable error message. A database error that reached the app untranslated
     is described (what happened, what to do) and logged with its traceback for the server log.
 
     Args:
         exc: One of :data:`READABLE_ERRORS`.
         workspace: The workspace folder, named in database error messages.
     """
-    if isinstance(exc, sqlite3.Error):
+    if isinstance(exc, DATABASE_ERRORS):
         logger.error("database error in the app", exc_info=exc)
-        text = describe_sqlite_error(exc, Path(workspace) / DB_NAME if workspace else None)
+        text = describe_database_error(exc, Path(workspace) / DB_NAME if workspace else None)
     else:
         text = str(exc)
     st.error(md(text))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 
 import streamlit as st
 
@@ -41,6 +40,7 @@ from curation.access.web_sessions import (
     revoke_web_session,
     session_ttl,
 )
+from curation.store.errors import DATABASE_ERRORS
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -91,7 +91,7 @@ def _on_password_submit(root: str) -> None:
         ws = session_workspace(root)
         cookie = create_web_session(ws, session, ttl_s=session_ttl())
         st.session_state[HANDOFF_KEY] = HANDOFFS.issue(cookie, session_ttl())
-    except (CurationError, sqlite3.Error) as exc:  # signed in for this tab only
+    except (CurationError, *DATABASE_ERRORS) as exc:  # signed in for this tab only
         logger.warning("sign-in not remembered: %s", exc)
         flash("warning", "Signed in for this tab only: a reload will ask for the password "
                          f"again ({md(exc)}).")
@@ -132,7 +132,7 @@ def sign_out() -> None:
     if cookie and path:
         try:
             revoke_web_session(session_workspace(path), cookie)
-        except (CurationError, sqlite3.Error) as exc:
+        except (CurationError, *DATABASE_ERRORS) as exc:
             logger.warning("could not revoke the remembered sign-in: %s", exc)
         st.session_state[HANDOFF_KEY] = HANDOFFS.issue("", 0)  # and clear the cookie
     if isinstance(session, Session) and session.mode is AuthMode.OIDC:

@@ -81,3 +81,29 @@ def tiny_model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A throwaway PostgreSQL server for the session (tests/pg_server.py). A server that cannot
+    start is a failure, never a skip: CI installs PostgreSQL (.ci/run)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from pg_server import ClusterError, ThrowawayCluster
+
+    try:
+        cluster = ThrowawayCluster({"fsync": "off", "synchronous_commit": "off",
+                                    "full_page_writes": "off"}).start()
+    except ClusterError as exc:
+        pytest.fail(f"the PostgreSQL test server could not start: {exc}")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster) -> str:
+    """The URL of a fresh, empty PostgreSQL database (dropped after the test)."""
+    url = pg_cluster.create_database()
+    yield url
+    pg_cluster.drop_database(url)

@@ -164,3 +164,23 @@ def test_only_the_adapters_import_vector_engines():
                 problems.append(f"{path.relative_to(ROOT)}:{line}: imports {imported}; go "
                                 f"through retrievers.vector_store ({adapter} is the adapter)")
     assert not problems, "vector engines imported outside their adapters:\n" + "\n".join(problems)
+
+
+#: Engine drivers only the workspace store may import; everything else goes through
+#: ``ws.conn`` (curation/store/backend.py) and catches ``curation.store.errors.DATABASE_ERRORS``.
+DRIVERS = ("sqlite3", "psycopg", "psycopg_pool", "procrastinate")
+#: Files that keep their own local SQLite file, not the workspace database.
+OWN_SQLITE_FILES = frozenset({"retrievers/cache.py"})  # the embedding cache, floor 1
+
+
+def test_only_the_store_imports_database_drivers():
+    problems = []
+    for path in [*source_files(), *sorted((ROOT / "app_pages").rglob("*.py")), ROOT / "app.py"]:
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("curation/store/") or rel in OWN_SQLITE_FILES:
+            continue
+        for line, imported in imported_modules(path.read_text(encoding="utf-8")):
+            if imported.split(".")[0] in DRIVERS:
+                problems.append(f"{rel}:{line}: imports {imported}; use the workspace store "
+                                "(ws.conn, curation.store.errors.DATABASE_ERRORS) instead")
+    assert not problems, "\n".join(problems)

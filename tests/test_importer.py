@@ -210,16 +210,14 @@ def test_failed_import_rolls_back_every_committed_batch(tmp_workspace):
     assert dump(tmp_workspace) == before
 
 
-def test_killed_import_is_rolled_back_on_next_open(tmp_workspace):
+def kill_an_import_half_way(root: Path) -> None:
+    """Run an import of :func:`changes_then_fail` in a process that is killed (-9) after four
+    committed batches of two."""
     import signal
     import subprocess
     import sys
     import textwrap
 
-    seed(tmp_workspace)
-    before = dump(tmp_workspace)
-    root = tmp_workspace.root
-    tmp_workspace.close()
     script = textwrap.dedent(f"""
         import os, signal
         from tests.test_importer import changes_then_fail
@@ -238,6 +236,14 @@ def test_killed_import_is_rolled_back_on_next_open(tmp_workspace):
     proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
+
+
+def test_killed_import_is_rolled_back_on_next_open(tmp_workspace):
+    seed(tmp_workspace)
+    before = dump(tmp_workspace)
+    root = tmp_workspace.root
+    tmp_workspace.close()
+    kill_an_import_half_way(root)
     raw = sqlite3.connect(root / "workspace.sqlite")
     assert raw.execute("SELECT status FROM imports ORDER BY id DESC").fetchone() == ("running",)
     assert raw.execute("SELECT COUNT(*) FROM documents").fetchone()[0] > 2  # batches committed

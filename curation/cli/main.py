@@ -11,14 +11,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from curation.cli import store_commands
 from curation.cli.common import workspace_path
 from curation.store.config import DATA_ENV, WORKSPACE_ENV
-from curation.store.errors import describe_sqlite_error
+from curation.store.errors import DATABASE_ERRORS, describe_database_error
 from kb_sources.errors import CurationError
 from kb_sources.registry import readers
 from retrievers.backends import Backend, Precision, combination_names
@@ -48,6 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("init", parents=[common], help="create a workspace")
     p.add_argument("dir", nargs="?", help="folder to create (default: --workspace)")
+    p.add_argument("--store", metavar="URL",
+                   help="keep the database on PostgreSQL (postgresql://USER@HOST:PORT/DATABASE, "
+                        "an empty database; password from PGPASSWORD or ~/.pgpass) instead of "
+                        "WS/workspace.sqlite")
+    store_commands.add_parsers(sub, common)
 
     _import_parser(sub, common)
     _fetch_parser(sub, common)
@@ -289,9 +294,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CurationError, RetrieverError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except sqlite3.Error as exc:  # one that no store function translated
+    except DATABASE_ERRORS as exc:  # one that no store function translated
         logger.debug("database error", exc_info=True)
-        print(f"error: {describe_sqlite_error(exc, _database_of(args))}", file=sys.stderr)
+        print(f"error: {describe_database_error(exc, _database_of(args))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted; nothing was written by the unfinished step", file=sys.stderr)

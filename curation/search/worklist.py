@@ -182,8 +182,8 @@ def _counts(ws: Workspace, schema: str, user: str | None) -> _Counts:
     labels: Counter[str] = Counter()
     mine: Counter[str] = Counter()
     for key, n, n_user in ws.conn.execute(
-            "SELECT query_key, COUNT(*), SUM(user = ?) FROM labels WHERE schema = ? AND "
-            "superseded_by IS NULL GROUP BY query_key", (user or "", schema)):
+            "SELECT query_key, COUNT(*), COUNT(CASE WHEN user = ? THEN 1 END) FROM labels "
+            "WHERE schema = ? AND superseded_by IS NULL GROUP BY query_key", (user or "", schema)):
         labels[key], mine[key] = n, n_user or 0
     pending: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for row in ws.conn.execute(
@@ -368,8 +368,9 @@ def data_stamp(ws: Workspace) -> str:
     undone; source suggestions added, removed or moderated; relations imported."""
     row = ws.conn.execute(
         "SELECT (SELECT COUNT(*) || ':' || IFNULL(MAX(id), 0) FROM labels), "
-        "(SELECT COUNT(*) || ':' || IFNULL(MAX(id), 0) || ':' || IFNULL(SUM(status = 'new'), 0) "
-        "|| ':' || IFNULL(MAX(reviewed_at), '') FROM source_suggestions), "
+        "(SELECT COUNT(*) || ':' || IFNULL(MAX(id), 0) || ':' "
+        "|| COUNT(CASE WHEN status = 'new' THEN 1 END) || ':' || IFNULL(MAX(reviewed_at), '') "
+        "FROM source_suggestions), "
         "(SELECT COUNT(*) || ':' || IFNULL(MAX(updated_at), '') FROM relations)").fetchone()
     return "|".join(str(v) for v in row)
 

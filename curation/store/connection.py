@@ -1,4 +1,6 @@
-"""Opening the workspace database: read-write in WAL mode, or read-only when it must be.
+"""The embedded store: the workspace database as one SQLite file (the default).
+
+Opening it read-write puts it in WAL mode; it opens read-only when it must be.
 
 A database whose file or folder is not writable (or a caller that asks) is opened read-only with a
 ``file:...?mode=ro`` URI, without the WAL and migration steps that need writes. Every statement
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +28,58 @@ LOCK_WAIT_S = 30.0
 class WorkspaceConnection(sqlite3.Connection):
     """A connection whose environmental SQLite errors are translated (see module docstring).
 
+    It is the first implementation of :class:`~curation.store.backend.StoreConnection`: besides
+    ``execute``/``executemany`` it has the few operations whose SQL differs between engines.
+
     Attributes:
         db_path: The database file (named in messages).
         read_only_reason: Why it was opened read-only ("" when writable).
         wait_s: The current lock wait in seconds (see :func:`set_lock_wait`).
     """
 
+    backend = "sqlite"
     db_path: Path | None = None
     read_only_reason: str = ""
     wait_s: float = LOCK_WAIT_S
+
+    @property
+    def location(self) -> str:
+        """The database file, as messages name it."""
+        return str(self.db_path or "")
+
+    def begin_write(self) -> None:
+        """Start a write transaction, waiting for other writers (``BEGIN IMMEDIATE``)."""
+        self.execute("BEGIN IMMEDIATE")
+
+    def schema_version(self) -> int:
+        """The applied migrations (``PRAGMA user_version``)."""
+        return int(self.execute("PRAGMA user_version").fetchone()[0])
+
+    def set_schema_version(self, version: int) -> None:
+        """Record ``version`` (inside the migration's transaction)."""
+        self.execute(f"PRAGMA user_version = {int(version)}")
+
+    def after_migrate(self) -> None:
+        """Nothing to install: SQLite needs no helper functions or triggers."""
+
+    def stamp_inserts(self, tables: Mapping[str, tuple[str, ...]], import_id: int | None) -> None:
+        """Stamp rows inserted into ``tables`` (until the transaction ends) with ``import_id``;
+        None stops stamping. Uses temporary triggers keyed by each table's row columns."""
+        for table in tables:
+            self.execute(f"DROP TRIGGER IF EXISTS temp.kbcurate_stamp_{table}")
+        if import_id is None:
+            return
+        for table, key in tables.items():
+            where = " AND ".join(f"{c} = NEW.{c}" for c in key)
+            self.execute(
+                f"CREATE TEMP TRIGGER kbcurate_stamp_{table} AFTER INSERT ON main.{table} BEGIN "
+                f"UPDATE {table} SET import_id = {int(import_id)} WHERE {where}; END")
+
+    def table_names(self) -> list[str]:
+        """The workspace's tables (SQLite's own excluded), sorted."""
+        return [r[0] for r in self.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "ORDER BY name")]
 
     def translate(self, exc: sqlite3.Error) -> BaseException:
         """The user-facing error for ``exc`` (``exc`` itself when it is not environmental)."""
@@ -60,13 +106,16 @@ class WorkspaceConnection(sqlite3.Connection):
             raise error from exc
 
 
-def lock_wait_of(conn: sqlite3.Connection) -> float:
+def lock_wait_of(conn: Any) -> float:
     """Seconds ``conn`` waits for the write lock."""
     return float(getattr(conn, "wait_s", LOCK_WAIT_S))
 
 
-def set_lock_wait(conn: sqlite3.Connection, seconds: float) -> None:
+def set_lock_wait(conn: Any, seconds: float) -> None:
     """Make ``conn`` wait at most ``seconds`` for another process's write lock."""
+    if not isinstance(conn, sqlite3.Connection):
+        conn.set_lock_wait(seconds)
+        return
     conn.execute(f"PRAGMA busy_timeout = {max(0, int(seconds * 1000))}")
     if isinstance(conn, WorkspaceConnection):
         conn.wait_s = seconds

@@ -1,5 +1,9 @@
 """Errors of the workspace store, and the one place where SQLite errors become them.
 
+(PostgreSQL's errors are translated in :mod:`curation.store.postgres`; one it does not translate
+arrives as :class:`StoreDatabaseError`. Code outside the store catches :data:`DATABASE_ERRORS`
+and never names an engine's exception types.)
+
 SQLite reports a full disk, a read-only file or a write lock held by another process as a bare
 ``sqlite3.OperationalError``. :func:`translate_sqlite_error` turns those into
 :class:`WorkspaceError` subclasses (all :class:`~kb_sources.errors.CurationError`) whose messages
@@ -29,6 +33,15 @@ class WorkspaceReadOnlyError(WorkspaceError):
 
 class WorkspaceFullError(WorkspaceError):
     """The disk (or the database's page limit) is full."""
+
+
+class StoreDatabaseError(Exception):
+    """An error of a server store (PostgreSQL) that points at a bug, not the environment: the
+    counterpart of an untranslated ``sqlite3.Error`` (the original is its ``__cause__``)."""
+
+
+#: What a store raises for errors no layer translated (a bug or a damaged workspace).
+DATABASE_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, StoreDatabaseError)
 
 
 # (error-name prefix, message fragment used when the name is missing, kind)
@@ -118,6 +131,14 @@ def read_only_error(db: str | Path | None, reason: str = "",
         f"The {where} is read-only{why}{extra}. This step needs to write: make the folder and "
         "its workspace.sqlite writable (chmod u+w) or run it as their owner. Read-only commands "
         "(stats, relations, query, labels export to another folder) work as is")
+
+
+def describe_database_error(exc: BaseException, db: str | Path | None = None) -> str:
+    """One line for any of :data:`DATABASE_ERRORS` that reached the top level (CLI, app)."""
+    if isinstance(exc, sqlite3.Error):
+        return describe_sqlite_error(exc, db)
+    return (f"unexpected database error in the workspace store: {exc}. This is a bug in "
+            "kbcurate or a damaged workspace; rerun with --verbose for the details and report it")
 
 
 def describe_sqlite_error(exc: sqlite3.Error, db: str | Path | None = None) -> str:

@@ -5,9 +5,11 @@ behind it and fail), yet a reader error half-way must leave the workspace as it 
 
 * :func:`begin_import` records the import as ``running`` with this process's id; only one import
   runs at a time (a second one is refused with "another import is running; retry").
-* Each :meth:`ImportRun.batch` is one short transaction. While it runs, temporary triggers stamp
-  every row it inserts into a tracked table with the import id; before a row is changed the
-  importer calls :meth:`ImportRun.remember`, which keeps its before image in ``import_undo``.
+* Each :meth:`ImportRun.batch` is one short transaction. While it runs, every row it inserts into
+  a tracked table is stamped with the import id (the store connection's ``stamp_inserts``:
+  temporary triggers on SQLite, triggers reading a transaction-local setting on PostgreSQL);
+  before a row is changed the importer calls :meth:`ImportRun.remember`, which keeps its before
+  image in ``import_undo``.
 * :meth:`ImportRun.finish` marks the import ``done``. On any error :meth:`ImportRun.abort`
   restores the before images and deletes the stamped rows (in short batches too).
 * An import whose process was killed stays ``running`` with a dead process id:
@@ -36,10 +38,11 @@ logger = logging.getLogger(__name__)
 
 UndoKind = Literal["document", "annotations", "relation"]
 
-#: Tables whose inserted rows carry ``import_id``, with the columns that find one row.
-#: Children first: rolling back deletes in this order.
+#: Tables whose inserted rows carry ``import_id``, with the columns that find one row (``rowid``:
+#: SQLite's implicit one, a stand-in column on PostgreSQL). Children first: rolling back deletes
+#: in this order.
 TRACKED: dict[str, tuple[str, ...]] = {
-    "audit_log": ("rowid",), "synonyms": ("rowid",), "relations": ("rowid",),
+    "audit_log": ("id",), "synonyms": ("rowid",), "relations": ("id",),
     "documents": ("rowid",), "citations": ("citing", "cited"), "mesh_tree": ("tree_number",),
     "entities": ("rowid",),
 }
@@ -87,9 +90,9 @@ class ImportRun:
         """One short transaction whose inserts are stamped with this import's id."""
         start = time.perf_counter()
         with self.ws.transaction():
-            _create_stamp_triggers(self.ws, self.id)
+            self.ws.conn.stamp_inserts(TRACKED, self.id)
             yield
-            _drop_stamp_triggers(self.ws)
+            self.ws.conn.stamp_inserts(TRACKED, None)
         if sizer is not None:
             sizer.update(rows, time.perf_counter() - start)
 
@@ -226,21 +229,6 @@ def pid_alive(pid: int) -> bool:
             return fh.read().split(") ")[-1][:1] != "Z"
     except OSError:
         return True
-
-
-# -- stamping inserts -----------------------------------------------------------------------
-def _create_stamp_triggers(ws: Workspace, import_id: int) -> None:
-    _drop_stamp_triggers(ws)
-    for table, key in TRACKED.items():
-        where = " AND ".join(f"{c} = NEW.{c}" for c in key)
-        ws.conn.execute(
-            f"CREATE TEMP TRIGGER kbcurate_stamp_{table} AFTER INSERT ON main.{table} BEGIN "
-            f"UPDATE {table} SET import_id = {int(import_id)} WHERE {where}; END")
-
-
-def _drop_stamp_triggers(ws: Workspace) -> None:
-    for table in TRACKED:
-        ws.conn.execute(f"DROP TRIGGER IF EXISTS temp.kbcurate_stamp_{table}")
 
 
 def _delete_batched(ws: Workspace, table: str, key: tuple[str, ...], where: str,

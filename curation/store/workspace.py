@@ -4,6 +4,7 @@ Layout::
 
     WS/
       workspace.sqlite   documents, relations, entities/synonyms, labels, models, jobs, audit log
+      store.toml         only when the database is on PostgreSQL (curation/store/backend.py)
       indexes/           FAISS / BM25 files per model version (plain files, never pickled)
       models/            checkpoints (safetensors)
       schemas/           user relation schemas (TOML), added with ``kbcurate schema add``
@@ -12,7 +13,8 @@ Layout::
 
 The database runs in WAL mode so the app can read while a background job writes. Everything a user
 changes goes through :meth:`Workspace.transaction` (all or nothing) and is written to the audit log.
-A different backend (PostgreSQL) is a new class with the same public methods.
+The store setting (``WS/store.toml``) can put the database on PostgreSQL instead; the workspace
+then talks to it through the same :class:`~curation.store.backend.StoreConnection` interface.
 
 SQLite errors caused by the environment (lock wait ran out, read-only files, full disk) arrive as
 :class:`~curation.store.errors.WorkspaceError` subclasses naming the workspace and the fix. A
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,8 +33,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from curation.store.connection import LOCK_WAIT_S, connect, lock_wait_of, set_lock_wait
+from curation.store.backend import (
+    DB_NAME,
+    STORE_FILE,
+    StoreConnection,
+    StoreSettings,
+    check_url,
+    is_workspace,
+    open_connection,
+    write_store_settings,
+)
+from curation.store.connection import LOCK_WAIT_S, lock_wait_of, set_lock_wait
 from curation.store.errors import (
+    DATABASE_ERRORS,
     WorkspaceBusyError,
     WorkspaceError,
     WorkspaceFullError,
@@ -49,7 +61,6 @@ __all__ = ["AREAS", "DB_NAME", "LOCK_WAIT_S", "Workspace", "WorkspaceBusyError",
 
 logger = logging.getLogger(__name__)
 
-DB_NAME = "workspace.sqlite"
 AREAS = ("indexes", "models", "schemas", "cache", "exports")
 
 
@@ -84,23 +95,29 @@ class WorkspaceStats:
 
 
 class Workspace:
-    """A curation workspace backed by SQLite (WAL).
+    """A curation workspace backed by SQLite (WAL), or by PostgreSQL when its store setting says.
 
     Use :meth:`init` to create one and :meth:`open` to open an existing one.
     """
 
-    def __init__(self, root: Path, conn: sqlite3.Connection) -> None:
+    def __init__(self, root: Path, conn: StoreConnection) -> None:
         self.root = root
         self.conn = conn
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
-    def init(cls, root: str | Path) -> Workspace:
-        """Create a workspace folder (or open it when it already is one)."""
+    def init(cls, root: str | Path, *, store_url: str | None = None) -> Workspace:
+        """Create a workspace folder (or open it when it already is one).
+
+        Args:
+            root: The workspace folder.
+            store_url: Keep the database on this PostgreSQL server (an empty database; the
+                password from PGPASSWORD or ~/.pgpass) instead of ``WS/workspace.sqlite``.
+        """
         root = Path(root).expanduser().resolve()
         if root.exists() and not root.is_dir():
             raise WorkspaceError(f"{root} exists and is not a folder; choose another path")
-        if root.is_dir() and any(root.iterdir()) and not (root / DB_NAME).exists():
+        if root.is_dir() and any(root.iterdir()) and not is_workspace(root):
             raise WorkspaceError(
                 f"{root} is a non-empty folder without {DB_NAME}; choose an empty or new folder"
             )
@@ -110,8 +127,18 @@ class Workspace:
         except OSError as exc:
             raise WorkspaceError(f"Cannot create the workspace folders in {root} "
                                  f"({exc.strerror}); choose a folder you may write to") from exc
-        ws = cls(root, connect(root / DB_NAME))
-        ws.migrate()
+        settings = None
+        if store_url:
+            check_url(store_url, "--store")
+            settings = StoreSettings(store_url, "--store")
+        ws = cls(root, open_connection(root, create=True, settings=settings))
+        try:
+            ws.migrate()
+            if store_url:
+                write_store_settings(root, store_url)
+        except BaseException:
+            ws.close()
+            raise
         with ws.transaction():
             ws.conn.execute(
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('created_at', ?)", (utcnow(),)
@@ -133,11 +160,12 @@ class Workspace:
                 kbcurate, or read-only and in need of a migration.
         """
         root = Path(root).expanduser().resolve()
-        if not (root / DB_NAME).is_file():
+        if not is_workspace(root):
             raise WorkspaceError(
-                f"No workspace at {root} (no {DB_NAME}). Create one with: kbcurate init {root}"
+                f"No workspace at {root} (no {DB_NAME} nor {STORE_FILE}). Create one with: "
+                f"kbcurate init {root}"
             )
-        ws = cls(root, connect(root / DB_NAME, read_only=read_only))
+        ws = cls(root, open_connection(root, read_only=read_only))
         try:
             if ws.read_only:
                 ws._check_readable_version()
@@ -172,10 +200,20 @@ class Workspace:
         """Why the workspace is read-only ("" when it is writable)."""
         return getattr(self.conn, "read_only_reason", "")
 
+    @property
+    def backend(self) -> str:
+        """The engine holding the database: ``sqlite`` or ``postgresql``."""
+        return str(getattr(self.conn, "backend", "sqlite"))
+
     def check_writable(self) -> None:
         """Raises :class:`WorkspaceReadOnlyError` when the workspace was opened read-only."""
-        if self.read_only:
+        if not self.read_only:
+            return
+        if self.backend == "sqlite":
             raise read_only_error(self.root / DB_NAME, self.read_only_reason)
+        raise WorkspaceReadOnlyError(
+            f"The workspace {self.root} (database {self.conn.location}) is read-only "
+            f"({self.read_only_reason}); this step needs to write: open it without read-only")
 
     def _check_readable_version(self) -> None:
         current = self.schema_version
@@ -191,7 +229,7 @@ class Workspace:
     # -- schema version --------------------------------------------------------------------
     @property
     def schema_version(self) -> int:
-        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+        return self.conn.schema_version()
 
     def migrate(self, migrations: list[str] | None = None) -> int:
         """Apply pending forward migrations; returns the number applied.
@@ -203,21 +241,23 @@ class Workspace:
         current = self.schema_version
         if current > len(steps):
             raise WorkspaceError(
-                f"{self.root / DB_NAME} has schema version {current}, newer than this kbcurate "
+                f"{self.conn.location} has schema version {current}, newer than this kbcurate "
                 f"supports ({len(steps)}); upgrade kbcurate"
             )
         for version in range(current, len(steps)):
             with self.transaction():
                 for statement in _split_sql(steps[version]):
                     self.conn.execute(statement)
-                self.conn.execute(f"PRAGMA user_version = {version + 1}")
+                self.conn.set_schema_version(version + 1)
             logger.info("workspace %s migrated to schema version %d", self.root, version + 1)
+        self.conn.after_migrate()
         return len(steps) - current
 
     # -- transactions and audit ------------------------------------------------------------
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One all-or-nothing transaction (``BEGIN IMMEDIATE``): rolled back on any exception.
+    def transaction(self) -> Iterator[StoreConnection]:
+        """One all-or-nothing transaction (SQLite ``BEGIN IMMEDIATE``; on PostgreSQL the writers'
+        lock): rolled back on any exception.
 
         Raises:
             WorkspaceReadOnlyError: The workspace was opened read-only.
@@ -228,7 +268,7 @@ class Workspace:
             yield self.conn
             return
         self.check_writable()
-        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.begin_write()
         try:
             yield self.conn
             self.conn.execute("COMMIT")
@@ -244,7 +284,7 @@ class Workspace:
             return
         try:
             self.conn.execute("ROLLBACK")
-        except (sqlite3.Error, WorkspaceError) as exc:
+        except (*DATABASE_ERRORS, WorkspaceError) as exc:
             logger.warning("%s: rollback failed (%s)", self.root, exc)
 
     @contextmanager
@@ -349,7 +389,8 @@ class Workspace:
         return int(self.conn.execute(sql, params).fetchone()[0])
 
     def _grouped(self, sql: str) -> dict[str, int]:
-        return {str(k): int(v) for k, v in self.conn.execute(sql)}
+        """``key -> count`` in key order (SQLite returns groups sorted; a server may not)."""
+        return {str(k): int(v) for k, v in self.conn.execute(f"{sql} ORDER BY 1")}
 
 
 def _replaced_schema(schema: Schema, dest: Path, new_text: str, known: dict[str, Schema],

@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import random
 import shutil
-import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -44,6 +43,7 @@ from curation.store.models import (
     register_model,
     update_metrics,
 )
+from curation.store.transfer import clone_database
 from curation.store.workspace import DB_NAME, Workspace
 from curation.training.edel import train_edel
 from curation.training.pool import build_pool, score_model
@@ -166,15 +166,7 @@ def _clone(ws: Workspace, dest: Path) -> Workspace:
     if dest.exists():
         raise CurationError(f"{dest} exists; remove it or wait a second and run again")
     dest.mkdir(parents=True)
-    target = sqlite3.connect(dest / DB_NAME)
-    try:
-        ws.conn.backup(target)
-        target.execute("PRAGMA foreign_keys = OFF")
-        for table in ("labels", "models", "jobs"):
-            target.execute(f"DELETE FROM {table}")  # noqa: S608 - fixed table names
-        target.commit()
-    finally:
-        target.close()
+    clone_database(ws, dest / DB_NAME, empty=("labels", "models", "jobs"))
     for sub in ("margins",):
         if (ws.root / sub).is_dir():
             shutil.copytree(ws.root / sub, dest / sub)

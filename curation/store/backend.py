@@ -1,0 +1,180 @@
+"""Which engine holds a workspace's database: the store setting and the connection interface.
+
+A workspace folder always holds its indexes, models and caches. Its database is the embedded
+SQLite file ``WS/workspace.sqlite`` unless ``WS/store.toml`` names a server::
+
+    # WS/store.toml
+    url = "postgresql://kb@db.example.org:5432/curation"
+
+The password never goes in that file (it is refused there): libpq reads it from ``PGPASSWORD``
+or ``~/.pgpass``. ``kbcurate migrate --to URL`` writes the file after copying the workspace;
+deleting it switches the workspace back to its SQLite file.
+
+Every module talks to the database through a :class:`StoreConnection` (``ws.conn``); the
+SQLite-dialect SQL they send is translated for PostgreSQL in one place
+(:mod:`curation.store.dialect`).
+"""
+
+from __future__ import annotations
+
+import logging
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from curation.store.errors import WorkspaceError
+
+logger = logging.getLogger(__name__)
+
+STORE_FILE = "store.toml"
+DB_NAME = "workspace.sqlite"
+#: URL schemes of the server stores (the embedded store has no URL).
+SCHEMES = ("postgresql://", "postgres://")
+BACKENDS = ("sqlite", "postgresql")
+
+
+class StoreCursor(Protocol):
+    """What a statement returns (``sqlite3.Cursor`` or its PostgreSQL counterpart)."""
+
+    rowcount: int
+    lastrowid: int | None
+
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    def __iter__(self) -> Any: ...
+
+
+class StoreConnection(Protocol):
+    """The interface every workspace store implements (SQLite first, PostgreSQL second).
+
+    Statements are written once, in SQLite's dialect with ``?`` placeholders; rows read by
+    name and by position. The operations whose SQL differs between engines are methods.
+    """
+
+    backend: str
+    read_only_reason: str
+    wait_s: float
+    total_changes: int
+
+    @property
+    def location(self) -> str: ...
+    @property
+    def in_transaction(self) -> bool: ...
+    def execute(self, sql: str, parameters: Any = (), /) -> Any: ...
+    def executemany(self, sql: str, parameters: Any, /) -> Any: ...
+    def close(self) -> None: ...
+    def begin_write(self) -> None: ...
+    def schema_version(self) -> int: ...
+    def set_schema_version(self, version: int) -> None: ...
+    def after_migrate(self) -> None: ...
+    def stamp_inserts(self, tables: Mapping[str, tuple[str, ...]],
+                      import_id: int | None) -> None: ...
+    def table_names(self) -> list[str]: ...
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """Where a workspace's database lives.
+
+    Attributes:
+        url: The server's URL; "" for the embedded SQLite file.
+        source: The file the setting came from, or the option that gave it (named in errors).
+    """
+
+    url: str = ""
+    source: Path | str | None = None
+
+    @property
+    def backend(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return "postgresql" if self.url else "sqlite"
+
+    @property
+    def setting(self) -> str:
+        """How messages name the setting."""
+        if isinstance(self.source, Path):
+            return f"url in {self.source}"
+        return self.source or "the store URL"
+
+
+def read_store_settings(root: Path) -> StoreSettings:
+    """The store setting of the workspace at ``root`` (SQLite when ``store.toml`` is absent).
+
+    Raises:
+        WorkspaceError: The file cannot be read, its URL is not a PostgreSQL URL, or it holds
+            a password.
+    """
+    path = root / STORE_FILE
+    if not path.is_file():
+        return StoreSettings()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise WorkspaceError(f"Cannot read {path} ({exc}); expected one line "
+                             'url = "postgresql://USER@HOST:PORT/DATABASE"') from exc
+    url = data.get("url", "")
+    if not isinstance(url, str) or not url.strip():
+        raise WorkspaceError(f'{path} has no url = "postgresql://..." line; add it, or delete '
+                             "the file to use the workspace's SQLite file")
+    settings = StoreSettings(url.strip(), path)
+    check_url(settings.url, settings.setting)
+    return settings
+
+
+def check_url(url: str, setting: str) -> None:
+    """Raises :class:`WorkspaceError` unless ``url`` is a PostgreSQL URL without a password."""
+    if not url.startswith(SCHEMES):
+        raise WorkspaceError(
+            f"{setting} is {url[:40]!r}: not a store URL. Available options: postgresql://"
+            "USER@HOST:PORT/DATABASE (PostgreSQL), or no store.toml for the embedded SQLite file")
+    from curation.store.postgres import url_has_password
+
+    if url_has_password(url):
+        raise WorkspaceError(
+            f"{setting} contains a password; remove it from the URL and give it in the "
+            "PGPASSWORD environment variable or in ~/.pgpass (files in the workspace must not "
+            "hold secrets)")
+
+
+def write_store_settings(root: Path, url: str) -> Path:
+    """Write ``WS/store.toml`` naming ``url`` (checked first); returns its path."""
+    path = root / STORE_FILE
+    check_url(url, f"the URL for {path}")
+    escaped = url.replace("\\", "\\\\").replace('"', '\\"')
+    tmp = path.with_suffix(".toml.tmp")
+    tmp.write_text("# Where this workspace's database lives (see README, \"PostgreSQL\").\n"
+                   "# Delete this file to use WS/workspace.sqlite again.\n"
+                   f'url = "{escaped}"\n', encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def is_workspace(root: Path) -> bool:
+    """Whether ``root`` holds a workspace (its SQLite file or a store setting)."""
+    return (root / DB_NAME).is_file() or (root / STORE_FILE).is_file()
+
+
+def open_connection(root: Path, *, read_only: bool = False, create: bool = False,
+                    settings: StoreSettings | None = None) -> Any:
+    """Connect to the database of the workspace at ``root``, as its store setting says.
+
+    Args:
+        root: The workspace folder.
+        read_only: Open without write access.
+        create: Make a new (empty) database a workspace database.
+        settings: Use these instead of reading ``WS/store.toml``.
+
+    Raises:
+        WorkspaceError: The database cannot be opened (the message names the setting).
+    """
+    settings = settings or read_store_settings(root)
+    if settings.backend == "sqlite":
+        from curation.store.connection import connect
+
+        return connect(root / DB_NAME, read_only=read_only)
+    from curation.store.postgres import connect_postgresql
+
+    return connect_postgresql(settings.url, setting=settings.setting, read_only=read_only,
+                              create=create)
