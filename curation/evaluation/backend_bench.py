@@ -60,6 +60,8 @@ class BackendRow:
     ndcg10: float | None = None
     ndcg_delta_pp: float | None = None
     load_s: float | None = None
+    query_p50_ms: float | None = None
+    query_p95_ms: float | None = None
     error: str | None = None
 
     @property
@@ -109,17 +111,21 @@ class BackendBench:
                f"{self.repeats}; guard: cosine >= {GUARD_COSINE}, NDCG@10 loss <= "
                f"{GUARD_NDCG_PP:g} pp, >= {GUARD_SPEEDUP:g}x torch/fp32",
                f"  {'backend':<15}{'docs/s':>8}{'x fp32':>8}{'cosine':>9}{'NDCG@10':>9}"
-               f"{'d pp':>7}{'load s':>8}  verdict"]
+               f"{'d pp':>7}{'load s':>8}{'q p50':>7}{'q p95':>7}  verdict"]
         for r in self.rows:
             if r.error:
-                out.append(f"  {r.pair:<15}{'-':>8}{'-':>8}{'-':>9}{'-':>9}{'-':>7}{'-':>8}  "
+                out.append(f"  {r.pair:<15}{'-':>8}{'-':>8}{'-':>9}{'-':>9}{'-':>7}{'-':>8}"
+                           f"{'-':>7}{'-':>7}  "
                            f"not run: {r.error}")
                 continue
             out.append(f"  {r.pair:<15}{r.docs_per_s:8.1f}{r.speedup:8.2f}{r.mean_cosine:9.4f}"
-                       f"{r.ndcg10:9.4f}{r.ndcg_delta_pp:+7.2f}{r.load_s:8.1f}  {r.verdict}")
+                       f"{r.ndcg10:9.4f}{r.ndcg_delta_pp:+7.2f}{r.load_s:8.1f}"
+                       f"{_ms(r.query_p50_ms)}{_ms(r.query_p95_ms)}  {r.verdict}")
         best = self.candidate
         out.append(f"  candidate default: {best.pair} ({best.speedup:.2f}x)" if best else
                    "  candidate default: none (no pair passes the guard)")
+        out.append("  q p50 / q p95: ms to encode one query on its own (the query path), "
+                   "interleaved with the other pairs")
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -183,6 +189,7 @@ def run_backend_bench(ws: Workspace, *, pairs: Sequence[tuple[str, str]] | None 
             start = time.perf_counter()
             vectors[pair] = encoder.encode_documents(texts)  # (docs, dim)
             best[pair] = min(best[pair], time.perf_counter() - start)
+    query_ms = _query_latencies(encoders, [q.text for q in queries])
     matcher = EntityMatcher()
     text_of = dict(zip(ids, texts, strict=True)).__getitem__
     ndcg = {pair: score_run(queries, _rank(encoder, queries, ids, vectors[pair]), "/".join(pair),
@@ -193,10 +200,31 @@ def run_backend_bench(ws: Workspace, *, pairs: Sequence[tuple[str, str]] | None 
         rows[pair] = BackendRow(
             *pair, docs_per_s=len(texts) / best[pair], speedup=best[DEFAULT] / best[pair],
             mean_cosine=float(cosine.mean()), min_cosine=float(cosine.min()),
-            ndcg10=ndcg[pair], ndcg_delta_pp=100 * (ndcg[pair] - ndcg[DEFAULT]), load_s=load_s)
+            ndcg10=ndcg[pair], ndcg_delta_pp=100 * (ndcg[pair] - ndcg[DEFAULT]), load_s=load_s,
+            query_p50_ms=float(np.percentile(query_ms[pair], 50)),
+            query_p95_ms=float(np.percentile(query_ms[pair], 95)))
     return BackendBench(model, task, split, len(texts), len(queries),
                         configs[DEFAULT].num_threads or usable_cores(), max(1, repeats),
                         tuple(rows[p] for p in todo))
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:7.1f}" if value is not None else f"{'-':>7}"
+
+
+def _query_latencies(encoders: dict[tuple[str, str], tuple[Encoder, float]],
+                     texts: Sequence[str]) -> dict[tuple[str, str], list[float]]:
+    """Per pair, ms to encode each query alone (as the app does), the pairs taking turns per
+    query so that load on the machine hits them alike; one warm-up query each."""
+    times: dict[tuple[str, str], list[float]] = {pair: [] for pair in encoders}
+    for encoder, _ in encoders.values():
+        encoder.encode_queries([texts[0]])
+    for text in texts:
+        for pair, (encoder, _) in encoders.items():
+            start = time.perf_counter()
+            encoder.encode_queries([text])
+            times[pair].append(1000 * (time.perf_counter() - start))
+    return times
 
 
 def _configs(ws: Workspace, pairs: Sequence[tuple[str, str]], model: str, max_seq_length: int,
