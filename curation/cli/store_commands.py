@@ -1,15 +1,18 @@
-"""``kbcurate migrate``: move a workspace's database onto a PostgreSQL server."""
+"""``kbcurate migrate``: move a workspace's database onto a PostgreSQL server; ``kbcurate
+worker``: run its background jobs (on PostgreSQL: from any machine that reaches the database)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 
 from curation.cli.common import workspace_path
 from curation.store.workspace import Workspace
+from kb_sources.errors import CurationError
 
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """Register ``migrate``."""
+    """Register ``migrate`` and ``worker``."""
     p = sub.add_parser(
         "migrate", parents=[common], help="copy the workspace's database to PostgreSQL",
         description="Copy a SQLite workspace into an empty PostgreSQL database (one "
@@ -24,6 +27,19 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--no-switch", dest="switch", action="store_false",
                    help="copy and check only; keep using workspace.sqlite")
 
+    p = sub.add_parser(
+        "worker", parents=[common], help="run the workspace's background jobs",
+        description="Claim and run queued jobs of the workspace. On PostgreSQL (procrastinate, "
+                    "the default there) start workers on any machine that reaches the database "
+                    "and holds the workspace folder at the same path; each job runs once "
+                    "(row locks), and a worker that stops sending heartbeats has its job "
+                    "failed with the reason. On SQLite (or jobs = \"table\") it runs the jobs "
+                    "queued without a worker process. Ctrl+C stops it after the running jobs.")
+    p.add_argument("--concurrency", type=int, default=1, metavar="N",
+                   help="jobs run at the same time (default 1)")
+    p.add_argument("--burst", action="store_true",
+                   help="stop when no queued job is left instead of waiting for new ones")
+
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     from curation.store.transfer import migrate_to_postgresql
@@ -34,4 +50,19 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-HANDLERS = {"migrate": cmd_migrate}
+def cmd_worker(args: argparse.Namespace) -> int:
+    from curation.jobs.backends import job_queue
+
+    if args.concurrency < 1:
+        raise CurationError(f"--concurrency {args.concurrency}: expected 1 or more")
+    with Workspace.open(workspace_path(args)) as ws:
+        queue = job_queue(ws)
+        for name in ("curation.jobs", "procrastinate.worker"):  # job starts and ends
+            logging.getLogger(name).setLevel(logging.DEBUG if args.verbose else logging.INFO)
+        print(f"worker for {ws.root} ({queue.name} job queue, concurrency "
+              f"{args.concurrency}){'' if args.burst else '; Ctrl+C stops it'}", flush=True)
+        queue.work(ws, concurrency=args.concurrency, wait=not args.burst)
+    return 0
+
+
+HANDLERS = {"migrate": cmd_migrate, "worker": cmd_worker}

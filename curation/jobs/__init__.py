@@ -3,6 +3,10 @@ worker process (``python -m curation.jobs.worker WS JOB_ID``) that runs register
 
 - ``kinds``: the registry of job kinds (function, roles, whitelisted parameters, validator);
 - ``queue``: submit, read, cancel and run jobs; jobs whose worker is gone are failed;
+- ``records``: a job's record (a row of the ``jobs`` table), the same on every queue;
+- ``backends``: the job queue interface, chosen by the workspace's store setting, and its first
+  implementation (one worker process per job on this machine);
+- ``distributed``: the queue on PostgreSQL through procrastinate (workers on any machine);
 - ``guards``: waiting out a busy workspace, parameter and workspace-path checks, pid liveness;
 - ``worker``: the worker process.
 

@@ -1,10 +1,12 @@
 """Background jobs (indexing, evaluation, later training) that survive a page refresh.
 
 A job is a row in the workspace's ``jobs`` table. :func:`submit_job` checks the user's role on the
-server side, stores the job as ``queued`` and starts a worker *process* (``python -m
-curation.jobs.worker WS JOB_ID``), so long work never runs in the Streamlit script thread and keeps
-going when the page reloads. The worker reports progress into the row; any page reads it back with
-:func:`get_job`.
+server side, stores the job as ``queued`` and hands it to the workspace's job queue
+(:func:`curation.jobs.backends.job_queue`): by default a worker *process* (``python -m
+curation.jobs.worker WS JOB_ID``) on this machine; on PostgreSQL, procrastinate workers on any
+machine (``kbcurate worker``). Long work never runs in the Streamlit script thread and keeps going
+when the page reloads. The worker reports progress into the row; any page reads it back with
+:func:`get_job`, whichever queue ran it.
 
 Job kinds are registered in :data:`JOB_KINDS` as ``module:function``; the function is called as
 ``fn(ctx: JobContext, **params) -> dict`` and its result dict is stored as JSON. Each kind declares
@@ -19,8 +21,10 @@ inside the workspace (:func:`curation.jobs.guards.workspace_path`). A new kind i
 Workers that stop: :func:`get_job` reports a job as failed, with the reason and the end of the
 worker's log, when its worker process is gone, whether it was running or still queued (killed
 before it claimed the job), and when a queued job never got a worker (no pid after
-:data:`ORPHAN_AFTER_S`). Such jobs are failed, not re-queued: a worker that dies at start-up would
-die again, and a failed job lets :func:`curation.search.choices.ensure_index_job` start a fresh one.
+:data:`ORPHAN_AFTER_S`); on procrastinate, when its worker stopped sending heartbeats
+(:mod:`curation.jobs.distributed`). Such jobs are failed, not re-queued: a worker that dies at
+start-up would die again, and a failed job lets :func:`curation.search.choices.ensure_index_job`
+start a fresh one.
 Workers wait for a busy workspace (:func:`curation.jobs.guards.retry_busy`) instead of dying.
 
 Who may cancel: the job's owner (kinds open to every role) or an admin. ``user=None`` may cancel
@@ -33,19 +37,17 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from datetime import datetime
-from enum import StrEnum
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 from curation.access.users import PermissionDenied, User, require_admin
-from curation.jobs.guards import process_alive, retry_busy
+from curation.jobs.backends import job_queue
+from curation.jobs.guards import retry_busy
 from curation.jobs.kinds import JOB_KINDS, SYSTEM_USER, JobKind
+from curation.jobs.records import ORPHAN_AFTER_S, Job, JobStatus
+from curation.jobs.records import job_from_row as _job
 from curation.store.errors import WorkspaceBusyError
 from curation.store.workspace import Workspace, utcnow
 from kb_sources.errors import CurationError, UnknownNameError
@@ -55,38 +57,6 @@ __all__ = ["JOB_KINDS", "ORPHAN_AFTER_S", "SYSTEM_USER", "Job", "JobCancelled", 
            "run_job", "selftest", "submit_job", "wait_for_job"]
 
 logger = logging.getLogger(__name__)
-
-
-class JobStatus(StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-#: A queued job still without a worker pid after this many seconds was never started.
-ORPHAN_AFTER_S = 120.0
-
-
-@dataclass(frozen=True)
-class Job:
-    id: int
-    kind: str
-    status: JobStatus
-    progress: float
-    message: str
-    params: dict[str, Any]
-    result: dict[str, Any]
-    error: str
-    created_by: str
-    created_at: str
-    updated_at: str
-    pid: int | None
-
-    @property
-    def finished(self) -> bool:
-        return self.status in (JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED)
 
 
 class JobContext:
@@ -125,19 +95,21 @@ def submit_job(
     ws: Workspace, kind: str, params: Mapping[str, Any], *, user: User | None,
     start: bool = True,
 ) -> Job:
-    """Queue a job and start its worker process.
+    """Queue a job and hand it to the workspace's job queue (a worker process by default).
 
     Args:
         ws: The workspace.
         kind: A name from :data:`JOB_KINDS`.
         params: The job's parameters: only the names its kind declares.
         user: Who submits it (:data:`SYSTEM_USER` for internal callers).
-        start: Start a worker process (tests pass False and call :func:`run_job`).
+        start: Hand it to the queue (tests pass False and call :func:`run_job`).
 
     Raises:
         UnknownNameError: Unknown job kind.
         PermissionDenied: An admin-only job requested by a non-admin (checked here, server side).
         CurationError: A parameter the kind does not accept, or a bad value (its validator).
+        WorkspaceError: The job queue cannot be used (procrastinate missing, server down); the
+            message names the setting or the extra to install.
     """
     if kind not in JOB_KINDS:
         raise UnknownNameError("job kind", kind, JOB_KINDS)
@@ -148,6 +120,7 @@ def submit_job(
         raise CurationError(f"Job parameters must be a mapping of names to values, not "
                             f"{type(params).__name__}; available options: {', '.join(spec.params)}")
     spec.check(ws, params)
+    queue = job_queue(ws)
     actor = user.name if user else ""
     with ws.transaction():
         job_id = int(ws.conn.execute(
@@ -157,34 +130,8 @@ def submit_job(
              utcnow())).lastrowid)
         ws.audit(actor, "submit", "job", str(job_id), after=dict(params))
     if start:
-        _start_worker(ws, job_id)
+        queue.start(ws, job_id)
     return get_job(ws, job_id)
-
-
-def _start_worker(ws: Workspace, job_id: int) -> None:
-    """Start ``python -m curation.jobs.worker WS JOB_ID`` and record its pid.
-
-    When the pid cannot be recorded (workspace busy) the worker records it when it claims the
-    job; a worker that never does is caught by :func:`get_job` after :data:`ORPHAN_AFTER_S`.
-    """
-    with open(_log_path(ws, job_id), "ab") as log:  # the child keeps its own descriptor
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "curation.jobs.worker", str(ws.root), str(job_id)],
-            stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
-            env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
-    try:
-        with ws.transaction():
-            ws.conn.execute("UPDATE jobs SET pid = ? WHERE id = ? AND pid IS NULL",
-                            (proc.pid, job_id))
-    except WorkspaceBusyError as exc:
-        logger.warning("job %d: could not record worker pid %d (%s); the worker records it",
-                       job_id, proc.pid, exc)
-
-
-def _log_path(ws: Workspace, job_id: int) -> Path:
-    folder = ws.root / "cache" / "jobs"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"job-{job_id}.log"
 
 
 def get_job(ws: Workspace, job_id: int) -> Job:
@@ -194,31 +141,14 @@ def get_job(ws: Workspace, job_id: int) -> Job:
     if row is None:
         raise CurationError(f"No job with id {job_id}")
     job = _job(row)
-    reason = _worker_gone(job)
-    return job if reason is None else _fail_abandoned(ws, job, reason)
+    if job.finished:
+        return job
+    error = job_queue(ws).worker_gone(ws, job)
+    return job if error is None else _fail_abandoned(ws, job, error)
 
 
-def _worker_gone(job: Job) -> str | None:
-    """Why ``job`` can never finish (its worker is gone), or None while it still may."""
-    if job.status is JobStatus.RUNNING and job.pid and not process_alive(job.pid):
-        return f"the worker process (pid {job.pid}) stopped unexpectedly"
-    if job.status is not JobStatus.QUEUED:
-        return None
-    if job.pid:
-        if process_alive(job.pid):
-            return None
-        return f"the worker process (pid {job.pid}) stopped before it started the job"
-    age = (datetime.fromisoformat(utcnow()) - datetime.fromisoformat(job.updated_at))
-    if age.total_seconds() > ORPHAN_AFTER_S:
-        return (f"no worker process was started for it within {ORPHAN_AFTER_S:g} s (the "
-                "process that submitted it stopped?)")
-    return None
-
-
-def _fail_abandoned(ws: Workspace, job: Job, reason: str) -> Job:
-    """Record ``job`` as failed for ``reason`` unless its row changed meanwhile."""
-    log = _log_path(ws, job.id)
-    error = f"{reason}; {_log_tail(log)}see {log}. Start the job again"
+def _fail_abandoned(ws: Workspace, job: Job, error: str) -> Job:
+    """Record ``job`` as failed with ``error`` unless its row changed meanwhile."""
     try:
         with ws.transaction():
             ws.conn.execute(
@@ -228,18 +158,8 @@ def _fail_abandoned(ws: Workspace, job: Job, reason: str) -> Job:
     except WorkspaceBusyError as exc:  # report it now, record it on a later look
         logger.warning("job %d: could not record that its worker is gone (%s)", job.id, exc)
         return replace(job, status=JobStatus.FAILED, error=error)
-    logger.warning("job %d (%s) failed: %s", job.id, job.kind, reason)
+    logger.warning("job %d (%s) failed: %s", job.id, job.kind, error)
     return _job(ws.conn.execute("SELECT * FROM jobs WHERE id = ?", (job.id,)).fetchone())
-
-
-def _log_tail(log: Path) -> str:
-    """The last line of a worker log as ``last log line: ...; `` ("" when there is none)."""
-    try:
-        lines = [ln for ln in log.read_text(encoding="utf-8", errors="replace").splitlines()
-                 if ln.strip()]
-    except OSError:
-        return ""
-    return f"last log line: {lines[-1].strip()[:300]}; " if lines else ""
 
 
 def wait_for_job(ws: Workspace, job_id: int, timeout: float = 60.0,
@@ -271,7 +191,8 @@ def list_jobs(ws: Workspace, kind: str | None = None, limit: int = 50) -> list[J
 
 
 def cancel_job(ws: Workspace, job_id: int, *, user: User | None) -> Job:
-    """Ask a queued or running job to stop (it stops at its next progress report).
+    """Ask a queued or running job to stop (it stops at its next progress report; the job
+    queue is told too, e.g. procrastinate cancels or aborts its job).
 
     Raises:
         PermissionDenied: ``user`` is None, or neither the job's owner nor an admin (an
@@ -284,6 +205,7 @@ def cancel_job(ws: Workspace, job_id: int, *, user: User | None) -> Job:
             _set_final(ws, job_id, JobStatus.CANCELLED, error=f"cancelled by {user.name}",
                        was=(JobStatus.QUEUED, JobStatus.RUNNING))
             ws.audit(user.name, "cancel", "job", str(job_id), before=job.status.value)
+        job_queue(ws).stop(ws, job)
     return get_job(ws, job_id)
 
 
@@ -305,11 +227,17 @@ def check_may_cancel(job: Job, user: User | None) -> User:
     return user
 
 
-def run_job(ws: Workspace, job_id: int) -> Job:
+def run_job(ws: Workspace, job_id: int, *, context: JobContext | None = None) -> Job:
     """Execute a queued job in this process (what the worker does).
 
     Claiming the job and recording its end wait out a busy workspace
     (:func:`~curation.jobs.guards.retry_busy`).
+
+    Args:
+        ws: The workspace.
+        job_id: The queued job.
+        context: What the job function gets (a queue's worker passes its own subclass);
+            default a :class:`JobContext`.
 
     Raises:
         CurationError: The job is not queued (already claimed, cancelled or failed).
@@ -320,7 +248,7 @@ def run_job(ws: Workspace, job_id: int) -> Job:
         raise CurationError(f"Job {job_id} is {job.status.value}, not queued")
     retry_busy(lambda: _claim(ws, job_id), f"job {job_id}: mark running")
     try:
-        result = JOB_KINDS[job.kind].load()(JobContext(ws, job_id), **job.params)
+        result = JOB_KINDS[job.kind].load()(context or JobContext(ws, job_id), **job.params)
     except JobCancelled:
         return get_job(ws, job_id)
     except Exception as exc:  # noqa: BLE001 - any failure is recorded on the job
@@ -365,14 +293,6 @@ def _set_final(ws: Workspace, job_id: int, status: JobStatus, *, error: str = ""
         f"WHERE id = ? AND status IN ({marks})",
         (status.value, error, json.dumps(result or {}, default=str), utcnow(), status.value,
          job_id, *(w.value for w in was))).rowcount)
-
-
-def _job(row: Any) -> Job:
-    data = dict(row)
-    data["status"] = JobStatus(data["status"])
-    data["params"] = json.loads(data["params"])
-    data["result"] = json.loads(data["result"])
-    return Job(**data)
 
 
 def selftest(ctx: JobContext, steps: int = 3) -> dict[str, Any]:

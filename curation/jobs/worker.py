@@ -34,12 +34,12 @@ def main(argv: list[str] | None = None) -> int:
             job = run_job(ws, job_id)
         except WorkspaceBusyError as exc:
             logger.error("job %d: %s", job_id, exc)
-            _record_busy(ws, job_id, str(exc))
+            record_busy(ws, job_id, str(exc))
             return 1
     return 0 if job.status is JobStatus.DONE else 1
 
 
-def _record_busy(ws: Workspace, job_id: int, error: str) -> None:
+def record_busy(ws: Workspace, job_id: int, error: str) -> None:
     """Mark the unfinished job failed because the workspace stayed busy (one attempt)."""
     try:
         with ws.transaction():

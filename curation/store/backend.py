@@ -8,7 +8,9 @@ SQLite file ``WS/workspace.sqlite`` unless ``WS/store.toml`` names a server::
 
 The password never goes in that file (it is refused there): libpq reads it from ``PGPASSWORD``
 or ``~/.pgpass``. ``kbcurate migrate --to URL`` writes the file after copying the workspace;
-deleting it switches the workspace back to its SQLite file.
+deleting it switches the workspace back to its SQLite file. On PostgreSQL, background jobs run
+through procrastinate (workers on any machine, ``kbcurate worker``) unless the file says
+``jobs = "table"`` (one worker process per job on the machine that submits it, as on SQLite).
 
 Every module talks to the database through a :class:`StoreConnection` (``ws.conn``); the
 SQLite-dialect SQL they send is translated for PostgreSQL in one place
@@ -33,6 +35,9 @@ DB_NAME = "workspace.sqlite"
 #: URL schemes of the server stores (the embedded store has no URL).
 SCHEMES = ("postgresql://", "postgres://")
 BACKENDS = ("sqlite", "postgresql")
+#: Job queues (curation/jobs): the ``jobs`` table with one worker process per job on the
+#: submitting machine, or procrastinate on the PostgreSQL server (workers on any machine).
+JOB_QUEUES = ("table", "procrastinate")
 
 
 class StoreCursor(Protocol):
@@ -81,10 +86,12 @@ class StoreSettings:
     Attributes:
         url: The server's URL; "" for the embedded SQLite file.
         source: The file the setting came from, or the option that gave it (named in errors).
+        jobs: The job queue named by ``jobs = ...`` ("" when the file names none).
     """
 
     url: str = ""
     source: Path | str | None = None
+    jobs: str = ""
 
     @property
     def backend(self) -> str:
@@ -98,13 +105,18 @@ class StoreSettings:
             return f"url in {self.source}"
         return self.source or "the store URL"
 
+    @property
+    def job_queue(self) -> str:
+        """The job queue: the ``jobs`` setting, else procrastinate on PostgreSQL, else table."""
+        return self.jobs or ("procrastinate" if self.url else "table")
+
 
 def read_store_settings(root: Path) -> StoreSettings:
     """The store setting of the workspace at ``root`` (SQLite when ``store.toml`` is absent).
 
     Raises:
-        WorkspaceError: The file cannot be read, its URL is not a PostgreSQL URL, or it holds
-            a password.
+        WorkspaceError: The file cannot be read, its URL is not a PostgreSQL URL, it holds a
+            password, or its ``jobs`` names no job queue.
     """
     path = root / STORE_FILE
     if not path.is_file():
@@ -118,7 +130,13 @@ def read_store_settings(root: Path) -> StoreSettings:
     if not isinstance(url, str) or not url.strip():
         raise WorkspaceError(f'{path} has no url = "postgresql://..." line; add it, or delete '
                              "the file to use the workspace's SQLite file")
-    settings = StoreSettings(url.strip(), path)
+    jobs = data.get("jobs", "")
+    if jobs not in ("", *JOB_QUEUES):
+        raise WorkspaceError(
+            f"jobs in {path} is {jobs!r}. Available options: {', '.join(JOB_QUEUES)} "
+            "(procrastinate: workers on any machine, the default on PostgreSQL; table: one worker "
+            "process per job on the machine that submits it); or leave the line out")
+    settings = StoreSettings(url.strip(), path, jobs)
     check_url(settings.url, settings.setting)
     return settings
 

@@ -1,0 +1,184 @@
+"""The job queue interface, its first implementation (the ``jobs`` table with one worker process
+per job) and the choice of queue from the workspace's store setting.
+
+Every queue keeps the job's record in the workspace's ``jobs`` table (status, progress, result,
+error, owner: :mod:`curation.jobs.records`), written and read by the functions of
+:mod:`curation.jobs.queue` that every caller uses. What differs between queues is how a queued
+job reaches a worker, how a lost worker is noticed and how a cancel reaches a running worker;
+that is the :class:`JobQueue` interface:
+
+- ``table`` (:class:`TableQueue`, the only choice for SQLite): :meth:`~TableQueue.start` starts
+  ``python -m curation.jobs.worker WS JOB_ID`` on the submitting machine; a job whose worker
+  process is gone, or that never got one within :data:`~curation.jobs.records.ORPHAN_AFTER_S`,
+  is failed with the reason and the end of the worker's log.
+- ``procrastinate`` (:class:`curation.jobs.distributed.ProcrastinateQueue`, the default on
+  PostgreSQL): workers started with ``kbcurate worker`` on any machine claim jobs with
+  procrastinate's row locks; stale workers are found by their heartbeats.
+
+``WS/store.toml`` may name the queue (``jobs = "table"`` keeps one worker process per job on a
+PostgreSQL workspace); see :mod:`curation.store.backend`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Protocol
+
+from curation.jobs.guards import process_alive
+from curation.jobs.records import ORPHAN_AFTER_S, Job, JobStatus
+from curation.store.backend import read_store_settings
+from curation.store.errors import WorkspaceBusyError
+from curation.store.workspace import Workspace
+from kb_sources.errors import CurationError
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between looks for new jobs of a waiting :meth:`TableQueue.work`.
+POLL_S = 1.0
+
+
+class JobQueue(Protocol):
+    """How queued jobs reach workers (the part of the job queue that differs between queues).
+
+    Attributes:
+        name: The queue's name in ``WS/store.toml`` (``jobs = ...``).
+    """
+
+    name: str
+
+    def start(self, ws: Workspace, job_id: int) -> None:
+        """Hand the newly queued job ``job_id`` to a worker."""
+
+    def worker_gone(self, ws: Workspace, job: Job) -> str | None:
+        """Why the unfinished ``job`` can never finish (its worker is gone: the error to
+        record, saying where to look), or None while it still may."""
+
+    def stop(self, ws: Workspace, job: Job) -> None:
+        """Tell the worker of ``job``, just recorded as cancelled, to stop."""
+
+    def work(self, ws: Workspace, *, concurrency: int = 1, wait: bool = True) -> None:
+        """Run queued jobs in this process, ``concurrency`` at a time, until interrupted
+        (``wait``) or until none is left."""
+
+
+class TableQueue:
+    """The ``jobs`` table with one worker process per job, started by the submitter."""
+
+    name = "table"
+
+    def start(self, ws: Workspace, job_id: int) -> None:
+        """Start ``python -m curation.jobs.worker WS JOB_ID`` and record its pid.
+
+        When the pid cannot be recorded (workspace busy) the worker records it when it claims
+        the job; a worker that never does is caught after :data:`ORPHAN_AFTER_S`.
+        """
+        with open(log_path(ws, job_id), "ab") as log:  # the child keeps its own descriptor
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "curation.jobs.worker", str(ws.root), str(job_id)],
+                stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
+                env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+        try:
+            with ws.transaction():
+                ws.conn.execute("UPDATE jobs SET pid = ? WHERE id = ? AND pid IS NULL",
+                                (proc.pid, job_id))
+        except WorkspaceBusyError as exc:
+            logger.warning("job %d: could not record worker pid %d (%s); the worker records it",
+                           job_id, proc.pid, exc)
+
+    def worker_gone(self, ws: Workspace, job: Job) -> str | None:
+        """The worker process is gone (running or queued), or a queued job never got one."""
+        reason = _process_gone(job)
+        if reason is None:
+            return None
+        log = log_path(ws, job.id)
+        return f"{reason}; {_log_tail(log)}see {log}. Start the job again"
+
+    def stop(self, ws: Workspace, job: Job) -> None:
+        """Nothing to do: the worker stops at its next progress report (the row says so)."""
+
+    def work(self, ws: Workspace, *, concurrency: int = 1, wait: bool = True) -> None:
+        """Run the jobs queued without a worker process (``submit_job(..., start=False)``) in
+        this process; two of these never run the same job (the claim is one conditional
+        ``UPDATE``)."""
+        with ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="job") as pool:
+            while True:
+                ids = [int(r[0]) for r in ws.conn.execute(
+                    "SELECT id FROM jobs WHERE status = 'queued' AND pid IS NULL ORDER BY id")]
+                list(pool.map(lambda job_id: _run_here(ws.root, job_id), ids))
+                if not wait and not ids:
+                    return
+                if not ids:
+                    time.sleep(POLL_S)
+
+
+def _run_here(root: Path, job_id: int) -> None:
+    """Claim and run one job with a connection of its own; a job claimed elsewhere is skipped."""
+    from curation.jobs.queue import run_job
+
+    with Workspace.open(root) as ws:
+        try:
+            run_job(ws, job_id)
+        except WorkspaceBusyError:
+            raise
+        except CurationError as exc:  # claimed by another worker, or cancelled meanwhile
+            logger.info("job %d: not run here (%s)", job_id, exc)
+
+
+def _process_gone(job: Job) -> str | None:
+    """Why ``job`` can never finish (its worker process is gone), or None while it still may."""
+    if job.status is JobStatus.RUNNING and job.pid and not process_alive(job.pid):
+        return f"the worker process (pid {job.pid}) stopped unexpectedly"
+    if job.status is not JobStatus.QUEUED:
+        return None
+    if job.pid:
+        if process_alive(job.pid):
+            return None
+        return f"the worker process (pid {job.pid}) stopped before it started the job"
+    if job.idle_s > ORPHAN_AFTER_S:
+        return (f"no worker process was started for it within {ORPHAN_AFTER_S:g} s (the "
+                "process that submitted it stopped?)")
+    return None
+
+
+def log_path(ws: Workspace, job_id: int) -> Path:
+    """The log of the worker process of job ``job_id`` (its stderr)."""
+    folder = ws.root / "cache" / "jobs"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"job-{job_id}.log"
+
+
+def _log_tail(log: Path) -> str:
+    """The last line of a worker log as ``last log line: ...; `` ("" when there is none)."""
+    try:
+        lines = [ln for ln in log.read_text(encoding="utf-8", errors="replace").splitlines()
+                 if ln.strip()]
+    except OSError:
+        return ""
+    return f"last log line: {lines[-1].strip()[:300]}; " if lines else ""
+
+
+TABLE_QUEUE = TableQueue()
+
+
+def job_queue(ws: Workspace) -> JobQueue:
+    """The job queue of ``ws``: the table on SQLite; on PostgreSQL the ``jobs`` setting of
+    ``WS/store.toml``, procrastinate by default.
+
+    Raises:
+        WorkspaceError: The setting names no queue, or procrastinate is not installed (the
+            message names ``pip install 'kbcurate[postgresql]'``).
+    """
+    if ws.backend == "sqlite":
+        return TABLE_QUEUE
+    settings = read_store_settings(ws.root)
+    if settings.job_queue == TABLE_QUEUE.name:
+        return TABLE_QUEUE
+    from curation.jobs.distributed import ProcrastinateQueue
+
+    return ProcrastinateQueue(settings)
