@@ -13,7 +13,10 @@ behind it and fail), yet a reader error half-way must leave the workspace as it 
 * :meth:`ImportRun.finish` marks the import ``done``. On any error :meth:`ImportRun.abort`
   restores the before images and deletes the stamped rows (in short batches too).
 * An import whose process was killed stays ``running`` with a dead process id:
-  :func:`recover_unfinished_imports` (run when a workspace is opened) rolls it back.
+  :func:`recover_unfinished_imports` (run when a workspace is opened) rolls it back. The import
+  also records its machine (``host``) and the time of its last batch (``beat``): a process on
+  another machine (a shared PostgreSQL database) cannot see the process id, so it takes the
+  import for dead only when no batch has come for :data:`REMOTE_STALE_S` seconds.
 
 While an import runs, readers see the batches committed so far.
 """
@@ -23,10 +26,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from curation.store.errors import WorkspaceBusyError, WorkspaceError
@@ -47,6 +52,8 @@ TRACKED: dict[str, tuple[str, ...]] = {
     "entities": ("rowid",),
 }
 _DELETE_BATCH = 2000
+#: An import running on another machine is taken for dead after this long without a batch.
+REMOTE_STALE_S = 15 * 60.0
 _DOC_COLUMNS = ("title", "abstract", "journal", "year", "mesh", "refs", "source",
                 "content_hash", "updated_at")
 _REL_COLUMNS = ("schema", "query_key", "data", "content_hash", "updated_at")
@@ -88,11 +95,14 @@ class ImportRun:
     @contextmanager
     def batch(self, sizer: BatchSizer | None = None, rows: int = 0) -> Iterator[None]:
         """One short transaction whose inserts are stamped with this import's id."""
+        from curation.store.workspace import utcnow
+
         start = time.perf_counter()
         with self.ws.transaction():
             self.ws.conn.stamp_inserts(TRACKED, self.id)
             yield
             self.ws.conn.stamp_inserts(TRACKED, None)
+            self.ws.conn.execute("UPDATE imports SET beat = ? WHERE id = ?", (utcnow(), self.id))
         if sizer is not None:
             sizer.update(rows, time.perf_counter() - start)
 
@@ -146,17 +156,20 @@ def begin_import(ws: Workspace, *, actor: str, kind: str, reader: str, path: str
     if not nested:
         recover_unfinished_imports(ws)
     with ws.transaction():
-        for row in ws.conn.execute("SELECT id, pid, ts, path FROM imports "
+        for row in ws.conn.execute("SELECT id, pid, ts, path, host, beat FROM imports "
                                    "WHERE status = 'running'").fetchall():
-            if row["pid"] and pid_alive(int(row["pid"])):
+            if import_alive(row):
+                where = f" on {row['host']}" if row["host"] else ""
                 raise WorkspaceBusyError(
                     f"Another import is running in workspace {ws.root} (import #{row['id']} of "
-                    f"{row['path']}, process {row['pid']}, started {row['ts']}); retry when it "
-                    "has finished")
+                    f"{row['path']}, process {row['pid']}{where}, started {row['ts']}); retry "
+                    "when it has finished")
+        now = utcnow()
         cur = ws.conn.execute(
             "INSERT INTO imports(ts, actor, kind, reader, path, sha256, added, updated, "
-            "unchanged, status, pid) VALUES (?, ?, ?, ?, ?, '', 0, 0, 0, 'running', ?)",
-            (utcnow(), actor, kind, reader, path, os.getpid()))
+            "unchanged, status, pid, host, beat) "
+            "VALUES (?, ?, ?, ?, ?, '', 0, 0, 0, 'running', ?, ?, ?)",
+            (now, actor, kind, reader, path, os.getpid(), this_host(), now))
     return ImportRun(ws, int(cur.lastrowid), nested=nested)
 
 
@@ -193,14 +206,15 @@ def rollback_import(ws: Workspace, import_id: int) -> None:
 def recover_unfinished_imports(ws: Workspace) -> int:
     """Roll back imports left ``running`` by a dead process or marked ``failed``; returns how
     many were rolled back."""
-    rows = ws.conn.execute("SELECT id, pid, status, path FROM imports "
+    rows = ws.conn.execute("SELECT id, pid, status, path, ts, host, beat FROM imports "
                            "WHERE status IN ('running', 'failed')").fetchall()
     done = 0
     for row in rows:
-        if row["status"] == "running" and row["pid"] and pid_alive(int(row["pid"])):
+        if row["status"] == "running" and import_alive(row):
             continue
-        logger.warning("%s: rolling back unfinished import %d of %s (process %s is gone)",
-                       ws.root, row["id"], row["path"], row["pid"])
+        logger.warning("%s: rolling back unfinished import %d of %s (process %s%s is gone)",
+                       ws.root, row["id"], row["path"], row["pid"],
+                       f" on {row['host']}" if row["host"] else "")
         rollback_import(ws, int(row["id"]))
         done += 1
     return done
@@ -214,6 +228,30 @@ def recover_on_open(ws: Workspace) -> None:
     except WorkspaceError as exc:
         logger.warning("%s: could not roll back unfinished imports now (%s); the next open "
                        "tries again", ws.root, exc)
+
+
+def this_host() -> str:
+    """This machine's name, as imports record it."""
+    return socket.gethostname()
+
+
+def import_alive(row: Any, now: datetime | None = None) -> bool:
+    """Whether the running import ``row`` (pid, host, beat, ts) may still be running.
+
+    On this machine (or a row from before hosts were recorded) its process id decides. On
+    another machine the process cannot be seen: the import counts as running until no batch
+    has come for :data:`REMOTE_STALE_S` seconds.
+    """
+    if not row["host"] or row["host"] == this_host():
+        return bool(row["pid"]) and pid_alive(int(row["pid"]))
+    last = row["beat"] or row["ts"]
+    try:
+        then = datetime.fromisoformat(str(last))
+    except ValueError:
+        return True  # unreadable: never roll back what may still be running
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
+    return ((now or datetime.now(UTC)) - then).total_seconds() < REMOTE_STALE_S
 
 
 def pid_alive(pid: int) -> bool:

@@ -294,6 +294,13 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX adjudications_item ON adjudications(schema, query_key, doc_id)
     """,
+    # 7 -> 8: an import records the machine it runs on and the time of its last batch, so that
+    # with a shared database (PostgreSQL) a process on another machine never takes a running
+    # import for a dead one (curation/store/import_log.py)
+    """
+    ALTER TABLE imports ADD COLUMN host TEXT NOT NULL DEFAULT '';
+    ALTER TABLE imports ADD COLUMN beat TEXT
+    """,
 ]
 
 #: Schema version this code writes and reads.
