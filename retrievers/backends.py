@@ -35,6 +35,7 @@ The packages are optional extras: ``pip install 'kbcurate[onnx]'`` (onnxruntime,
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.metadata
@@ -47,7 +48,7 @@ import re
 import tempfile
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -427,10 +428,22 @@ def _export_openvino(st: Any, out: Path, calibration: list[str] | None) -> dict[
         items = [{n: np.asarray(enc[n], dtype=np.int64)[None, :] for n in names}  # (1, seq)
                  for enc in (module.tokenizer(t, truncation=True, max_length=st.max_seq_length)
                              for t in calibration)]
-        model = nncf.quantize(model, nncf.Dataset(items), model_type=nncf.ModelType.TRANSFORMER,
-                              subset_size=len(items))
+        with _quiet_if_asked():  # nncf draws rich progress bars on stdout
+            model = nncf.quantize(model, nncf.Dataset(items),
+                                  model_type=nncf.ModelType.TRANSFORMER, subset_size=len(items))
     ov.save_model(model, str(out / "openvino_model.xml"), compress_to_fp16=False)
     return _versions("torch", "onnx", "openvino", *(("nncf",) if calibration else ()))
+
+
+@contextlib.contextmanager
+def _quiet_if_asked() -> Iterator[None]:
+    """Swallow third-party progress output when ``$KBCURATE_QUIET`` is set (``--quiet``)."""
+    if os.environ.get("KBCURATE_QUIET") != "1":
+        yield
+        return
+    with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink), \
+            contextlib.redirect_stderr(sink):
+        yield
 
 
 def _versions(*packages: str) -> dict[str, str]:

@@ -327,3 +327,15 @@ def test_cli_index_builds_with_the_backend_and_evaluate_uses_it(
     assert main(["evaluate", *args, "--schema", "disease_gene", "--split", "all",
                  "--retriever", "dense"]) == 0
     assert "dense" in capsys.readouterr().out
+
+
+def test_quiet_swallows_third_party_progress_only_when_asked(monkeypatch, capsys):
+    from retrievers.backends import _quiet_if_asked
+
+    monkeypatch.setenv("KBCURATE_QUIET", "1")
+    with _quiet_if_asked():
+        print("Statistics collection 100%")
+    monkeypatch.delenv("KBCURATE_QUIET")
+    with _quiet_if_asked():
+        print("shown")
+    assert capsys.readouterr().out == "shown\n"

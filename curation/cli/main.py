@@ -287,6 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     if args.quiet:  # also the bars of transformers / huggingface_hub (read at their import)
         os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+        os.environ["KBCURATE_QUIET"] = "1"  # and nncf's (retrievers/backends.py)
     from curation.cli import commands
 
     try:
