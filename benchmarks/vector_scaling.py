@@ -10,9 +10,9 @@ fitted to MiniLM vectors), 384-d.
 Qdrant HNSW needs a server: ``--qdrant-url`` or ``$KBCURATE_QDRANT_URL`` (API key from
 ``$KBCURATE_QDRANT_API_KEY``); without one its rows say so. qdrant-client's local mode keeps
 every vector in memory, searches by brute force and commits each point to SQLite on its own
-(measured ~10-14 ms a point on the 2-core dev box: 2,000 points took 20-28 s), so its rows stop
-at ``--local-max`` vectors (default 20,000, where qdrant-client itself advises a server); raise
-it to time larger local builds (100k: some 20 min).
+(2.6-14 ms a point on the 2-core dev box, depending on load: 100k took 256 s), so its rows
+stop at ``--local-max`` vectors (default 20,000, where qdrant-client itself advises a server);
+raise it to time larger local builds.
 
 Usage::
 
