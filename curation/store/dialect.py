@@ -25,6 +25,7 @@ The rewrite is token-based and never looks inside string literals, quoted names 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 
 _TOKEN = re.compile(r"""
@@ -221,3 +222,35 @@ def _ddl(toks: list[tuple[str, str]], *, create: bool) -> list[tuple[str, str]]:
     if not create and references:
         out.append(("word", " DEFERRABLE INITIALLY IMMEDIATE"))
     return out
+
+
+def support_sql(tracked: Mapping[str, tuple[str, ...]]) -> list[str]:
+    json_extract = r"""
+CREATE OR REPLACE FUNCTION json_extract(doc text, path text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $fn$
+DECLARE
+    keys text[] := '{}';
+    rest text;
+    m text[];
+BEGIN
+    IF doc IS NULL OR path IS NULL THEN RETURN NULL; END IF;
+    IF left(path, 1) <> '$' THEN RAISE EXCEPTION 'JSON path error near %', path; END IF;
+    rest := substr(path, 2);
+    WHILE rest <> '' LOOP
+        m := regexp_match(rest, '^(\.(?:"([^"]*)"|([^.\["]+)))');
+        IF m IS NULL THEN RAISE EXCEPTION 'unsupported JSON path %', path; END IF;
+        keys := keys || coalesce(m[2], m[3]);
+        rest := substr(rest, length(m[1]) + 1);
+    END LOOP;
+    RETURN doc::jsonb #>> keys;
+END $fn$"""
+    stamp = """
+CREATE OR REPLACE FUNCTION kbcurate_stamp_import() RETURNS trigger LANGUAGE plpgsql AS $fn$
+DECLARE v text := current_setting('kbcurate.import_id', true);
+BEGIN
+    IF v IS NOT NULL AND v <> '' THEN NEW.import_id := v::bigint; END IF;
+    RETURN NEW;
+END $fn$"""
+    triggers = [f"CREATE OR REPLACE TRIGGER kbcurate_stamp BEFORE INSERT ON {table} "
+                "FOR EACH ROW EXECUTE FUNCTION kbcurate_stamp_import()" for table in tracked]
+    return [json_extract, stamp, *triggers]

@@ -24,13 +24,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from curation.store.dialect import ROWID, to_postgresql
-from curation.store.errors import (
-    StoreDatabaseError,
-    WorkspaceBusyError,
-    WorkspaceError,
-    WorkspaceFullError,
-    WorkspaceReadOnlyError,
+from curation.store.dialect import ROWID, support_sql, to_postgresql
+from curation.store.errors import StoreDatabaseError, WorkspaceError
+from curation.store.pg_errors import (  # noqa: F401 - re-exported for callers
+    require_psycopg,
+    safe_url,
+    translate_pg_error,
+    url_has_password,
 )
 
 logger = logging.getLogger(__name__)
@@ -46,14 +46,10 @@ _WRITES = ("insert", "update", "delete")
 try:  # psycopg is an optional extra
     import psycopg
     from psycopg.adapt import Dumper, Loader
-    from psycopg.conninfo import conninfo_to_dict
     from psycopg.pq import TransactionStatus
-except ImportError as _exc:  # pragma: no cover - exercised only without the extra
+except ImportError:  # pragma: no cover - require_psycopg (pg_errors) names the extra
     psycopg = None
-    _IMPORT_ERROR: ImportError | None = _exc
 else:
-    _IMPORT_ERROR = None
-
     class _BoolAsInt(Loader):
         """``bool`` results as 0/1, as SQLite answers ``EXISTS`` and comparisons."""
 
@@ -74,36 +70,6 @@ else:
 
         def dump(self, obj: bool) -> bytes:
             return b"1" if obj else b"0"
-
-
-def require_psycopg() -> None:
-    """Raises :class:`WorkspaceError` naming the extra when psycopg is not installed."""
-    if _IMPORT_ERROR is not None:
-        raise WorkspaceError(
-            "This workspace's store is PostgreSQL, which needs psycopg: pip install "
-            f"'kbcurate[postgresql]' ({_IMPORT_ERROR})") from _IMPORT_ERROR
-
-
-def safe_url(url: str) -> str:
-    """``url`` for messages: user, host, port and database, never a password."""
-    try:
-        parts = conninfo_to_dict(url) if psycopg else {}
-    except Exception:  # noqa: BLE001 - a malformed URL is reported elsewhere
-        return re.sub(r"//[^@/]*@", "//***@", url)
-    user = f"{parts['user']}@" if parts.get("user") else ""
-    host = parts.get("host") or "localhost"
-    port = f":{parts['port']}" if parts.get("port") else ""
-    return f"postgresql://{user}{host}{port}/{parts.get('dbname', '')}"
-
-
-def url_has_password(url: str) -> bool:
-    """Whether ``url`` carries a password (refused in files: use PGPASSWORD or ~/.pgpass)."""
-    require_psycopg()
-    try:
-        return bool(conninfo_to_dict(url).get("password"))
-    except psycopg.ProgrammingError as exc:
-        raise WorkspaceError(f"{safe_url(url)} is not a valid PostgreSQL URL ({exc}); expected "
-                             "postgresql://USER@HOST:PORT/DATABASE") from exc
 
 
 class Row(tuple):
@@ -315,7 +281,7 @@ class PgConnection:
 
         self.begin_write()
         try:
-            for statement in _support_sql(TRACKED):
+            for statement in support_sql(TRACKED):
                 self._raw(statement)
             self._raw(f"INSERT INTO {STORE_TABLE}(key, value) VALUES ('support_version', %s) "
                       "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -381,80 +347,6 @@ class PgConnection:
         code = getattr(exc, "sqlstate", None) or type(exc).__name__
         return StoreDatabaseError(f"{' '.join(str(exc).split())} (PostgreSQL {code}, "
                                   f"database {self.location})")
-
-
-def _support_sql(tracked: Mapping[str, tuple[str, ...]]) -> list[str]:
-    json_extract = r"""
-CREATE OR REPLACE FUNCTION json_extract(doc text, path text) RETURNS text
-LANGUAGE plpgsql IMMUTABLE AS $fn$
-DECLARE
-    keys text[] := '{}';
-    rest text;
-    m text[];
-BEGIN
-    IF doc IS NULL OR path IS NULL THEN RETURN NULL; END IF;
-    IF left(path, 1) <> '$' THEN RAISE EXCEPTION 'JSON path error near %', path; END IF;
-    rest := substr(path, 2);
-    WHILE rest <> '' LOOP
-        m := regexp_match(rest, '^(\.(?:"([^"]*)"|([^.\["]+)))');
-        IF m IS NULL THEN RAISE EXCEPTION 'unsupported JSON path %', path; END IF;
-        keys := keys || coalesce(m[2], m[3]);
-        rest := substr(rest, length(m[1]) + 1);
-    END LOOP;
-    RETURN doc::jsonb #>> keys;
-END $fn$"""
-    stamp = """
-CREATE OR REPLACE FUNCTION kbcurate_stamp_import() RETURNS trigger LANGUAGE plpgsql AS $fn$
-DECLARE v text := current_setting('kbcurate.import_id', true);
-BEGIN
-    IF v IS NOT NULL AND v <> '' THEN NEW.import_id := v::bigint; END IF;
-    RETURN NEW;
-END $fn$"""
-    triggers = [f"CREATE OR REPLACE TRIGGER kbcurate_stamp BEFORE INSERT ON {table} "
-                "FOR EACH ROW EXECUTE FUNCTION kbcurate_stamp_import()" for table in tracked]
-    return [json_extract, stamp, *triggers]
-
-
-# -- errors ---------------------------------------------------------------------------------
-_BUSY = ("55P03", "40001", "40P01")  # lock wait ran out, serialization failure, deadlock
-_READ_ONLY = ("25006", "42501")      # read-only transaction, insufficient privilege
-
-
-def translate_pg_error(exc: BaseException, where: str, setting: str, *, wait_s: float = 30.0,
-                       read_only_reason: str = "") -> WorkspaceError | None:
-    """The :class:`WorkspaceError` for a psycopg error caused by the environment, or None.
-
-    Args:
-        exc: What psycopg raised.
-        where: The database (:func:`safe_url`).
-        setting: Where its URL is configured (named so the user knows what to fix).
-        wait_s: The lock wait, for the busy message.
-        read_only_reason: Why the workspace was opened read-only, when it was.
-    """
-    if psycopg is None or not isinstance(exc, psycopg.Error):
-        return None
-    code = getattr(exc, "sqlstate", None) or ""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if code in _BUSY:
-        return WorkspaceBusyError(
-            f"The workspace database {where} is busy ({first}): another curator's write or a "
-            f"job held the write lock and we waited for {wait_s:g} s; retry")
-    if code in _READ_ONLY:
-        why = f" ({read_only_reason})" if read_only_reason else ""
-        return WorkspaceReadOnlyError(
-            f"The workspace database {where} is read-only{why} ({first}). This step needs to "
-            f"write: give the PostgreSQL user write access, or change {setting}")
-    if code == "53100":
-        return WorkspaceFullError(
-            f"Disk full on the PostgreSQL server of {where} ({first}); free space there and "
-            "retry; the unfinished change was not saved")
-    if code.startswith(("08", "57P", "53")) or (
-            isinstance(exc, psycopg.OperationalError) and not code):
-        return WorkspaceError(
-            f"Lost or refused connection to the workspace database {where} ({first}). Check "
-            f"that the PostgreSQL server runs and that {setting} names it; the unfinished "
-            "change was not saved")
-    return None
 
 
 def connect_postgresql(url: str, *, setting: str, read_only: bool = False,
