@@ -93,6 +93,27 @@ def test_biohicl_round_merges_lora_and_changes_the_model(tmp_workspace, tiny_mod
     assert before.shape == after.shape and not np.allclose(before, after, atol=1e-5)
 
 
+def test_biohicl_entity_mesh_with_names_derived_from_mentions(tmp_workspace, tiny_model_path):
+    ws = _with_mesh(tmp_workspace)
+    with ws.transaction() as conn:  # two cohort documents also mention melanoma (MeSH D008545)
+        conn.executemany("INSERT INTO annotations(doc_id, start, end, text, type, ids) VALUES "
+                         "(?, 0, 8, ?, 'Disease', ?)",
+                         [("301", "melanoma", '["MESH:D008545"]'),
+                          ("302", "Melanomas", '["D008545"]'),
+                          ("303", "skin lesion", '["D012871"]')])  # spells no heading
+    options = recipe_options("biohicl", {**SMALL, "base": str(tiny_model_path), "batch_size": 8,
+                                         "entity_mesh": True, "mesh_descriptors": "annotations"})
+    version = train_recipe(ws, "disease_gene", "biohicl", options, actor="root", progress=False)
+    m = version.manifest["examples"]
+    assert m["entity_mesh"] is True
+    assert m["descriptor_names"] == {"source": "annotations", "descriptor_ids": 2,
+                                     "descriptor_ids_named": 1, "descriptor_ids_unnamed": 1,
+                                     "mentions_matched": 2}
+    assert m["labels"]["entity_descriptor_assignments"] == 2
+    assert m["labels"]["entity_ids_unmapped"] == 1
+    assert m["documents"] == 44  # the annotated documents already had headings
+
+
 def test_biohicl_without_mesh_is_a_clear_error(tmp_workspace, tiny_model_path):
     ws = make_loop_workspace(tmp_workspace)
     with pytest.raises(CurationError, match="MeSH"):

@@ -67,7 +67,8 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--second-stage", action="store_true",
                    help="also train each variant on top of the task's EDEL version")
     p.add_argument("--mesh-descriptors", metavar="FILE",
-                   help="biohicl-entity: descriptor id -> name file (d2019.bin or a TSV)")
+                   help="biohicl-entity: descriptor id -> name file (d2019.bin or a TSV), or "
+                        "'annotations' to derive the names from the mentions (an adaptation)")
     _training_options(p)
     speed_commands.add_parser(sub, common)
 
@@ -205,8 +206,9 @@ def _recipe_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--entity-mesh", action="store_true", **add,
                    help="also label documents by the MeSH ids of their entity annotations")
     g.add_argument("--mesh-descriptors", metavar="FILE", **add,
-                   help="descriptor id -> name: NLM d2019.bin or a TSV with descriptor_ui and "
-                        "descriptor columns (needed by --entity-mesh)")
+                   help="descriptor id -> name: NLM d2019.bin, a TSV with descriptor_ui and "
+                        "descriptor columns, or 'annotations' (names derived from the "
+                        "mentions, an adaptation; needed by --entity-mesh)")
 
 
 #: ``kbcurate train`` arguments that are not training options.

@@ -64,7 +64,9 @@ class HiclOptions:
             carry descriptor ids, the tree carries names: needs ``mesh_descriptors``.
         mesh_descriptors: File mapping descriptor ids to names: NLM's ``d2019.bin``, or a TSV
             with ``descriptor_ui`` and ``descriptor`` columns (the pool's heading file is one,
-            covering only the descriptors its headings use).
+            covering only the descriptors its headings use); or ``"annotations"``: derive the
+            names from the mentions themselves (an adaptation, see
+            :mod:`curation.training.mesh_descriptors`; recorded in the manifest).
         dev_depth, dev_random: The dev pool that picks the epoch (0: last epoch).
     """
 
@@ -120,7 +122,8 @@ class HiclOptions:
         if self.entity_mesh and not self.mesh_descriptors:
             problems.append("entity_mesh needs mesh_descriptors: annotations name MeSH "
                             "descriptor ids but the tree names descriptors; pass NLM's "
-                            "d2019.bin, or a TSV with descriptor_ui and descriptor columns")
+                            "d2019.bin, a TSV with descriptor_ui and descriptor columns, or "
+                            "'annotations' to derive names from the mentions")
         if self.batch_size < 4:
             problems.append(f"batch_size must be >= 4 so a batch holds positive and negative "
                             f"pairs (paper: 32), got {self.batch_size!r}")
@@ -138,10 +141,10 @@ def train_biohicl(ws: Workspace, schema: str, options: HiclOptions | None = None
     """
     from datasets import Dataset
 
+    from curation.training.mesh_descriptors import descriptor_names
     from curation.training.mesh_labels import (
         mesh_labels,
         positive_partners,
-        read_descriptor_names,
     )
     from retrievers.training.engine import train_model
     from retrievers.training.hicl import HiCLLoss, hierarchy_batch_sampler
@@ -153,7 +156,8 @@ def train_biohicl(ws: Workspace, schema: str, options: HiclOptions | None = None
     task = build_task(ws, schema)
     if report:
         report(0.02, "building MeSH labels")
-    names = read_descriptor_names(options.mesh_descriptors) if options.entity_mesh else None
+    names, provenance = (descriptor_names(ws, options.mesh_descriptors) if options.entity_mesh
+                         else (None, None))
     labels = mesh_labels(ws, entity_mesh=options.entity_mesh, descriptor_names=names)
     partners = positive_partners(labels, beta=options.beta)
     anchors = sum(1 for p in partners if len(p))
@@ -168,6 +172,8 @@ def train_biohicl(ws: Workspace, schema: str, options: HiclOptions | None = None
     manifest = {"recipe": "biohicl", "examples": len(texts), "documents": len(texts),
                 "anchors_with_partner": anchors, "entity_mesh": options.entity_mesh,
                 "labels": labels.summary(beta=options.beta), "sha256": _digest(labels)}
+    if provenance:
+        manifest["descriptor_names"] = provenance
     logger.info("BioHiCL on %d labelled documents (%d with a partner above beta %.2f)",
                 len(texts), anchors, options.beta)
     base = base_path(ws, options.base)

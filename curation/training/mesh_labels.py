@@ -26,7 +26,8 @@ Optional ``entity_mesh=True`` adds the MeSH descriptors of the document's Diseas
 annotations (ids such as ``D003920`` or ``MESH:D003920``). The annotations carry descriptor
 *UIs*, the workspace's tree (``mtreesYYYY.bin``) carries descriptor *names*: the flag needs a
 UI -> name mapping (``descriptor_names``; :func:`read_descriptor_names` reads NLM's ASCII
-descriptor file ``dYYYY.bin`` or a TSV with ``descriptor_ui`` and ``descriptor`` columns) and
+descriptor file ``dYYYY.bin`` or a TSV with ``descriptor_ui`` and ``descriptor`` columns;
+:mod:`curation.training.mesh_descriptors` can also derive one from the mentions themselves) and
 raises :class:`~kb_sources.errors.CurationError` without one. Supplementary-concept ids
 (``C000...``) have no tree number and are skipped.
 """
@@ -39,12 +40,12 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kb_sources.errors import CurationError, InputFormatError
+from curation.training.mesh_descriptors import DESCRIPTOR_UI, read_descriptor_names
+from kb_sources.errors import CurationError
 from kb_sources.medline import mesh_descriptor
 
 if TYPE_CHECKING:
@@ -79,7 +80,6 @@ ENTITY_TYPES: tuple[str, ...] = ("disease", "chemical")
 #: Default label-similarity threshold for a positive pair (the paper's beta).
 DEFAULT_BETA = 0.3
 
-_DESCRIPTOR_UI = re.compile(r"D[0-9]{6,9}")
 _FIX_TREE = ("import the MeSH tree with `kbcurate import mesh mtrees2019.bin.gz` (the shared data "
              "has it in mesh_trees/), or build the demo workspace with `kbcurate demo`")
 _FIX_HEADINGS = ("attach MeSH headings with `kbcurate import mesh-headings FILE` (a TSV with "
@@ -397,56 +397,6 @@ def positive_partners(labels: MeshLabels, beta: float = DEFAULT_BETA, *,
     return partners
 
 
-def read_descriptor_names(path: str | Path) -> dict[str, str]:
-    """Read a MeSH descriptor UI -> name mapping.
-
-    Two formats: NLM's ASCII descriptor file (``d2019.bin``: ``*NEWRECORD`` blocks with
-    ``MH = name`` and ``UI = D000001`` lines), or a TSV with columns ``descriptor_ui`` and
-    ``descriptor`` (such as ``abstract_pool/pmid_mesh_headings.tsv.gz``; rows without a UI are
-    skipped). Plain or gzip.
-
-    Returns:
-        UI -> descriptor name.
-
-    Raises:
-        InputFormatError: Unreadable file, missing columns, a record without ``MH`` or ``UI``, or
-            a UI that is not ``D`` + digits.
-    """
-    from kb_sources.io import iter_lines, iter_tsv
-
-    p = Path(path)
-    first = next((line for _, line in iter_lines(p) if line.strip()), "")
-    names: dict[str, str] = {}
-    if first.strip() == "*NEWRECORD":
-        record: dict[str, str] = {}
-        start = 0
-        for line_no, line in [*iter_lines(p), (-1, "*NEWRECORD")]:
-            if line.strip() == "*NEWRECORD":
-                if record:
-                    _add_descriptor(names, p, start, record.get("UI", ""), record.get("MH", ""))
-                record, start = {}, line_no
-                continue
-            key, sep, value = line.partition(" = ")
-            if sep and key.strip() in ("MH", "UI"):
-                record[key.strip()] = value.strip()
-        return names
-    for line_no, row in iter_tsv(p, ("descriptor_ui", "descriptor"),
-                                 format_name="MeSH descriptor TSV"):
-        if row["descriptor_ui"].strip():
-            _add_descriptor(names, p, line_no, row["descriptor_ui"].strip(),
-                            row["descriptor"].strip())
-    return names
-
-
-def _add_descriptor(names: dict[str, str], path: Path, line: int, ui: str, name: str) -> None:
-    if not _DESCRIPTOR_UI.fullmatch(ui) or not name:
-        raise InputFormatError(path, f"descriptor record without a valid UI and name (UI {ui!r}, "
-                               f"name {name[:40]!r})", line=line if line > 0 else None,
-                               expected="a UI such as D003920 and a descriptor name",
-                               fix="use NLM's dYYYY.bin unchanged or fix the row")
-    names[ui] = name
-
-
 def _no_descriptor_mapping() -> CurationError:
     return CurationError(
         "entity_mesh=True needs a MeSH descriptor UI -> name mapping: annotation ids are "
@@ -456,7 +406,9 @@ def _no_descriptor_mapping() -> CurationError:
         "descriptor file of the tree's year (d2019.bin from "
         "https://nlmpubs.nlm.nih.gov/projects/mesh/2019/asciimesh/) or a TSV with columns "
         "descriptor_ui and descriptor (abstract_pool/pmid_mesh_headings.tsv.gz covers only the "
-        "~800 descriptors of its MEDLINE records), or leave entity_mesh off")
+        "~800 descriptors of its MEDLINE records), or derive one from the annotations' own "
+        "mentions (mesh_descriptors='annotations', an adaptation: see "
+        "curation.training.mesh_descriptors), or leave entity_mesh off")
 
 
 def _tree_numbers(ws: Workspace) -> dict[str, list[str]]:
@@ -539,7 +491,7 @@ def _entity_descriptors(ws: Workspace, doc_ids: Sequence[str], names: Mapping[st
             for value in values if isinstance(values, list) else []:
                 ui = str(value).strip()
                 ui = ui[5:] if ui.upper().startswith("MESH:") else ui
-                if not _DESCRIPTOR_UI.fullmatch(ui):
+                if not DESCRIPTOR_UI.fullmatch(ui):
                     stats["entity_ids_not_descriptors"] += 1
                 elif ui not in names:
                     stats["entity_ids_unmapped"] += 1
