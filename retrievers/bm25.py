@@ -123,13 +123,11 @@ class BM25Retriever(Retriever):
 
     def _scorer(self) -> Any:
         if self._model is None:
-            import bm25s
-
+            bm25s = _import_bm25s()
             cfg = self.config
             model = bm25s.BM25(k1=cfg.k1, b=cfg.b, method=cfg.method)
             # Pass (token ids, vocab): bm25s' own tokenizer is not used, empty documents are fine
-            model.index(([d.tolist() for d in self._docs], dict(self._vocab)),
-                        show_progress=False)
+            model.index((_TokenLists(self._docs), dict(self._vocab)), show_progress=False)
             self._model = model
         return self._model
 
@@ -171,13 +169,51 @@ class BM25Retriever(Retriever):
         return obj
 
 
+class _TokenLists(list):  # bm25s takes (ids, vocab) only when ids is a list
+    """A ``list``-typed view of the token-id arrays, converting one document at a time.
+
+    bm25s reads its ``(corpus_token_ids, vocab)`` input only by ``len`` and iteration (document
+    lengths, document frequencies, scores), but checks ``isinstance(ids, list)``. Converting
+    every document up front held all postings as Python ints at once (about 60 bytes each:
+    12.2M postings at 100k documents); here only the current document is converted.
+    """
+
+    def __init__(self, docs: list[np.ndarray]) -> None:
+        super().__init__()
+        self._docs = docs
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __iter__(self) -> Any:
+        return (d.tolist() for d in self._docs)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [d.tolist() for d in self._docs[index]]
+        return self._docs[index].tolist()
+
+
+def _import_bm25s() -> Any:
+    """Import bm25s and undo its import-time ``logger.setLevel(DEBUG)``.
+
+    Left at DEBUG, its "Building index from IDs" records pass the application's WARNING level
+    and reach the terminal; with the level reset, the ``bm25s`` logger follows the application's
+    logging configuration like every other library (``--verbose`` still shows them).
+    """
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.NOTSET)
+    return bm25s
+
+
 def _load_bm25s(folder: Path) -> Any:
     """Load bm25s' saved index files.
 
     Raises:
         RetrieverError: The files are missing (a save cut short).
     """
-    import bm25s
+    bm25s = _import_bm25s()
 
     if not folder.is_dir():
         raise RetrieverError(f"BM25 index files missing in {folder}; rebuild and save the index")

@@ -129,3 +129,44 @@ def test_loading_another_type_says_which(bm25: BM25Retriever, tmp_path: Path) ->
     with pytest.raises(RetrieverError, match="holds a 'bm25' retriever, not 'dense'.*"
                                              "load_retriever"):
         DenseRetriever.load(tmp_path)
+
+
+def test_scores_equal_bm25s_built_from_plain_lists(bm25: BM25Retriever) -> None:
+    """The one-document-at-a-time view gives bm25s exactly what a list of lists would."""
+    import bm25s
+    import numpy as np
+
+    from retrievers.bm25 import _TokenLists
+
+    view = _TokenLists(bm25._docs)
+    assert len(view) == 5 and isinstance(view, list)
+    assert list(view) == [d.tolist() for d in bm25._docs]
+    assert view[1] == bm25._docs[1].tolist() and view[:2] == [d.tolist() for d in bm25._docs[:2]]
+    plain = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
+    plain.index(([d.tolist() for d in bm25._docs], dict(bm25._vocab)), show_progress=False)
+    query = [bm25._vocab[t] for t in ("braf", "v600e", "melanoma")]
+    expected = plain.get_scores(query)
+    got = bm25._scorer().get_scores(query)
+    assert np.count_nonzero(expected) == 3  # three documents share a query term
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_bm25s_debug_records_stay_silent_at_warning(capsys) -> None:
+    """bm25s sets its own logger to DEBUG on import; the application's level must win."""
+    import logging
+
+    root = logging.getLogger()
+    handler = logging.StreamHandler()  # writes to the (captured) stderr
+    old_level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    try:
+        logging.getLogger("bm25s").setLevel(logging.DEBUG)  # as a fresh `import bm25s` leaves it
+        retriever = BM25Retriever()
+        retriever.index(docs(), progress=False)
+        retriever.search("BRAF", k=1)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old_level)
+    assert "Building index" not in capsys.readouterr().err
+    assert logging.getLogger("bm25s").level == logging.NOTSET
