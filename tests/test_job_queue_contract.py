@@ -99,7 +99,7 @@ def test_a_failing_job_is_recorded_failed(ws):
     work(ws)
     failed = get_job(ws, job.id)
     assert failed.status is JobStatus.FAILED and failed.error.startswith("TypeError: ")
-    assert queued_status(ws, job.id) in (None, "succeeded")  # the job recorded its own end
+    assert queued_status(ws, job.id) in (None, "failed")  # procrastinate's record agrees
 
 
 def test_permissions_are_checked_as_before(ws):
@@ -305,3 +305,16 @@ def test_procrastinate_lives_in_its_own_schema_created_once(pg_ws, monkeypatch):
                                "tablename = 'procrastinate_jobs'", (pg_jobs.PG_SCHEMA,))
     assert found.fetchone()[0] == 1
     assert broker.queue == "kbcurate-" + broker.where.rsplit("/", 1)[1]
+
+
+def test_a_failed_job_is_failed_in_procrastinate_too_with_one_log_line(pg_ws):
+    job = submit(pg_ws, "selftest", {"steps": "three"})
+    run = subprocess.run([sys.executable, "-m", "curation.cli.main", "worker", "-w",
+                          str(pg_ws.root), "--burst"], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert get_job(pg_ws, job.id).status is JobStatus.FAILED
+    assert queued_status(pg_ws, job.id) == "failed"
+    assert ("ended with status: Error" in run.stderr
+            and f"(kbcurate job {job.id} (selftest) failed: TypeError: " in run.stderr)
+    assert "procrastinate/worker.py" not in run.stderr  # no traceback of the worker's plumbing

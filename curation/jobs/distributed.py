@@ -131,9 +131,15 @@ class ProcrastinateQueue:
         def runner(job_id: int, abort_reason: Callable[[], str | None]) -> None:
             run_claimed(root, job_id, abort_reason)
 
-        self.broker.run_worker(runner, concurrency=concurrency, wait=wait,
-                               name=f"kbcurate@{socket.gethostname()}",
-                               heartbeat_s=HEARTBEAT_S, stalled_after_s=STALLED_AFTER_S)
+        quiet = _NoTracebackForJobFailed()
+        procrastinate_log = logging.getLogger("procrastinate.worker")
+        procrastinate_log.addFilter(quiet)
+        try:
+            self.broker.run_worker(runner, concurrency=concurrency, wait=wait,
+                                   name=f"kbcurate@{socket.gethostname()}",
+                                   heartbeat_s=HEARTBEAT_S, stalled_after_s=STALLED_AFTER_S)
+        finally:
+            procrastinate_log.removeFilter(quiet)
 
 
 class QueueJobContext(JobContext):
@@ -158,9 +164,31 @@ class QueueJobContext(JobContext):
         return True
 
 
+class JobFailed(Exception):  # noqa: N818 - read in procrastinate's log as "JobFailed: ..."
+    """Raised to procrastinate after kbcurate recorded the job failed, so that procrastinate's
+    own record says "failed" too (it had said "succeeded": the failure was caught and stored
+    in kbcurate's ``jobs`` row, and the task returned normally)."""
+
+
+class _NoTracebackForJobFailed(logging.Filter):
+    """procrastinate logs a failed task with its traceback; for :class:`JobFailed` that is only
+    the worker's own plumbing (the job's error was logged when it happened), so the record
+    keeps one line: procrastinate's message and the job's error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], JobFailed):
+            record.msg, record.args = f"{record.getMessage()} ({record.exc_info[1]})", ()
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
 def run_claimed(root: Path, job_id: int, abort_reason: Callable[[], str | None]) -> None:
     """Run kbcurate job ``job_id``, claimed by a procrastinate worker, in the workspace at
-    ``root`` (a connection of its own); a job no longer queued is skipped with a log line."""
+    ``root`` (a connection of its own); a job no longer queued is skipped with a log line.
+
+    Raises:
+        JobFailed: The job ran and failed (its error is already in kbcurate's ``jobs`` row).
+    """
     ws = retry_busy(lambda: Workspace.open(root), f"job {job_id}: open the workspace")
     with ws:
         try:
@@ -173,3 +201,5 @@ def run_claimed(root: Path, job_id: int, abort_reason: Callable[[], str | None])
             logger.warning("job %d: not run (%s)", job_id, exc)
             return
     logger.info("job %d (%s): %s", job_id, job.kind, job.status.value)
+    if job.status is JobStatus.FAILED:
+        raise JobFailed(f"kbcurate job {job_id} ({job.kind}) failed: {job.error}")
