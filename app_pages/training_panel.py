@@ -14,6 +14,7 @@ from app_pages.safe import md
 from curation.jobs.queue import list_jobs
 from curation.store.models import list_models
 from curation.training.jobs import start_training
+from curation.training.mesh_descriptors import FROM_ANNOTATIONS
 from curation.training.recipes import RECIPE_HELP, RECIPES, recipe_options
 from kb_sources.errors import CurationError
 
@@ -26,6 +27,8 @@ def _request() -> None:
         options["negatives_per_class"] = int(st.session_state.get("train_negatives", 2))
     elif recipe == "bica":
         options["graph"] = st.session_state.get("train_graph") or "citations"
+    elif recipe == "biohicl" and st.session_state.get("train_entity_mesh"):
+        options.update(entity_mesh=True, mesh_descriptors=FROM_ANNOTATIONS)
     st.session_state["train_request"] = {
         "schema": st.session_state.get("train_schema"), "recipe": recipe, "options": options}
 
@@ -67,6 +70,11 @@ def training_panel(ctx: AppContext, schemas: list[str]) -> None:
             cols[2].selectbox("Graph", ("citations", "knn", "both"), key="train_graph",
                               help="citations: the paper; knn: a kNN graph of the corpus by the "
                                    "base model (adaptation: few abstracts here have citations)")
+        elif recipe == "biohicl":
+            cols[2].checkbox("Entity MeSH", key="train_entity_mesh",
+                             help="also label documents by the MeSH ids of their disease and "
+                                  "chemical annotations, named by the headings their mentions "
+                                  "spell (an adaptation; reserved corpora never count)")
         cols[3].number_input("Max tokens", 32, 512, defaults.max_seq_length, step=32,
                              key="train_length")
         cols[4].button("Start training", key="train_start", type="primary", on_click=_request)

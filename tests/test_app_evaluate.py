@@ -99,3 +99,18 @@ def test_training_is_offered_to_admins_and_refused_to_others(ws_root):
     at.run()
     assert jobs(ws_root) == []  # refused before queueing, in the page's words
     assert any("TrainConfig.epochs must be an integer >= 1" in shown(e.value) for e in at.error)
+
+
+def test_admin_starts_biohicl_with_entity_mesh_labels(ws_root):
+    at = evaluate_page("boss")
+    at.radio(key="train_recipe").set_value("biohicl").run()
+    at.selectbox(key="train_schema").set_value("PO")
+    at.checkbox(key="train_entity_mesh").check()
+    at.button(key="train_start").click().run()
+    (job,) = jobs(ws_root)
+    assert (job.kind, job.params["recipe"], job.created_by) == ("train", "biohicl", "boss")
+    assert job.params["options"]["entity_mesh"] is True
+    assert job.params["options"]["mesh_descriptors"] == "annotations"
+    with Workspace.open(ws_root) as ws:  # the app's small workspace has no MeSH tree
+        done = wait_for_job(ws, job.id, timeout=120)
+    assert done.status is JobStatus.FAILED and "MeSH" in done.error
