@@ -33,6 +33,10 @@ query is never switched to another graph behind the caller's back.
 Each (query, positive, negative) is one row, as in BiCA. The walk's vectors come from a fixed
 encoder (the base model, through the workspace embedding cache: :func:`base_vectors`) or from
 injected functions; the walks are seeded per query, so one config gives the same triplets.
+
+The graph and the walks (:class:`Graph`, :class:`CitationDirection`, :class:`NegativeSource`,
+:func:`base_vectors`, edges, adjacency, walks) live in :mod:`curation.training.bica_graph`,
+whose public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -41,17 +45,27 @@ import hashlib
 import logging
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any
 
-import numpy as np
-from tqdm.auto import tqdm
-
-from curation.evaluation.harness import EvalQuery, EvalTask, build_task
+from curation.evaluation.harness import EvalTask, build_task
 from curation.matching.matcher import EntityMatcher
 from curation.store.workspace import Workspace
+from curation.training.bica_graph import (  # noqa: F401 - BaseVectors re-exported for callers
+    BaseVectors,
+    CitationDirection,
+    Graph,
+    NegativeSource,
+    VectorFunction,
+    _adjacency,
+    _citation_edges,
+    _DocVectors,
+    _Unit,
+    _walk_all,
+    base_vectors,
+)
 from curation.training.examples import (
     DEFAULT_DOCUMENT_FORMAT,
     Ablation,
@@ -64,23 +78,9 @@ from curation.training.margins import margin_table
 from kb_sources.errors import CurationError, parse_choice
 from kb_sources.schema import get_schema
 from retrievers.encoder import DEFAULT_MODEL
-from retrievers.errors import RetrieverError
-from retrievers.training.walks import knn_graph, neighbourhood, walk_negatives
+from retrievers.training.walks import neighbourhood
 
 logger = logging.getLogger(__name__)
-
-#: doc ids (or query texts) -> L2-normalised float32 vectors, one row per input, in input order.
-VectorFunction = Callable[[list[str]], np.ndarray]
-
-_NORM_TOLERANCE = 1e-2  # float16 encoders normalise to about 1e-3
-
-
-class Graph(StrEnum):
-    """Which edges the walks follow."""
-
-    CITATIONS = "citations"
-    KNN = "knn"
-    BOTH = "both"
 
 
 class QuerySource(StrEnum):
@@ -91,24 +91,11 @@ class QuerySource(StrEnum):
     BOTH = "both"
 
 
-class CitationDirection(StrEnum):
-    """How citation edges are followed."""
-
-    BOTH = "both"  # citing -> cited and cited -> citing
-    OUT = "out"  # citing -> cited only (BiCA)
-
-
 class Fallback(StrEnum):
     """Why a query got BM25 negatives instead of a walk."""
 
     NO_EDGE = "no edge"
     FEW_HOP1 = "fewer than n_paths usable hop-1 documents"
-
-
-class NegativeSource(StrEnum):
-    WALK = "walk"
-    RANDOM = "random"
-    BM25 = "bm25"
 
 
 @dataclass(frozen=True)
@@ -236,82 +223,6 @@ class BicaExampleSet:
         """(query, positive text, negative text) per triplet, in order (MNR input)."""
         return [(t.query, self.texts[t.positive_doc], self.texts[t.negative_doc])
                 for t in self.triplets]
-
-
-class BaseVectors(NamedTuple):
-    """The walk's encoder as two functions (see :func:`base_vectors`); unpacks as a pair.
-
-    ``documents.model_id`` names the encoder (its embedding-cache key).
-    """
-
-    documents: VectorFunction
-    queries: VectorFunction
-
-    @property
-    def model_id(self) -> str:
-        return str(getattr(self.documents, "model_id", "injected"))
-
-
-def base_vectors(ws: Workspace, model: str = DEFAULT_MODEL,
-                 document_format: str = DEFAULT_DOCUMENT_FORMAT, max_seq_length: int = 256,
-                 progress: bool = True) -> BaseVectors:
-    """Document and query vectors of a fixed encoder, documents through the workspace cache.
-
-    Document vectors are read from (and written to) ``WS/cache/embeddings`` under the encoder's
-    ``model_id``, as dense indexes do, so texts embedded once are never embedded again.
-
-    Args:
-        ws: The workspace (document texts and cache).
-        model: HF name, local folder or a registry version of the workspace (its verified
-            folder, token limit and cache key are used).
-        document_format: How a document becomes the text that is embedded.
-        max_seq_length: Token limit (a registry version's own limit wins).
-        progress: tqdm bar while documents are encoded.
-
-    Returns:
-        :class:`BaseVectors` ``(documents, queries)``: ``documents(doc_ids)`` and
-        ``queries(texts)``, L2-normalised float32 rows in input order;
-        ``documents.model_id`` is the encoder's cache key.
-    """
-    from curation.store.models import is_model_version, model_options
-    from retrievers.cache import EmbeddingCache, encode_with_cache
-    from retrievers.encoder import Encoder, EncoderConfig
-
-    options: dict[str, Any] = {"model": model, "max_seq_length": max_seq_length}
-    if is_model_version(ws, model):
-        found = model_options(ws, model)
-        options = {k: found[k] for k in ("model", "model_version", "max_seq_length")}
-    encoder = Encoder(EncoderConfig(**options, normalize=True))
-    cache = EmbeddingCache(ws.root / "cache" / "embeddings", encoder.model_id)
-    texts: dict[str, str] = {}
-
-    def documents(doc_ids: list[str]) -> np.ndarray:
-        if not texts:
-            for doc_id, title, abstract in ws.conn.execute(
-                    "SELECT doc_id, title, abstract FROM documents"):
-                texts[doc_id] = document_format.format(title=title, abstract=abstract).strip()
-        missing = [d for d in doc_ids if d not in texts]
-        if missing:
-            raise CurationError(f"{len(missing)} documents are not in the workspace (first "
-                                f"{missing[0]!r}); pass doc ids of workspace documents")
-        return encode_with_cache([texts[d] for d in doc_ids], encoder, cache, progress=progress)
-
-    def queries(query_texts: list[str]) -> np.ndarray:
-        return encoder.encode_queries(list(query_texts))
-
-    documents.model_id = encoder.model_id  # type: ignore[attr-defined]
-    return BaseVectors(documents, queries)
-
-
-@dataclass(frozen=True)
-class _Unit:
-    """One walk: a query text, its positives (the walk's seeds) and its exclusions."""
-
-    query: EvalQuery
-    text: str
-    kind: str
-    positives: tuple[str, ...]
-    exclude: frozenset[str]
 
 
 def build_bica_examples(ws: Workspace, schema: str, config: BicaConfig | None = None, *,
@@ -469,103 +380,6 @@ def build_bica_examples(ws: Workspace, schema: str, config: BicaConfig | None = 
                 counts["query without negative"])
     return BicaExampleSet(sch.name, tuple(triplets), {d: docs.formatted[d] for d in sorted(used)},
                           manifest)
-
-
-def _citation_edges(ws: Workspace) -> list[tuple[str, str]]:
-    """Distinct citing -> cited edges with both ends in the workspace (no self-citations)."""
-    return [(a, b) for a, b in ws.conn.execute(
-        "SELECT c.citing, c.cited FROM citations c "
-        "JOIN documents x ON x.doc_id = c.citing JOIN documents y ON y.doc_id = c.cited "
-        "WHERE c.citing != c.cited ORDER BY c.citing, c.cited")]
-
-
-class _DocVectors:
-    """Document vectors fetched once per document through the vector function, then kept."""
-
-    def __init__(self, fn: VectorFunction) -> None:
-        self.fn = fn
-        self.rows: dict[str, np.ndarray] = {}
-
-    def matrix(self, ids: Sequence[str]) -> np.ndarray:
-        """Vectors of ``ids`` (checked), shape (len(ids), dim)."""
-        missing = [d for d in dict.fromkeys(ids) if d not in self.rows]
-        if missing:
-            found = _checked(self.fn(missing), len(missing), "vectors")
-            self.rows.update(zip(missing, found, strict=True))
-        if not ids:
-            return np.zeros((0, 0), dtype=np.float32)
-        return np.stack([self.rows[d] for d in ids])
-
-
-def _adjacency(config: BicaConfig, citations: Sequence[tuple[str, str]],
-               doc_vectors: _DocVectors, corpus: Sequence[str]) -> dict[str, list[str]]:
-    """doc id -> neighbours (sorted citation neighbours, then kNN neighbours by similarity)."""
-    adjacency: dict[str, list[str]] = {}
-    if config.graph != Graph.KNN:
-        both = config.citation_direction == CitationDirection.BOTH
-        linked: dict[str, set[str]] = {}
-        for citing, cited in citations:
-            linked.setdefault(citing, set()).add(cited)
-            if both:
-                linked.setdefault(cited, set()).add(citing)
-        adjacency = {d: sorted(nbs) for d, nbs in linked.items()}
-    if config.graph != Graph.CITATIONS and corpus:
-        logger.info("kNN graph (k=%d) over %d documents", config.knn_k, len(corpus))
-        for i, nbs in enumerate(knn_graph(doc_vectors.matrix(corpus), config.knn_k)):
-            row = adjacency.setdefault(corpus[i], [])
-            seen = set(row)
-            row += [corpus[j] for j in nbs if corpus[j] not in seen]
-    return adjacency
-
-
-def _checked(matrix: object, rows: int, what: str) -> np.ndarray:
-    """The vectors a function returned, checked: (rows, dim) floats with unit norm."""
-    arr = np.asarray(matrix)
-    if arr.ndim != 2 or arr.shape[0] != rows or not np.issubdtype(arr.dtype, np.floating):
-        raise CurationError(f"{what} returned an array of shape {arr.shape} ({arr.dtype}); "
-                            f"expected {rows} rows of floats, one per input, in input order")
-    norms = np.linalg.norm(arr, axis=1)
-    if rows and (not np.all(np.isfinite(norms)) or np.any(np.abs(norms - 1) > _NORM_TOLERANCE)):
-        raise CurationError(f"{what} returned rows that are not L2-normalised (norms "
-                            f"{norms.min():.3f}..{norms.max():.3f}); normalise them (cosine = "
-                            "dot product)")
-    return arr.astype(np.float32, copy=False)
-
-
-def _unit_seed(seed: int, unit: _Unit) -> int:
-    key = f"{seed}\t{unit.query.qid}\t{unit.kind}\t{','.join(unit.positives)}"
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
-
-
-def _walk_all(config: BicaConfig, walks: Sequence[tuple[int, _Unit, list[str], list[str]]],
-              doc_vectors: _DocVectors, query_vectors: VectorFunction, progress: bool
-              ) -> dict[int, list[tuple[str, str]]]:
-    """unit index -> [(doc id, source)] of every walked unit (paths first, then random)."""
-    out: dict[int, list[tuple[str, str]]] = {}
-    if not walks:
-        return out
-    ids = sorted({d for _, _, hop1, cands in walks for d in (*hop1, *cands)})
-    row = {d: i for i, d in enumerate(ids)}
-    matrix = doc_vectors.matrix(ids)
-    texts = sorted({unit.text for _, unit, _, _ in walks})
-    qrow = {t: i for i, t in enumerate(texts)}
-    qmatrix = _checked(query_vectors(texts), len(texts), "query_vectors")
-    for i, unit, hop1, cands in tqdm(walks, desc="BiCA walks", disable=not progress,
-                                     mininterval=0.5):
-        try:
-            result = walk_negatives(
-                qmatrix[qrow[unit.text]], [row[d] for d in hop1], [row[d] for d in cands],
-                matrix, n_paths=config.n_paths, path_length=config.path_length,
-                top_k=config.top_k, include_random=config.include_random,
-                exclude=[row[d] for d in unit.exclude if d in row],
-                rng=_unit_seed(config.seed, unit))
-        except RetrieverError as exc:
-            raise CurationError(f"BiCA walk of query {unit.query.qid!r}: {exc}") from exc
-        negs = [(ids[r], NegativeSource.WALK.value) for path in result.paths for r in path]
-        if result.random is not None:
-            negs.append((ids[result.random], NegativeSource.RANDOM.value))
-        out[i] = negs
-    return out
 
 
 def triplet_digest(triplets: Sequence[Triplet]) -> str:
