@@ -8,7 +8,8 @@
   random / length-grouped batches of :mod:`retrievers.training.length_groups`).
 - :mod:`retrievers.training.mnr`: :func:`train_triplets` (BiCA: multiple-negatives ranking over
   hard-negative triplets); :mod:`retrievers.training.walks`: BiCA's graph walks.
-- :mod:`retrievers.training.hicl`: BioHiCL's MeSH-hierarchy loss and batch sampler;
+- :mod:`retrievers.training.hicl`, :mod:`retrievers.training.hicl_sampler`: BioHiCL's
+  MeSH-hierarchy loss and batch sampler;
   :mod:`retrievers.training.lora`: LoRA adapters added and merged (peft).
 
 Like the rest of :mod:`retrievers`, this sub-package knows texts, vectors and losses only. It may
