@@ -26,11 +26,15 @@ WING_RULES: dict[str, frozenset[str]] = {
     "access": frozenset({"store"}),
     "matching": frozenset(),
     "jobs": frozenset({"access", "store"}),
-    "search": frozenset({"access", "store", "matching", "jobs"}),
+    # the learned ranker (DESIGN.md, "Two speeds of learning") sits under search and training
+    "ranking": frozenset({"store", "matching"}),
+    "search": frozenset({"access", "store", "matching", "jobs", "ranking"}),
     # evaluation runs as a background job for a signed-in admin, hence jobs and access
-    "evaluation": frozenset({"search", "store", "matching", "jobs", "access"}),
-    "training": frozenset({"evaluation", "search", "store", "matching", "jobs", "access"}),
-    "cli": frozenset({"store", "access", "matching", "jobs", "search", "evaluation", "training"}),
+    "evaluation": frozenset({"search", "store", "matching", "jobs", "access", "ranking"}),
+    "training": frozenset({"evaluation", "search", "store", "matching", "jobs", "access",
+                           "ranking"}),
+    "cli": frozenset({"store", "access", "matching", "jobs", "search", "evaluation", "training",
+                      "ranking"}),
 }
 SHARED = frozenset({"templates"})
 

@@ -8,7 +8,7 @@ import sys
 
 import pandas as pd
 
-from curation.cli import store_commands, train_commands, vector_commands
+from curation.cli import rank_commands, store_commands, train_commands, vector_commands
 from curation.cli.common import print_json, workspace_path
 from curation.store.importer import import_file
 from curation.store.relations import PartialRelation, list_partial_relations
@@ -28,6 +28,7 @@ def dispatch(args: argparse.Namespace) -> int:
         "bench": cmd_bench, "settings": cmd_settings, "index": cmd_index,
         **train_commands.HANDLERS,
         **vector_commands.HANDLERS,
+        **rank_commands.HANDLERS,
         **store_commands.HANDLERS,
     }[args.command]
     return handler(args)

@@ -83,10 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     _app_parsers(sub, common)
 
-    from curation.cli import train_commands, vector_commands
+    from curation.cli import rank_commands, train_commands, vector_commands
 
     train_commands.add_parsers(sub, common)
     vector_commands.add_parsers(sub, common)
+    rank_commands.add_parsers(sub, common)
     return parser
 
 
@@ -169,7 +170,8 @@ def _evaluation_parsers(sub: argparse._SubParsersAction,
     p.add_argument("--schema", required=True, help="schema whose KB relations are the queries")
     p.add_argument("--retriever", action="append", default=[], metavar="NAME",
                    help="retriever (repeatable): bm25, dense, hybrid, each optionally with "
-                        "+rerank (entity-aware rerank); default bm25")
+                        "+rerank (entity-aware rerank), or ranked (the schema's active learned "
+                        "ranker, kbcurate rank train); default bm25")
     p.add_argument("--split", default="test", choices=("train", "dev", "test", "all"))
     p.add_argument("--model", help="dense model: a registry version (kbcurate models list), "
                                    "Hugging Face name or local folder (default: the packaged "

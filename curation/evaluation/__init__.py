@@ -3,5 +3,6 @@ evaluation runs (as background jobs), the tables behind the Review and Evaluate 
 speed bench.
 
 May import: curation.search, curation.store, curation.matching, curation.jobs, curation.access,
+curation.ranking,
 curation.templates, kb_sources, retrievers.
 """

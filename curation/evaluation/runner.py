@@ -12,12 +12,15 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from curation.evaluation.harness import EvalQuery, build_task, report_json, score_run
+from curation.evaluation.harness import EvalQuery, EvalTask, build_task, report_json, score_run
 from curation.matching.matcher import EntityMatcher
+from curation.ranking.pipeline import RANKED, RankingContext
+from curation.ranking.versions import active_version, load_ranker
 from curation.search.indexing import get_index
 from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
+from kb_sources.schema import get_schema
 from retrievers.base import Hit
 from retrievers.registry import retriever_names
 
@@ -33,8 +36,8 @@ def check_retriever_names(names: Sequence[str]) -> None:
     available = retriever_names()
     for name in names:
         base = name.removesuffix(RERANK_SUFFIX)
-        if base not in available:
-            options = ", ".join(available + [n + RERANK_SUFFIX for n in available])
+        if base not in available and name != RANKED:
+            options = ", ".join(available + [n + RERANK_SUFFIX for n in available] + [RANKED])
             raise CurationError(f"Unknown retriever {name!r}. Available options: {options}")
 
 
@@ -69,9 +72,12 @@ def evaluate_workspace(
     results = []
     for i, name in enumerate(retrievers):
         step = _scaled(report, i, len(retrievers), name) if report else None
-        run = rank_queries(ws, name, queries, texts.__getitem__, matcher,
-                           options=(options or {}).get(name.removesuffix(RERANK_SUFFIX), {}),
-                           report=step, progress=progress)
+        if name == RANKED:
+            run = ranked_queries(ws, task, queries, matcher, progress=progress and not report)
+        else:
+            run = rank_queries(ws, name, queries, texts.__getitem__, matcher,
+                               options=(options or {}).get(name.removesuffix(RERANK_SUFFIX), {}),
+                               report=step, progress=progress)
         if step:
             step(0.95, "scoring")
         results.append(score_run(queries, run, name, texts.__getitem__, matcher))
@@ -110,6 +116,30 @@ def rank_queries(ws: Workspace, name: str, queries: Sequence[EvalQuery],
         if report and j % 20 == 0:
             report(0.8 + 0.15 * j / len(queries), f"ranking {j}/{len(queries)} queries")
     return run
+
+
+def ranked_queries(ws: Workspace, task: EvalTask, queries: Sequence[EvalQuery],
+                   matcher: EntityMatcher, *, progress: bool) -> dict[str, list[Hit]]:
+    """qid -> top-DEPTH hits of the schema's active ranker version (over BM25's top DEPTH).
+
+    The answer-type dictionary holds only the answers of train-split relations, so no held-out
+    relation reaches a feature (:class:`~curation.ranking.pipeline.RankingContext`).
+
+    Raises:
+        CurationError: The schema has no active ranker version.
+    """
+    version = active_version(ws, task.schema)
+    if version is None:
+        raise CurationError(f"{task.schema} has no active ranker version; train one with "
+                            f"`kbcurate rank train --schema {task.schema}`")
+    ranker = load_ranker(version)
+    keys = {a.key for q in task.split("train") for a in q.answers}
+    ctx = RankingContext(ws, get_schema(task.schema, ws.schemas()),
+                         get_index(ws, "bm25", progress=progress), matcher=matcher,
+                         depth=DEPTH, answer_keys=keys)
+    return {q.qid: [r.hit for r in ctx.rank(ranker, q.text, q.query, DEPTH, q.qid)]
+            for q in tqdm(queries, desc=f"rank {RANKED} ({version.id})", disable=not progress,
+                          mininterval=0.5)}
 
 
 def run_evaluation(ctx: Any, schema: str, retrievers: list[str], split: str = "test",

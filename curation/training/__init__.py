@@ -3,5 +3,6 @@ matching and KB relations), citation / MeSH data for BiCA and BioHiCL, the retra
 its simulation. Text-only engines (losses, trainer, graph walks) live in retrievers.training.
 
 May import: curation.evaluation, curation.search, curation.store, curation.matching, curation.jobs,
+curation.ranking,
 curation.access, curation.templates, kb_sources, retrievers.
 """

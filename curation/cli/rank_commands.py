@@ -1,0 +1,134 @@
+"""``kbcurate rank``: train, list, activate and explain the learned ranker of a schema."""
+
+from __future__ import annotations
+
+import argparse
+
+from curation.cli.common import print_json, workspace_path
+from curation.store.workspace import Workspace
+from kb_sources.errors import CurationError
+
+
+def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("rank", parents=[common],
+                       help="the learned ranker: train (seconds), list, activate, explain")
+    rsub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    t = rsub.add_parser("train", parents=[common],
+                        help="train a ranker version from the KB and every label; the gate "
+                             "activates it when it does not lose to the active one on dev")
+    t.add_argument("--schema", required=True)
+    t.add_argument("--model", default="lightgbm", choices=("lightgbm", "logistic"),
+                   help="LightGBM lambdarank (default) or the logistic fallback")
+    t.add_argument("--depth", type=int, default=100, help="candidates from BM25 (N)")
+    t.add_argument("--seed", type=int, default=13)
+    t.add_argument("--no-activate", action="store_true", help="save only; never activate")
+    t.add_argument("--json", action="store_true", help="print JSON")
+    ls = rsub.add_parser("list", parents=[common], help="ranker versions")
+    ls.add_argument("--schema")
+    a = rsub.add_parser("activate", parents=[common], help="rank with this version (rollback)")
+    a.add_argument("version", help="e.g. disease_gene-ranker@2")
+    a.add_argument("--reason", default="")
+    e = rsub.add_parser("explain", parents=[common],
+                        help="why the active ranker puts a document where it does")
+    e.add_argument("--schema", required=True)
+    e.add_argument("--relation", required=True, help="query key of the partial relation "
+                                                     "(kbcurate relations --schema S)")
+    e.add_argument("--doc", required=True, help="PMID")
+
+
+def cmd_rank(args: argparse.Namespace) -> int:
+    from curation.ranking import versions
+
+    with Workspace.open(workspace_path(args)) as ws:
+        if args.action == "train":
+            return _train(ws, args)
+        if args.action == "list":
+            found = versions.list_versions(ws, args.schema)
+            if not found:
+                print("no ranker versions yet: kbcurate rank train --schema S")
+            for v in found:
+                active = versions.active_version(ws, v.schema)
+                test = v.metrics.get("test", {}).get("ndcg@10")
+                dev = v.metrics.get("dev", {}).get("ndcg@10")
+                print(f"{v.id:<32}{'active' if active and active.id == v.id else '':<8}"
+                      f"{v.manifest.get('kind', ''):<10}dev NDCG@10 {_f(dev)}  test {_f(test)}"
+                      f"  labels {len(v.manifest.get('labels_used', []))}")
+            return 0
+        if args.action == "activate":
+            v = versions.activate(ws, args.version, actor="cli", reason=args.reason)
+            print(f"{v.id} now ranks {v.schema}")
+            return 0
+        return _explain(ws, args)
+
+
+def _f(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _train(ws: Workspace, args: argparse.Namespace) -> int:
+    from curation.ranking.model import RankerOptions
+    from curation.training.ranker import train_ranker
+
+    if args.depth < 1:
+        raise CurationError(f"--depth must be a positive number of candidates, got {args.depth}")
+    result = train_ranker(ws, args.schema, actor="cli", options=RankerOptions(
+        model=args.model, seed=args.seed), depth=args.depth, gate=not args.no_activate,
+        progress=not args.quiet)
+    m = result.version.metrics
+    if args.json:
+        print_json({"version": result.version.id, "activated": result.activated,
+                    "gate": result.decision.to_json(), "metrics": m,
+                    "seconds": {"features": result.seconds_features, "fit": result.seconds_fit},
+                    "labels_used": list(result.labels_used)})
+        return 0
+    print(f"{result.version.id}: {result.train_queries} train queries, {result.train_rows} rows, "
+          f"{len(result.labels_used)} labels ({len(result.labels_held_out)} held out); features "
+          f"{result.seconds_features:.1f} s, fit {result.seconds_fit:.1f} s")
+    for split in ("dev", "test"):
+        if split in m:
+            print(f"  {split}: NDCG@10 {m[split]['ndcg@10']:.3f} ({m[split]['queries']} queries)")
+    print(("activated: " if result.activated else "not activated: ")
+          + "; ".join(result.decision.reasons))
+    return 0
+
+
+def _explain(ws: Workspace, args: argparse.Namespace) -> int:
+    from curation.ranking.features import gather
+    from curation.ranking.versions import active_version, load_ranker
+    from curation.store.relations import list_partial_relations
+    from curation.training.ranker import open_context
+    from kb_sources.schema import get_schema
+
+    sch = get_schema(args.schema, ws.schemas())
+    version = active_version(ws, sch.name)
+    if version is None:
+        raise CurationError(f"{sch.name} has no active ranker; kbcurate rank train --schema "
+                            f"{sch.name}")
+    partial = next((p for p in list_partial_relations(ws, sch.name)
+                    if p.query_key == args.relation), None)
+    if partial is None:
+        raise CurationError(f"No {sch.name} relation with query key {args.relation!r}; list "
+                            f"them with kbcurate relations --schema {sch.name}")
+    ranker = load_ranker(version)
+    ctx = open_context(ws, sch.name, progress=not args.quiet, held_out=False)
+    text = partial.render(sch).text
+    ranked = ctx.rank(ranker, text, partial.query, ctx.depth, partial.query_key)
+    place = next((r for r in ranked if r.hit.doc_id == args.doc), None)
+    if place is None:  # outside the candidates: explain its features all the same
+        cands = gather([], extra=[args.doc])
+        ctx.parts.load([args.doc])
+        if args.doc not in ctx.parts:
+            raise CurationError(f"No document {args.doc} in the workspace")
+        row = ctx.features(partial.query, cands, partial.query_key)[0]
+        print(f"{args.doc} is not among the {len(ranked)} candidates of {text!r} "
+              f"({version.id}); its features say:")
+    else:
+        row = place.features
+        print(f"{args.doc} is #{place.hit.rank} of {len(ranked)} for {text!r} ({version.id}, "
+              f"score {place.hit.score:.3f}):")
+    for reason in ctx.explain(ranker, row, partial.query) or []:
+        print(f"  + {reason.text}  ({reason.contribution:+.3f})")
+    return 0
+
+
+HANDLERS = {"rank": cmd_rank}

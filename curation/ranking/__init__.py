@@ -1,0 +1,13 @@
+"""The fast learner: a learned ranker per schema over BM25, dense and entity evidence.
+
+Modules: ``features`` (candidates and the feature vector; never a feature of a document's
+origin), ``grades`` (graded relevance from EDEL's g classes and labels, a data table),
+``model`` (LightGBM lambdarank, a logistic fallback; text files only), ``versions`` (saved
+versions with SHA-256, the active one per schema), ``explain`` (top contributions in words) and
+``pipeline`` (candidates -> features -> scores for one workspace and schema).
+
+Imported by search, evaluation, training and cli, which own the splits, the jobs and the user
+interfaces.
+
+May import: curation.store, curation.matching, curation.templates, kb_sources, retrievers.
+"""

@@ -1,0 +1,194 @@
+"""One round of the fast learner: KB grades + labels -> a ranker version -> the gate.
+
+For every query of the schema's **train split** (the seeded split by query entity that
+``kbcurate evaluate`` uses; dev and test entities are never trained on), the candidates are
+BM25's top N (and the dense top N when a dense index is given) plus the documents curators
+labelled for it; the cited documents get their KB grade (g class), the labels replace KB grades
+(conflicts: the most senior role, then the latest; an adjudicated final grade beats both), the
+rest grade 0. The fitted ranker is scored on the dev split (what the gate compares with the
+active version) and the test split (reported), saved as a version, and activated when the gate
+passes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from curation.access.adjudication import current_adjudications
+from curation.access.users import Role
+from curation.evaluation.harness import EvalQuery, build_task, score_run
+from curation.ranking.grades import GradeTable, grade_table, graded, kb_grade
+from curation.ranking.model import Group, Ranker, RankerOptions, fit
+from curation.ranking.pipeline import RANKED, RankingContext
+from curation.ranking.versions import (
+    RankerVersion,
+    activate,
+    active_version,
+    save_version,
+)
+from curation.search.indexing import get_index
+from curation.store.rankers import document_parts
+from curation.store.workspace import Workspace
+from curation.training.feedback import current_labels, resolve_conflicts
+from curation.training.gate import GateDecision, decide
+from kb_sources.errors import CurationError
+from kb_sources.schema import get_schema
+from retrievers.base import Hit, Retriever
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RankerRound:
+    version: RankerVersion
+    decision: GateDecision
+    activated: bool
+    seconds_features: float
+    seconds_fit: float
+    train_queries: int
+    train_rows: int
+    labels_used: tuple[int, ...]
+    labels_held_out: tuple[int, ...]
+
+
+def label_grades(ws: Workspace, schema: str, table: GradeTable, train_keys: set[str],
+                 roles: Mapping[str, Role | str] | None = None
+                 ) -> tuple[dict[str, dict[str, int]], list[int], list[int]]:
+    """query_key -> doc -> grade from the current labels of train-split queries, with the ids
+    used and the ids held out (dev/test queries)."""
+    winners, _ = resolve_conflicts(current_labels(ws, schema), roles or {})
+    final = current_adjudications(ws, schema)
+    out: dict[str, dict[str, int]] = {}
+    used, held = [], []
+    for lb in winners:
+        item = (lb.schema, lb.query_key, lb.doc_id)
+        grade = final[item].grade if item in final else lb.grade
+        value = table.label(grade)
+        if value is None:
+            continue
+        if lb.query_key not in train_keys:
+            held.append(lb.id)
+            continue
+        out.setdefault(lb.query_key, {})[lb.doc_id] = value
+        used.append(lb.id)
+    return out, used, held
+
+
+def training_groups(ctx: RankingContext, queries: Sequence[EvalQuery], table: GradeTable,
+                    labels: Mapping[str, Mapping[str, int]], *, progress: bool = True
+                    ) -> list[Group]:
+    """Graded candidate groups of the train queries."""
+    matcher = ctx.builder.matcher
+    groups = []
+    for q in tqdm(queries, desc=f"features {ctx.schema.name}", disable=not progress,
+                  mininterval=0.5):
+        own = labels.get(q.qid, {})
+        cands = ctx.candidates(q.text, extra=sorted(own))
+        x = ctx.features(q.query, cands, q.qid)
+        gold = [d for d in q.gold if d in set(cands.doc_ids)]
+        parts = document_parts(ctx.ws, gold)
+        cited = {d: kb_grade(table, " ".join(p for p in parts[d] if p), q.query, q.answers,
+                             matcher) for d in gold if d in parts}
+        grades = graded(cands.doc_ids, cited, own, table.kb["negative"])
+        groups.append(Group(q.qid, cands.doc_ids, x, tuple(grades)))
+    return groups
+
+
+def ranked_run(ctx: RankingContext, ranker: Ranker, queries: Sequence[EvalQuery], k: int = 100,
+               *, progress: bool = False) -> dict[str, list[Hit]]:
+    """qid -> the ranker's top ``k``."""
+    return {q.qid: [r.hit for r in ctx.rank(ranker, q.text, q.query, k, q.qid)]
+            for q in tqdm(queries, desc=f"rank {RANKED}", disable=not progress,
+                          mininterval=0.5)}
+
+
+def open_context(ws: Workspace, schema: str, *, dense: Retriever | None = None,
+                 depth: int = 100, progress: bool = True, held_out: bool = True
+                 ) -> RankingContext:
+    """A ranking context over the workspace's BM25 index (built when missing).
+
+    ``held_out``: the answer-type dictionary holds only the answers of train-split relations,
+    so no dev or test relation reaches a feature (evaluation and training; the app ranks with
+    the whole dictionary).
+    """
+    sch = get_schema(schema, ws.schemas())
+    bm25 = get_index(ws, "bm25", progress=progress)
+    keys = None
+    if held_out:
+        keys = {a.key for q in build_task(ws, sch.name).split("train") for a in q.answers}
+    return RankingContext(ws, sch, bm25, dense=dense, depth=depth, answer_keys=keys)
+
+
+def train_ranker(ws: Workspace, schema: str, *, actor: str,
+                 options: RankerOptions | None = None, depth: int = 100,
+                 dense: Retriever | None = None, roles: Mapping[str, Role | str] | None = None,
+                 gate: bool = True, tolerance_pp: float = 0.5, progress: bool = True,
+                 context: RankingContext | None = None) -> RankerRound:
+    """Train, score, save and (gate permitting) activate a ranker version of ``schema``.
+
+    Raises:
+        CurationError: No train-split query, or none with a relevant and an irrelevant candidate.
+    """
+    options = options or RankerOptions()
+    sch = get_schema(schema, ws.schemas())
+    task = build_task(ws, sch.name)
+    train, dev, test = task.split("train"), task.split("dev"), task.split("test")
+    if not train:
+        raise CurationError(f"The train split of {sch.name} has no query with a cited document "
+                            "in the workspace; import more KB relations or their abstracts")
+    table = grade_table(sch.name, ws.root)
+    labels, used, held = label_grades(ws, sch.name, table, {q.qid for q in train}, roles)
+    ctx = context or open_context(ws, sch.name, dense=dense, depth=depth, progress=progress)
+    started = time.perf_counter()
+    groups = training_groups(ctx, train, table, labels, progress=progress)
+    seconds_features = time.perf_counter() - started
+    started = time.perf_counter()
+    ranker = fit(groups, ctx.names, options)
+    seconds_fit = time.perf_counter() - started
+    matcher = ctx.builder.matcher
+    texts = _texts(ctx)
+    metrics: dict[str, Any] = {}
+    for split, queries in (("dev", dev), ("test", test)):
+        if queries:
+            result = score_run(queries, ranked_run(ctx, ranker, queries), RANKED,
+                               texts.__getitem__, matcher)
+            metrics[split] = {**result.metrics, "queries": len(queries)}
+    current = active_version(ws, sch.name)
+    manifest = {"options": options.to_json(), "depth": depth, "dense": bool(dense),
+                "grades": table.to_json(), "labels_used": used, "labels_held_out": held,
+                "train_queries": len(train), "train_rows": sum(len(g.grades) for g in groups),
+                "seconds": {"features": round(seconds_features, 2), "fit": round(seconds_fit, 2)},
+                "metrics": metrics, "previous": current.id if current else None}
+    version = save_version(ws, sch.name, ranker, manifest, actor=actor)
+    dev_metrics = metrics.get("dev", {})
+    old = (current.metrics.get("dev") or None) if current else None
+    if not dev_metrics:
+        decision = GateDecision(False, ("no dev query to compare on: not activated",), {}, {})
+    else:
+        decision = decide(dev_metrics, old, tolerance_pp=tolerance_pp)
+    activated = False
+    if decision.promote and gate:
+        activate(ws, version.id, actor=actor, reason="; ".join(decision.reasons))
+        activated = True
+    logger.info("ranker %s: dev NDCG@10 %.3f, %s", version.id, dev_metrics.get("ndcg@10", 0.0),
+                "activated" if activated else "not activated")
+    return RankerRound(version, decision, activated, seconds_features, seconds_fit, len(train),
+                       manifest["train_rows"], tuple(used), tuple(held))
+
+
+def _texts(ctx: RankingContext) -> dict[str, str]:
+    """doc id -> title + abstract, read from the store when first asked for."""
+    class _Lazy(dict):
+        def __missing__(self, doc_id: str) -> str:
+            ctx.parts.load([doc_id])
+            title, abstract = ctx.parts.get(doc_id, ("", ""))
+            self[doc_id] = f"{title} {abstract}"
+            return self[doc_id]
+    return _Lazy()
+
