@@ -100,8 +100,8 @@ def test_environment_was_installed_from_the_lock(lock):
         name = canonicalize_name(dist.metadata["Name"])
         if name in ("kbcurate", "pip", "setuptools", "wheel"):
             continue
-        if "_vendor" in Path(str(dist.locate_file(""))).parts:
-            continue  # setuptools' own vendored copies (setuptools/_vendor/*.dist-info)
+        if Path(str(dist.locate_file(""))).name not in ("site-packages", "dist-packages"):
+            continue  # copies vendored inside a package (setuptools/_vendor, ray/thirdparty_files)
         installed = Version(dist.version)
         if name not in lock:
             unpinned.append(f"{name} {installed}")

@@ -21,7 +21,7 @@ from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import get_schema
-from retrievers.base import Hit
+from retrievers.base import Hit, Retriever
 from retrievers.registry import retriever_names
 
 logger = logging.getLogger(__name__)
@@ -118,6 +118,18 @@ def rank_queries(ws: Workspace, name: str, queries: Sequence[EvalQuery],
     return run
 
 
+def ranking_context(ws: Workspace, task: EvalTask, *, dense: Retriever | None = None,
+                    matcher: EntityMatcher | None = None, depth: int = DEPTH,
+                    progress: bool = False) -> RankingContext:
+    """The ranking context of a task over BM25 (built when missing), held out: its answer-type
+    dictionary holds only the answers of train-split relations, so no dev or test relation
+    reaches a feature."""
+    keys = {a.key for q in task.split("train") for a in q.answers}
+    return RankingContext(ws, get_schema(task.schema, ws.schemas()),
+                          get_index(ws, "bm25", progress=progress), dense=dense,
+                          matcher=matcher, depth=depth, answer_keys=keys)
+
+
 def ranked_queries(ws: Workspace, task: EvalTask, queries: Sequence[EvalQuery],
                    matcher: EntityMatcher, *, progress: bool) -> dict[str, list[Hit]]:
     """qid -> top-DEPTH hits of the schema's active ranker version (over BM25's top DEPTH).
@@ -133,10 +145,7 @@ def ranked_queries(ws: Workspace, task: EvalTask, queries: Sequence[EvalQuery],
         raise CurationError(f"{task.schema} has no active ranker version; train one with "
                             f"`kbcurate rank train --schema {task.schema}`")
     ranker = load_ranker(version)
-    keys = {a.key for q in task.split("train") for a in q.answers}
-    ctx = RankingContext(ws, get_schema(task.schema, ws.schemas()),
-                         get_index(ws, "bm25", progress=progress), matcher=matcher,
-                         depth=DEPTH, answer_keys=keys)
+    ctx = ranking_context(ws, task, matcher=matcher, progress=progress)
     return {q.qid: [r.hit for r in ctx.rank(ranker, q.text, q.query, DEPTH, q.qid)]
             for q in tqdm(queries, desc=f"rank {RANKED} ({version.id})", disable=not progress,
                           mininterval=0.5)}

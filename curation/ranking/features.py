@@ -17,9 +17,9 @@ The candidates of a partial relation are the union of BM25's top N and the dense
   of them shares a sentence with every query slot's mention, and how many such sentences;
 * KB context: the KB cites the document for another relation sharing the first query entity.
 
-Never a feature that tells where a document came from rather than what it says (length, source
-corpus, has-a-title, year, journal): the sample pool merges corpora of different styles, and such
-features score the artifact (:data:`FORBIDDEN`; a test checks every schema's list). The tagger
+Never a feature that tells where a document came from rather than what it says (the words of
+:data:`FORBIDDEN`; a test checks every schema's list): the sample pool merges collections of
+different styles, and such features score the artifact. The tagger
 reads the text, not PubTator annotations, for the same reason: only some corpora carry them.
 """
 

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from curation.access.adjudication import current_adjudications
 from curation.access.users import Role
 from curation.evaluation.harness import EvalQuery, build_task, score_run
+from curation.evaluation.runner import ranking_context
 from curation.ranking.grades import GradeTable, grade_table, graded, kb_grade
 from curation.ranking.model import Group, Ranker, RankerOptions, fit
 from curation.ranking.pipeline import RANKED, RankingContext
@@ -118,11 +119,11 @@ def open_context(ws: Workspace, schema: str, *, dense: Retriever | None = None,
     the whole dictionary).
     """
     sch = get_schema(schema, ws.schemas())
-    bm25 = get_index(ws, "bm25", progress=progress)
-    keys = None
     if held_out:
-        keys = {a.key for q in build_task(ws, sch.name).split("train") for a in q.answers}
-    return RankingContext(ws, sch, bm25, dense=dense, depth=depth, answer_keys=keys)
+        return ranking_context(ws, build_task(ws, sch.name), dense=dense, depth=depth,
+                               progress=progress)
+    return RankingContext(ws, sch, get_index(ws, "bm25", progress=progress), dense=dense,
+                          depth=depth)
 
 
 def train_ranker(ws: Workspace, schema: str, *, actor: str,
