@@ -32,13 +32,45 @@ def _is_https(request: Request) -> bool:
     return request.url.scheme == "https" or forwarded == "https"
 
 
+class BodyTooLarge(Exception):
+    """The request body passed :data:`_MAX_BODY` bytes (by its declared length or as read)."""
+
+
+async def read_limited(request: Request, limit: int = _MAX_BODY) -> bytes:
+    """The request body, read only up to ``limit`` bytes.
+
+    A ``Content-Length`` over the limit is refused before anything is read; a chunked body is
+    refused at the chunk that passes the limit, so a 1 GB body costs one chunk of memory.
+
+    Raises:
+        BodyTooLarge: The body is (or says it is) longer than ``limit`` bytes.
+        ValueError: ``Content-Length`` is not a whole number.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None and int(declared) > limit:
+        raise BodyTooLarge
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise BodyTooLarge
+    return bytes(body)
+
+
 def session_endpoint(handoffs: Handoffs = HANDOFFS):
     """The ``POST /_kb/session`` handler over ``handoffs`` (tests pass their own)."""
 
     async def endpoint(request: Request) -> Response:
-        body = await request.body()
-        if len(body) > _MAX_BODY:
-            return JSONResponse({"error": "request too large"}, status_code=413)
+        try:
+            body = await read_limited(request)
+        except BodyTooLarge:
+            logger.info("session hand-off refused: body over %d bytes", _MAX_BODY)
+            return JSONResponse({"error": f"request body over {_MAX_BODY} bytes; the session "
+                                          "route takes a JSON object with a nonce"},
+                                status_code=413, headers={"Connection": "close"})
+        except ValueError:
+            return JSONResponse({"error": "Content-Length is not a whole number"},
+                                status_code=400)
         try:
             nonce = json.loads(body or b"{}").get("nonce", "")
         except (ValueError, AttributeError):
