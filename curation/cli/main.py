@@ -31,19 +31,39 @@ def _reader_help(kind: str) -> str:
     return "\n".join(f"  {s.name:<12} {s.description}" for s in readers(kind))  # type: ignore[arg-type]
 
 
+#: Values of the options every command takes (:func:`_common_options`) when none is given.
+COMMON_DEFAULTS = {"workspace": None, "quiet": False, "verbose": False}
+
+
+def _common_options() -> argparse.ArgumentParser:
+    """Parent parser of every (sub)command: ``--workspace``, ``--quiet``, ``--verbose``.
+
+    They are accepted at each level of a nested command (``schema -w WS add FILE`` as well as
+    ``schema add FILE -w WS``). Their defaults are ``SUPPRESS``: argparse copies every value a
+    subparser sets onto the namespace, so a default of None in ``add`` would overwrite the ``-w``
+    given to ``schema``. The real defaults (:data:`COMMON_DEFAULTS`) are set once, on the top
+    parser; where the option is given twice the later one wins.
+    """
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--workspace", "-w", default=argparse.SUPPRESS,
+                        help=f"workspace folder (default: ${WORKSPACE_ENV})")
+    common.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
+                        help="no progress bars")
+    common.add_argument("--verbose", "-v", action="store_true", default=argparse.SUPPRESS,
+                        help="debug logging")
+    return common
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (reader names and descriptions come from the registry)."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--workspace", "-w", default=None,
-                        help=f"workspace folder (default: ${WORKSPACE_ENV})")
-    common.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
-    common.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+    common = _common_options()
     fmt = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
         prog="kbcurate", formatter_class=fmt,
         description="Knowledge-base curation assistant: find PubMed abstracts that complete "
                     "partial KB relations.",
         epilog=f"KB readers:\n{_reader_help('kb')}\n\ndocument readers:\n{_reader_help('docs')}")
+    parser.set_defaults(**COMMON_DEFAULTS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("init", parents=[common], help="create a workspace")
@@ -272,7 +292,8 @@ def _settings_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentP
     p = sub.add_parser("settings", parents=[common], help="show or change workspace settings",
                        description="blind-review: annotators see other users' labels on an item "
                                    "only after grading it themselves (the Review page)")
-    p.add_argument("name", choices=("blind-review",), help="the setting")
+    p.add_argument("name", nargs="?", choices=("blind-review",), default="blind-review",
+                   help="the setting (default blind-review, the only one)")
     p.add_argument("value", nargs="?", choices=("on", "off"),
                    help="new value (admin action, audited as actor 'cli'); omit to show it")
 
