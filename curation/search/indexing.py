@@ -303,6 +303,11 @@ def run_index_job(ctx: Any, retriever: str = "dense", options: dict[str, Any] | 
 PATH_OPTIONS = ("cache_dir", "export_dir", "path")
 #: Options naming a model: a registered version, the packaged model, or a folder in the workspace.
 MODEL_OPTIONS = ("model", "query_model")
+#: Options that would point a job at a vector store or another host. The vector store's location
+#: is the workspace setting (``kbcurate vector-store``, admins only; its API key comes from the
+#: environment), so index jobs never take one: a job naming a URL could send the key anywhere.
+LOCATION_OPTIONS = ("vector_store", "url", "urls", "host", "hosts", "port", "endpoint",
+                    "location", "api_key", "grpc_port", "prefer_grpc")
 
 
 def check_index_params(ws: Workspace, params: dict[str, Any]) -> None:
@@ -310,8 +315,9 @@ def check_index_params(ws: Workspace, params: dict[str, Any]) -> None:
 
     Raises:
         CurationError: Unknown retriever, ``options`` not a table, ``rebuild`` not a boolean, an
-            unknown backend/precision, or a path option (``cache_dir``, ``export_dir``;
-            ``model`` when it is a folder) outside the workspace.
+            unknown backend/precision, a path option (``cache_dir``, ``export_dir``; ``model``
+            when it is a folder) outside the workspace, or a vector-store location, host or URL
+            (:data:`LOCATION_OPTIONS`, any value with ``://``).
     """
     name = params.get("retriever", "dense")
     if name not in retriever_names():
@@ -337,6 +343,7 @@ def check_retriever_paths(ws: Workspace, where: str, options: Any) -> None:
                       options.get("precision", DEFAULT_BACKEND[1]), f"Index job option {where}")
     for key, value in options.items():
         option = f"{where}.{key}"
+        _refuse_location(option, key, value)
         if isinstance(value, dict):
             check_retriever_paths(ws, option, value)
         elif key in PATH_OPTIONS:
@@ -349,6 +356,16 @@ def check_retriever_paths(ws: Workspace, where: str, options: Any) -> None:
                     f"Index job option {option}={value!r} is not a model version of this "
                     "workspace (see kbcurate models list) nor the packaged all-MiniLM-L6-v2, and "
                     f"as a folder: {exc}") from exc
+
+
+def _refuse_location(option: str, key: str, value: object) -> None:
+    """Refuse a vector-store table, a host/URL option or any URL value in an index job."""
+    if str(key).lower() in LOCATION_OPTIONS or (isinstance(value, str) and "://" in value):
+        raise CurationError(
+            f"Index job option {option}={str(value)[:80]!r} names a vector store, host or URL; "
+            "where vectors are stored is a workspace setting that only an admin changes "
+            "(kbcurate vector-store), and index jobs never take URLs or hosts. Leave the option "
+            "out")
 
 
 def _known_model(ws: Workspace, value: object) -> bool:
