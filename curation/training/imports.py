@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from curation.store.models import ModelVersion, register_model
+from curation.store.models import ModelVersion, check_model_files, register_model
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import get_schema
@@ -99,6 +99,8 @@ def _save_plain(source: str, dest: Path, pooling: str | None, max_seq_length: in
     if source.startswith(("/", ".", "~")) and not path.is_dir():
         raise CurationError(f"Cannot import {source}: no such folder. Pass a model folder "
                             "(copied from a machine with internet) or a Hugging Face name")
+    if path.is_dir():  # pickles and oversized configs are refused before anything loads
+        check_model_files(path, f"model folder {source}")
     try:
         model = load_sentence_transformer(str(path) if path.is_dir() else source, pooling,
                                           max_seq_length, "cpu")
