@@ -13,12 +13,16 @@ Every reader validates through these functions, so one rule holds for every form
   surrogate (``"\\ud800"``, which only a JSON escape can produce): both are signs of a corrupted
   or mis-encoded file, a NUL is dropped or truncates text in some databases, and a lone surrogate
   cannot be written as UTF-8 at all. Fields over :data:`MAX_FIELD_CHARS` are refused too.
+* A **controlled value** (an evidence level, an interaction type) is one of the values its KB
+  uses, compared without case; :func:`vocabulary_problem` says why not, and the reader notes the
+  row as skipped (:class:`~kb_sources.read_stats.IssueKind` ``UNKNOWN_VALUE``).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from os import PathLike
 
 from kb_sources.errors import InputFormatError
@@ -126,3 +130,17 @@ def _bad_char_position(value: str) -> int | None:
             positions.append(exc.start)
     found = [p for p in positions if p >= 0]
     return min(found) if found else None
+
+
+def vocabulary_problem(column: str, value: str, accepted: Sequence[str], what: str) -> str | None:
+    """Why ``value`` of ``column`` is not one of ``accepted`` (without case), or None.
+
+    An empty value is accepted (the attribute is left out).
+
+    >>> vocabulary_problem("Level", "99", ("1", "2"), "an OncoKB level")
+    "Level '99' is not an OncoKB level (accepted: 1, 2, or empty); the row is skipped"
+    """
+    if not value or value.casefold() in {a.casefold() for a in accepted}:
+        return None
+    return (f"{column} {value[:60]!r} is not {what} (accepted: {', '.join(accepted)}, or "
+            "empty); the row is skipped")

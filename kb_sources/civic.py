@@ -24,10 +24,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kb_sources.checks import is_ascii_int, is_pmid
+from kb_sources.checks import is_ascii_int, is_pmid, vocabulary_problem
 from kb_sources.errors import InputFormatError
 from kb_sources.io import iter_tsv, read_header
-from kb_sources.read_stats import DuplicateCheck, ReadStats
+from kb_sources.read_stats import DuplicateCheck, IssueKind, ReadStats
 from kb_sources.types import Entity, Relation
 
 logger = logging.getLogger(__name__)
@@ -76,6 +76,21 @@ V2 = Layout(
 )
 LAYOUTS = (V1, V2)
 
+#: Values CIViC uses in its controlled columns (canonical names; v1 and v2 exports, compared
+#: without case; an empty cell is allowed). A row with another value is skipped and counted.
+VOCABULARY: dict[str, tuple[str, ...]] = {
+    "evidence_level": ("A", "B", "C", "D", "E"),
+    "significance": (
+        "Sensitivity/Response", "Resistance", "Adverse Response", "Reduced Sensitivity",
+        "Sensitivity", "Resistance or Non-Response", "Positive", "Negative", "Better Outcome",
+        "Poor Outcome", "Pathogenic", "Likely Pathogenic", "Benign", "Likely Benign",
+        "Uncertain Significance", "Predisposition", "Protectiveness", "Oncogenicity",
+        "Gain of Function", "Loss of Function", "Unaltered Function", "Neomorphic",
+        "Dominant Negative", "Unknown", "N/A", "NA",
+    ),
+    "therapy_interaction_type": ("Combination", "Sequential", "Substitutes"),
+}
+
 #: Optional columns copied into the attributes when present and non-empty (canonical names).
 _OPTIONAL_ATTRIBUTES = ("evidence_direction", "rating", "evidence_status", "asco_abstract_id")
 
@@ -111,11 +126,13 @@ def read_civic(path: Path, *, stats: ReadStats | None = None) -> Iterator[Relati
     """Read a CIViC ClinicalEvidenceSummaries TSV (plain or gzip) into PO relations.
 
     An evidence id repeated with an identical row is skipped and counted in ``stats``; repeated
-    with a different row it is refused (one of the two would silently replace the other).
+    with a different row it is refused (one of the two would silently replace the other). A row
+    whose evidence level, significance or interaction type is not a CIViC value
+    (:data:`VOCABULARY`) is skipped and counted.
 
     Args:
         path: The evidence export (v1 or v2 column layout).
-        stats: Collects skipped repeats (see :mod:`kb_sources.read_stats`).
+        stats: Collects skipped repeats and rows (see :mod:`kb_sources.read_stats`).
 
     Returns:
         An iterator of relations (schema "PO", source "civic") in file order.
@@ -134,6 +151,11 @@ def read_civic(path: Path, *, stats: ReadStats | None = None) -> Iterator[Relati
     count = 0
     for line_no, row in iter_tsv(path, layout.required, format_name=f"{FORMAT_NAME} {layout.name}"):
         evidence = normalise_row(row, layout, path=path, line=line_no)
+        problem = vocabulary_issue(row, layout)
+        if problem:
+            stats.note(IssueKind.UNKNOWN_VALUE, problem, line=line_no,
+                       record=f"EID{evidence.evidence_id}")
+            continue
         if repeats.is_repeat(evidence.evidence_id, repr(evidence), line=line_no):
             continue
         for relation in evidence_relations(evidence):
@@ -141,6 +163,16 @@ def read_civic(path: Path, *, stats: ReadStats | None = None) -> Iterator[Relati
             yield relation
     logger.info("Read %d PO relations from %s", count, path)
     stats.log_summary()
+
+
+def vocabulary_issue(row: Mapping[str, str], layout: Layout) -> str | None:
+    """Why a row's controlled values are not CIViC's (:data:`VOCABULARY`), or None (pure)."""
+    for field, accepted in VOCABULARY.items():
+        column = layout.columns.get(field, field)
+        problem = vocabulary_problem(column, layout.get(row, field), accepted, "a CIViC value")
+        if problem:
+            return problem
+    return None
 
 
 def detect_layout(path: Path) -> Layout:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from kb_sources.checks import is_pmid
+from kb_sources.checks import is_pmid, vocabulary_problem
 from kb_sources.errors import InputFormatError
 from kb_sources.io import iter_tsv, read_header, split_list
 from kb_sources.read_stats import IssueKind, ReadStats
@@ -59,6 +59,10 @@ ATTRIBUTES: dict[OncokbFile, dict[str, str]] = {
 _PMID_COLUMN = {OncokbFile.ACTIONABLE: "PMIDs for drug",
                 OncokbFile.ANNOTATED: "PMIDs for Mutation Effect"}
 _GENE_COLUMNS = ("Hugo Symbol", "Gene")
+#: OncoKB levels of evidence (therapeutic, resistance, diagnostic, prognostic; older exports
+#: used 2A/2B and 3), compared without case. A row with another level is skipped and counted.
+LEVELS = ("1", "2", "2A", "2B", "3", "3A", "3B", "4", "R1", "R2", "R3", "Dx1", "Dx2", "Dx3",
+          "Px1", "Px2", "Px3")
 
 
 @dataclass(frozen=True)
@@ -108,10 +112,11 @@ def read_oncokb(path: Path, *, stats: ReadStats | None = None) -> Iterator[Relat
 
     Items of a PMID cell that are not PMIDs ("PMID pending", "abc;-5") are dropped; each one is
     counted in ``stats`` (the first logged as a warning) so the import summary can report them.
+    A row whose ``Level`` is not an OncoKB level (:data:`LEVELS`) is skipped and counted.
 
     Args:
         path: The OncoKB file.
-        stats: Collects dropped PMID items (see :mod:`kb_sources.read_stats`).
+        stats: Collects dropped PMID items and skipped rows (see :mod:`kb_sources.read_stats`).
 
     Returns:
         An iterator of PO relations (source "oncokb"); rows of allAnnotatedVariants give partial
@@ -128,6 +133,11 @@ def read_oncokb(path: Path, *, stats: ReadStats | None = None) -> Iterator[Relat
     count = 0
     for line_no, row in iter_tsv(path, layout.required, format_name=layout.format_name):
         variant = normalise_row(row, layout, path=path, line=line_no)
+        problem = vocabulary_problem("Level", variant.attributes.get("level", ""), LEVELS,
+                                     "an OncoKB level")
+        if problem:
+            stats.note(IssueKind.UNKNOWN_VALUE, problem, line=line_no)
+            continue
         for item in variant.rejected_pmids:
             stats.note(IssueKind.NOT_A_PMID, f"{item[:40]!r} in column "
                        f"{_PMID_COLUMN[layout.kind]!r} is not a PMID (1-10 ASCII digits); dropped",

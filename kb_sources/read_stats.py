@@ -1,7 +1,8 @@
 """What a reader skipped while reading one file, so the import summary can say so.
 
 Some input is dropped rather than refused (an OncoKB PMID cell item that is not a PMID, a row
-with an empty query slot, an exact duplicate record). Each such case is noted in a
+with an empty query slot, an exact duplicate record, a row whose evidence level or interaction
+type is not one the KB uses, a UniProt feature beyond its sequence). Each such case is noted in a
 :class:`ReadStats`: the first one of a kind is logged as a warning, later ones only counted, and
 when the file is read to its end one summary warning per repeated kind gives the total.
 
@@ -42,6 +43,9 @@ class IssueKind(StrEnum):
     DUPLICATE = "duplicate"
     EMPTY_QUERY_SLOT = "empty_query_slot"
     ANNOTATION_SKIPPED = "annotation_skipped"
+    UNKNOWN_VALUE = "unknown_value"
+    POSITION_OUTSIDE = "position_outside"
+    NO_CATALYST = "no_catalyst"
 
     @property
     def label(self) -> str:
@@ -54,6 +58,10 @@ _LABELS = {
     IssueKind.DUPLICATE: "identical repeated record(s) skipped",
     IssueKind.EMPTY_QUERY_SLOT: "row(s) with an empty query slot skipped",
     IssueKind.ANNOTATION_SKIPPED: "annotation(s) that do not fit the text skipped",
+    IssueKind.UNKNOWN_VALUE: "row(s) with a value outside the format's vocabulary skipped",
+    IssueKind.POSITION_OUTSIDE: "feature(s) with an unknown position or one beyond the "
+    "sequence skipped",
+    IssueKind.NO_CATALYST: "feature(s) whose 'by' names no catalyst",
 }
 
 

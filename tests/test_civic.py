@@ -379,3 +379,52 @@ def test_non_ascii_digits_and_nul_are_refused(tmp_path: Path, fixtures_dir: Path
     lines = _sample_lines(fixtures_dir)
     lines[2] = _set(lines[2], lines[0], column, value)
     _read_error(_write(tmp_path / "bad.tsv", lines), problem)
+
+
+@pytest.mark.parametrize(("column", "value", "accepted"), [
+    ("evidence_level", "Z", "A, B, C, D, E"),
+    ("clinical_significance", "Tastes Great", "Sensitivity/Response, Resistance"),
+    ("drug_interaction_type", "Bogus", "Combination, Sequential, Substitutes"),
+])
+def test_value_outside_the_civic_vocabulary_skips_the_row_and_is_counted(
+    tmp_path: Path, fixtures_dir: Path, column: str, value: str, accepted: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 28: level Z, significance 'Tastes Great', interaction 'Bogus' were kept silently."""
+    caplog.set_level("WARNING")
+    lines = _sample_lines(fixtures_dir)
+    lines[2] = _set(lines[2], lines[0], column, value)  # EID15, PDGFRA D842V Imatinib
+    result = get_reader("kb", "civic").read(_write(tmp_path / "vocab.tsv", lines))
+    ids = [r.record_id for r in result]
+    expected = [r.record_id for r in read_civic(fixtures_dir / "civic_v1_sample.tsv")]
+    assert "EID15" in expected and ids == [i for i in expected if i != "EID15"]
+    [issue] = result.issues
+    assert issue.count == 1
+    assert issue.first.startswith(f"line 3, record EID15: {column} {value!r} is not a CIViC "
+                                  f"value (accepted: ")
+    assert accepted in issue.first and issue.first.endswith("; the row is skipped")
+    assert issue.summary().startswith("1 row(s) with a value outside the format's vocabulary "
+                                      "skipped (first: line 3, record EID15")
+    assert f"vocab.tsv, line 3, record EID15: {column} {value!r}" in caplog.text
+
+
+def test_v2_value_outside_the_vocabulary_names_the_v2_column(tmp_path: Path,
+                                                            fixtures_dir: Path) -> None:
+    lines = (fixtures_dir / "civic_v2_sample.tsv").read_text(encoding="utf-8").splitlines()
+    row = next(i for i, line in enumerate(lines) if "\tPredictive\t" in line)
+    lines[row] = _set(lines[row], lines[0], "therapy_interaction_type", "Bogus")
+    result = get_reader("kb", "civic").read(_write(tmp_path / "v2.tsv", lines))
+    relations = list(result)
+    [issue] = result.issues
+    assert issue.count == 1 and f"line {row + 1}, record EID" in issue.first
+    assert "therapy_interaction_type 'Bogus' is not a CIViC value" in issue.first
+    assert len(relations) < len(list(read_civic(fixtures_dir / "civic_v2_sample.tsv")))
+
+
+def test_known_values_are_accepted_whatever_their_case(tmp_path: Path,
+                                                       fixtures_dir: Path) -> None:
+    lines = _sample_lines(fixtures_dir)
+    lines[2] = _set(lines[2], lines[0], "evidence_level", "b")
+    lines[2] = _set(lines[2], lines[0], "clinical_significance", "N/A")
+    result = get_reader("kb", "civic").read(_write(tmp_path / "case.tsv", lines))
+    assert "EID15" in {r.record_id for r in result} and result.issues == ()

@@ -22,6 +22,7 @@ from kb_sources.oncokb import (
     read_oncokb,
     split_pmids,
 )
+from kb_sources.read_stats import IssueKind
 from kb_sources.registry import get_reader
 from kb_sources.schema import builtin_schemas
 from kb_sources.types import Relation
@@ -297,3 +298,44 @@ def test_non_pmid_items_are_dropped_warned_and_counted(tmp_path: Path, fixtures_
     assert issue.summary() == f"2 non-PMID item(s) dropped from PMID lists (first: {first})"
     assert f"{path}, {first} (further cases are counted)" in caplog.text
     assert f"{path}: {issue.summary()}" in caplog.text
+
+
+def test_level_outside_the_oncokb_levels_skips_the_row_and_is_counted(
+    tmp_path: Path, fixtures_dir: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 28: level '99' was kept silently (and made part of the record id)."""
+    caplog.set_level(logging.WARNING)
+    lines = _sample_lines(fixtures_dir)
+    column = lines[0].split("\t").index("Level")
+    fields = lines[1].split("\t")
+    gene, alteration, old = fields[3], fields[4], fields[column]
+    fields[column] = "99"
+    lines[1] = "\t".join(fields)
+    path = _write(tmp_path / "level.txt", lines)
+    result = get_reader("kb", "oncokb").read(path)
+    relations = list(result)
+    expected = list(read_oncokb(fixtures_dir / "oncokb_actionable_sample.tsv"))
+    skipped = [r for r in expected if r.record_id.startswith(f"{gene}:{alteration}:")
+               and r.attributes["level"] == old and r.attributes["cancer_type"] == fields[6]]
+    assert skipped and len(relations) == len(expected) - len(skipped)
+    assert not any(r.attributes["level"] == "99" for r in relations)
+    [issue] = [i for i in result.issues if i.kind is IssueKind.UNKNOWN_VALUE]
+    assert issue.count == 1
+    assert issue.first.startswith("line 2: Level '99' is not an OncoKB level (accepted: 1, 2, "
+                                  "2A, 2B, 3, 3A, 3B, 4, R1, R2")
+    assert issue.first.endswith("; the row is skipped")
+    assert issue.summary().startswith("1 row(s) with a value outside the format's vocabulary")
+    assert f"{path}, line 2: Level '99'" in caplog.text
+
+
+def test_every_level_of_the_2019_file_is_accepted(tmp_path: Path, fixtures_dir: Path) -> None:
+    lines = _sample_lines(fixtures_dir)
+    column = lines[0].split("\t").index("Level")
+    rows = []
+    for level in ("1", "2A", "3A", "4", "R1", "R2", "r2"):
+        fields = lines[1].split("\t")
+        fields[column] = level
+        rows.append("\t".join(fields))
+    result = get_reader("kb", "oncokb").read(_write(tmp_path / "levels.txt", [lines[0], *rows]))
+    assert {r.attributes["level"] for r in result} == {"1", "2A", "3A", "4", "R1", "R2", "r2"}
+    assert result.stats.count(IssueKind.UNKNOWN_VALUE) == 0
