@@ -20,8 +20,10 @@ Design choices:
 * PMIDs come from every ``PubMed:`` evidence tag of the feature (any ECO code; a tag that is not
   1-10 ASCII digits is dropped and counted in the read's stats); the raw evidence is
   kept in ``attributes["evidence"]``.
-* The residue letter comes from the canonical sequence; for isoform-specific features (or a
-  position beyond the sequence) from the modification name ("Phosphoserine" -> S).
+* The residue letter comes from the canonical sequence; for isoform-specific features from the
+  modification name ("Phosphoserine" -> S). A canonical feature whose position is unknown or
+  beyond the sequence ("MOD_RES 999999" on a 480-aa protein) is skipped and counted in the read's
+  stats, and so is a "by" that names no catalyst ("Phosphoserine; by ").
 
 Layers: :func:`read_uniprot` (I/O, streaming) -> ``parse_*`` / ``normalise_*`` (pure) ->
 :func:`entry_relations` (pure).
@@ -161,7 +163,8 @@ def strip_evidence(text: str) -> str:
 def parse_note(note: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """Split a MOD_RES note into (modification, catalysts, other notes).
 
-    "Phosphoserine; by CDK1 and CDK2" -> ("Phosphoserine", ("CDK1", "CDK2"), ()).
+    "Phosphoserine; by CDK1 and CDK2" -> ("Phosphoserine", ("CDK1", "CDK2"), ()). A "by" with
+    no name after it gives the catalyst "" (reported by :func:`entry_relations`).
     """
     parts = [p.strip() for p in note.split(";") if p.strip()]
     if not parts:
@@ -169,8 +172,9 @@ def parse_note(note: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     catalysts: list[str] = []
     notes: list[str] = []
     for part in parts[1:]:
-        if part.lower().startswith("by "):
-            catalysts.extend(c for c in _CATALYST_SPLIT.split(part[3:].strip()) if c)
+        if part.lower() == "by" or part.lower().startswith("by "):
+            names = [c for c in _CATALYST_SPLIT.split(part[2:].strip()) if c.strip(" ,")]
+            catalysts.extend(names or [""])  # "" marks a "by" that names no catalyst
         else:
             notes.append(part)
     return parts[0], tuple(catalysts), tuple(notes)
@@ -191,11 +195,10 @@ def _note_and_evidence(qualifiers: dict[str, str]) -> tuple[str, str]:
 
 
 def parse_mod_res(feature: Any, sequence: str) -> ModRes | None:
-    """Parse a Biopython MOD_RES feature; None (with a warning) when its position is unknown."""
+    """Parse a Biopython MOD_RES feature; None when its position is unknown."""
     try:
         position = int(feature.location.end)
     except (TypeError, ValueError):
-        logger.warning("skipping MOD_RES with unknown position %s", feature.location)
         return None
     note, evidence = _note_and_evidence(feature.qualifiers)
     modification, catalysts, notes = parse_note(note)
@@ -212,6 +215,36 @@ def _checked_pmids(mod: ModRes, record: Any, stats: ReadStats | None) -> ModRes:
         stats.note(IssueKind.NOT_A_PMID, f"MOD_RES {mod.position} evidence 'PubMed:{pmid[:40]}' "
                    "is not a PMID (1-10 ASCII digits); dropped", record=record.entry_name)
     return replace(mod, pmids=tuple(p for p in mod.pmids if is_pmid(p))) if bad else mod
+
+
+def position_problem(feature: Any, mod: ModRes | None, sequence: str) -> str | None:
+    """Why a MOD_RES has no residue to point at (unknown, or beyond the sequence), or None."""
+    if mod is None:
+        return f"MOD_RES at {feature.location} has no known position; the feature is skipped"
+    if feature.location.ref is not None or not sequence or 1 <= mod.position <= len(sequence):
+        return None  # isoform features are checked against no sequence here
+    where = "beyond the end of" if mod.position > len(sequence) else "before the start of"
+    return (f"MOD_RES {mod.position} ({mod.modification}) is {where} the {len(sequence)}-residue "
+            "sequence; the feature is skipped")
+
+
+def _checked_catalysts(mod: ModRes, record: Any, stats: ReadStats | None,
+                       include_without_catalyst: bool) -> ModRes:
+    """``mod`` without the "" of a "by" that names no catalyst, noted in ``stats``."""
+    if "" not in mod.catalysts:
+        return mod
+    outcome = ("kept with an empty catalyst slot" if include_without_catalyst
+               else "no relation without include_without_catalyst")
+    _note(stats, IssueKind.NO_CATALYST, f"MOD_RES {mod.position} ({mod.modification}) has 'by' "
+          f"but no catalyst after it; {outcome}", record)
+    return replace(mod, catalysts=tuple(c for c in mod.catalysts if c))
+
+
+def _note(stats: ReadStats | None, kind: IssueKind, detail: str, record: Any) -> None:
+    if stats is not None:
+        stats.note(kind, detail, record=record.entry_name)
+    else:
+        logger.warning("record %s: %s", record.entry_name, detail)
 
 
 def residue_entity(residue: str, position: int) -> Entity:
@@ -289,17 +322,24 @@ def entry_relations(
         record: A ``Bio.SwissProt.Record``.
         source: Source label of the relations.
         include_without_catalyst: Also yield MOD_RES features without "by ..." (empty catalyst).
-        stats: Where evidence PMIDs that are not PMIDs are noted (they are dropped either way).
+        stats: Where skipped features, "by" without a catalyst and evidence PMIDs that are not
+            PMIDs are noted (None: logged as warnings).
     """
     substrate = substrate_entity(record)
     context = {"entry_name": record.entry_name, "organism": (record.organism or "").rstrip(".")}
+    sequence = record.sequence or ""
     for feature in record.features:
         if feature.type != "MOD_RES":
             continue
-        mod = parse_mod_res(feature, record.sequence or "")
+        mod = parse_mod_res(feature, sequence)
+        problem = position_problem(feature, mod, sequence)
+        if problem:
+            _note(stats, IssueKind.POSITION_OUTSIDE, problem, record)
+            continue
         if mod is None or not mod.modification:
             continue
         mod = _checked_pmids(mod, record, stats)
+        mod = _checked_catalysts(mod, record, stats, include_without_catalyst)
         if mod.catalysts or include_without_catalyst:
             yield from mod_res_relations(mod, substrate, source=source, context=context)
 

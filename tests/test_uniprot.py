@@ -10,6 +10,7 @@ import pytest
 from Bio.SeqFeature import SimpleLocation
 
 from kb_sources.errors import InputFormatError
+from kb_sources.read_stats import IssueKind
 from kb_sources.registry import get_reader
 from kb_sources.schema import builtin_schemas
 from kb_sources.types import Entity
@@ -308,3 +309,61 @@ def test_nul_byte_is_refused(tmp_path: Path, fixtures_dir: Path) -> None:
                                                     1).encode())
     with pytest.raises(InputFormatError, match=r"nul\.dat, line 14: NUL byte at column 10"):
         list(read_uniprot(path))
+
+
+def _akt1_variant(tmp_path: Path, fixtures_dir: Path, old: str, new: str) -> Path:
+    text = (fixtures_dir / "uniprot_sample.dat").read_text()
+    assert text.count(old) == 1
+    return _write(tmp_path, "changed.dat", text.replace(old, new).encode())
+
+
+def test_position_beyond_the_sequence_is_skipped_and_counted(
+    tmp_path: Path, fixtures_dir: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 28: residue 999999 on the 480-aa AKT1 became a relation ("Y999999")."""
+    caplog.set_level("WARNING")
+    path = _akt1_variant(tmp_path, fixtures_dir, "FT   MOD_RES         176\n",
+                         "FT   MOD_RES         999999\n")
+    result = get_reader("kb", "uniprot").read(path)
+    ids = [r.record_id for r in result]
+    assert len(ids) == 9  # the fixture's 10 catalysed relations, less TNK2 on 176
+    assert not [i for i in ids if ":176:" in i or ":999999:" in i]
+    [issue] = result.issues
+    assert issue.summary() == (
+        "1 feature(s) with an unknown position or one beyond the sequence skipped (first: "
+        "record AKT1_HUMAN: MOD_RES 999999 (Phosphotyrosine) is beyond the end of the "
+        "480-residue sequence; the feature is skipped)")
+    assert f"{path}, record AKT1_HUMAN: MOD_RES 999999" in caplog.text
+
+
+def test_position_beyond_the_sequence_is_skipped_without_catalyst_too(
+    tmp_path: Path, fixtures_dir: Path,
+) -> None:
+    path = _akt1_variant(tmp_path, fixtures_dir, "FT   MOD_RES         14\n",
+                         "FT   MOD_RES         481\n")  # N6-acetyllysine, no catalyst
+    result = get_reader("kb", "uniprot").read(path, include_without_catalyst=True)
+    assert len(list(result)) == 11 and result.stats.count(IssueKind.POSITION_OUTSIDE) == 1
+
+
+@pytest.mark.parametrize("note", ["Phosphotyrosine; by ", "Phosphotyrosine; by",
+                                  "Phosphotyrosine; by ,"])
+def test_by_without_a_catalyst_is_counted(tmp_path: Path, fixtures_dir: Path,
+                                          note: str) -> None:
+    """Issue 28: '"; by "' with no catalyst was dropped without a word."""
+    path = _akt1_variant(tmp_path, fixtures_dir, '/note="Phosphotyrosine; by TNK2"',
+                         f'/note="{note}"')
+    result = get_reader("kb", "uniprot").read(path)
+    assert not [r for r in result if ":176:" in r.record_id]
+    [issue] = result.issues
+    assert issue.summary() == (
+        "1 feature(s) whose 'by' names no catalyst (first: record AKT1_HUMAN: MOD_RES 176 "
+        "(Phosphotyrosine) has 'by' but no catalyst after it; no relation without "
+        "include_without_catalyst)")
+    kept = get_reader("kb", "uniprot").read(path, include_without_catalyst=True)
+    [empty] = [r for r in kept if ":176:" in r.record_id]
+    assert empty.slots["catalyst"] == () and "note" not in empty.attributes
+    assert kept.stats.count(IssueKind.NO_CATALYST) == 1
+
+
+def test_parse_note_keeps_an_empty_by_apart_from_other_notes() -> None:
+    assert parse_note("Phosphoserine; by ; in vitro") == ("Phosphoserine", ("",), ("in vitro",))
