@@ -39,6 +39,7 @@ from curation.store.labels import (
     pending_labels,
     record_label,
 )
+from curation.store.models import check_index_models
 from curation.store.relations import PartialRelation, list_partial_relations
 from curation.store.workspace import DB_NAME, Workspace
 from kb_sources.errors import CurationError
@@ -187,8 +188,9 @@ def get_matcher() -> EntityMatcher:
 
 
 @st.cache_resource(show_spinner="Loading the index ...", max_entries=8)
-def _load_index(folder: str, fingerprint: str) -> Retriever:
+def _load_index(_ws: Workspace, folder: str, fingerprint: str) -> Retriever:
     logger.info("loading index %s (%s)", folder, fingerprint[:12])
+    check_index_models(_ws, folder)  # a registry version (checksum) or the packaged model
     retriever = load_retriever(folder)
     settle_heap()
     return retriever
@@ -213,7 +215,7 @@ def retriever_ready(ws: Workspace, choice: str) -> bool:
 def get_retriever(ws: Workspace, choice: str) -> Retriever:
     """The loaded retriever of a menu entry (callers check :func:`retriever_ready` first)."""
     name, options = parse_retriever_choice(choice)
-    return _load_index(str(index_location(ws, name, options)), fingerprint(ws))
+    return _load_index(ws, str(index_location(ws, name, options)), fingerprint(ws))
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)

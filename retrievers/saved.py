@@ -209,6 +209,23 @@ def write_json(path: Path, data: object) -> None:
     path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
 
 
+def saved_encoders(folder: str | Path) -> list[tuple[Path, dict[str, Any]]]:
+    """``(manifest file, encoder settings)`` of every dense encoder a saved retriever names,
+    the components of a hybrid included: what a caller checks before loading the folder.
+
+    Raises:
+        RetrieverError: The folder (or a component's) holds no saved retriever.
+    """
+    folder = complete_folder(folder, MANIFEST)
+    manifest = read_manifest(folder)
+    found = []
+    if isinstance(manifest.get("encoder"), dict):
+        found.append((folder / MANIFEST, manifest["encoder"]))
+    for name in manifest.get("components") or []:
+        found += saved_encoders(folder / "components" / str(name))
+    return found
+
+
 def read_manifest(folder: Path) -> dict[str, Any]:
     """Read ``retriever.json`` from a saved retriever folder (or from the complete previous
     version that a save killed mid-swap left, see :func:`complete_folder`).

@@ -8,6 +8,7 @@ import pytest
 
 from curation.training import imports
 from kb_sources.errors import CurationError
+from tests.loop_fixtures import make_loop_workspace
 
 
 def _never_load(*args, **kwargs):
@@ -57,3 +58,55 @@ def test_import_refuses_oversized_config_and_tokenizer(tmp_workspace, tmp_path, 
         fh.truncate(size)
     with pytest.raises(CurationError, match=rf"{name} is {size / 2**20:.1f} MiB.*limit {limit}"):
         imports.import_checkpoint(tmp_workspace, str(folder), schema="PO", actor="admin")
+
+
+# -- item 6: index manifests name a checked registry version or the packaged model -----------------
+def _version_index(ws, tiny_model_path):
+    from curation.search.indexing import get_index, index_folder, with_workspace_defaults
+    from curation.store.models import register_model
+
+    make_loop_workspace(ws)
+    version = register_model(ws, schema="disease_gene", recipe="edel", base_model="tiny",
+                             model_dir=tiny_model_path, manifest={}, created_by="admin")
+    get_index(ws, "dense", {"model": version.id}, progress=False)
+    folder = index_folder(ws, "dense", with_workspace_defaults(ws, "dense",
+                                                               {"model": version.id}))
+    return version, folder
+
+
+def test_an_edited_index_manifest_cannot_load_another_model(tmp_workspace, tiny_model_path):
+    import json
+
+    from curation.search.indexing import get_index
+
+    version, folder = _version_index(tmp_workspace, tiny_model_path)
+    manifest = folder / "retriever.json"
+    data = json.loads(manifest.read_text())
+    assert data["encoder"]["model"] == str(version.model_dir)
+    data["encoder"]["model"] = str(tiny_model_path)  # a model outside the workspace
+    manifest.write_text(json.dumps(data))
+    with pytest.raises(CurationError, match=rf"Index manifest {manifest} names the encoder "
+                       rf"model '{tiny_model_path}', which is neither a model version"):
+        get_index(tmp_workspace, "dense", {"model": version.id}, progress=False)
+
+
+def test_an_index_of_a_tampered_version_is_refused_by_checksum(tmp_workspace, tiny_model_path):
+    from curation.store.models import check_index_models
+
+    version, folder = _version_index(tmp_workspace, tiny_model_path)
+    check_index_models(tmp_workspace, folder)  # intact: accepted
+    with open(version.model_dir / "model.safetensors", "r+b") as fh:
+        fh.seek(200)
+        fh.write(b"\x01\x02\x03")
+    with pytest.raises(CurationError, match="do not match the checksum recorded at training"):
+        check_index_models(tmp_workspace, folder)
+
+
+def test_an_index_of_a_requested_folder_still_loads(tmp_workspace, tiny_model_path):
+    from curation.search.indexing import get_index
+
+    make_loop_workspace(tmp_workspace)
+    options = {"model": str(tiny_model_path)}  # what kbcurate index --model FOLDER asks for
+    built = get_index(tmp_workspace, "dense", options, progress=False)
+    loaded = get_index(tmp_workspace, "dense", options, progress=False)
+    assert loaded.doc_ids == built.doc_ids and len(built.doc_ids) > 10

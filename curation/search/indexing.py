@@ -33,7 +33,7 @@ from typing import Any
 
 from curation.jobs.guards import workspace_path
 from curation.search.vectors import store_options
-from curation.store.models import is_model_version, model_options
+from curation.store.models import check_index_models, is_model_version, model_options
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError, UnknownNameError
 from retrievers.backends import DEFAULT as DEFAULT_BACKEND
@@ -272,6 +272,7 @@ def get_index(
     if not rebuild and saved_fingerprint(folder) == fingerprint:
         logger.info("loading index %s", folder)
         _rebase(ws, complete_folder(folder, MANIFEST))
+        check_index_models(ws, folder, opts)  # an edited manifest loads no other model
         return load_retriever(folder)
     build_opts = dict(opts)
     docs = corpus_docs(ws, build_opts.pop("document_format", None))
