@@ -20,8 +20,8 @@ from Bio import Medline
 from kb_sources.checks import check_text, is_pmid
 from kb_sources.errors import InputFormatError
 from kb_sources.io import iter_lines
-from kb_sources.pubmed_xml import collapse_spaces
-from kb_sources.read_stats import ReadStats
+from kb_sources.pubmed_xml import collapse_spaces, refuse_non_pubmed
+from kb_sources.read_stats import DuplicateCheck, ReadStats
 from kb_sources.types import Document
 
 logger = logging.getLogger(__name__)
@@ -38,20 +38,28 @@ def read_medline(
     Args:
         path: File of MEDLINE records separated by blank lines.
         source: Source label stored on every document.
-        stats: Accepted for the common reader signature; nothing is skipped silently here.
+        stats: Collects skipped repeats (see :mod:`kb_sources.read_stats`).
 
     Returns:
-        An iterator of documents in file order.
+        An iterator of documents in file order. A PMID repeated with an identical record is
+        skipped and counted in ``stats``; repeated with a different record it is refused.
 
     Raises:
-        InputFormatError: Missing/empty/truncated file, invalid UTF-8, a line that is not
-            ``TAG - value`` (with its line number), a record without a numeric PMID, or an
-            over-long field.
+        InputFormatError: Missing/empty/truncated file, a binary file, invalid UTF-8, a line that
+            is not ``TAG - value`` (with its line number), a record without a numeric PMID, an
+            over-long field, or a PMID repeated with different content.
     """
     p = Path(path)
+    stats = stats if stats is not None else ReadStats(p)
+    refuse_non_pubmed(p)
+    repeats = DuplicateCheck(p, stats, what="PMID",
+                             fix="keep one record per PMID (delete or merge the other)")
     lines = _MedlineLines(p, iter_lines(p))
     for record in Medline.parse(lines):
-        yield _to_document(record, p, lines.record_start, source)
+        document = _to_document(record, p, lines.record_start, source)
+        if not repeats.is_repeat(document.doc_id, document, line=lines.record_start):
+            yield document
+    stats.log_summary()
 
 
 class _MedlineLines:

@@ -32,7 +32,7 @@ from defusedxml.ElementTree import iterparse
 
 from kb_sources.checks import check_text, is_pmid
 from kb_sources.errors import InputFormatError
-from kb_sources.io import open_binary
+from kb_sources.io import open_binary, refuse_binary
 from kb_sources.read_stats import ReadStats
 from kb_sources.types import Document
 
@@ -72,13 +72,29 @@ def read_pubmed_xml(
         An iterator of documents in file order (book articles and deletions are skipped).
 
     Raises:
-        InputFormatError: Missing/empty/truncated file, malformed XML (with its line), entity
-            declarations, an unexpected root element, an article without a numeric PMID, or
-            one record over :data:`MAX_RECORD_BYTES`.
+        InputFormatError: Missing/empty/truncated file, a binary file, malformed XML (with its
+            line), entity declarations, an unexpected root element, an article without a numeric
+            PMID, or one record over :data:`MAX_RECORD_BYTES`.
     """
     p = Path(path)
+    refuse_non_pubmed(p)
     with open_binary(p) as fh:
         yield from parse_pubmed_xml(fh, p, abstract_labels=abstract_labels, source=source)
+
+
+def refuse_non_pubmed(path: Path) -> None:
+    """Refuse a binary file given to a PubMed reader (MEDLINE text or XML), naming it.
+
+    Raises:
+        InputFormatError: The file is binary or not decodable as UTF-8 text.
+    """
+    refuse_binary(
+        path, "MEDLINE/PubMed data (text or XML)",
+        expected="MEDLINE text ('PMID- 123', 'TI  - title', ...) or PubMed XML "
+        "(<PubmedArticleSet>), plain or gzip",
+        fix="check that this is the file you meant; export from PubMed with 'Save > Format: "
+        "PubMed' (reader medline) or download XML with efetch (reader pubmed-xml)",
+    )
 
 
 def parse_pubmed_xml(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import random
 from pathlib import Path
 
 import pytest
@@ -130,5 +131,63 @@ def test_absurdly_long_field(tmp_path: Path) -> None:
     ("PMID- ²³\nTI  - Title\n", r"line 1: record has no numeric PMID \(found '²³'\)"),
 ])
 def test_nul_and_non_ascii_pmids_are_refused(tmp_path: Path, body: str, message: str) -> None:
+    with pytest.raises(InputFormatError, match=r"bad\.txt, " + message):
+        list(read_medline(_write(tmp_path, body)))
+
+
+# --- issue 28: repeated PMIDs and binary files -------------------------------------------------
+
+def test_pmid_repeated_with_another_title_is_refused(tmp_path: Path) -> None:
+    """Issue 28: the later record silently replaced the earlier one (JSONL refuses this)."""
+    body = ("PMID- 90000011\nTI  - First title.\n\n"
+            "PMID- 90000012\nTI  - Other.\n\n"
+            "PMID- 90000011\nTI  - Another title.\n")
+    with pytest.raises(InputFormatError, match=(
+            r"bad\.txt, line 7: PMID '90000011' repeats line 1 with different content\. "
+            r"Expected each PMID once per file\. Fix: keep one record per PMID")):
+        list(read_medline(_write(tmp_path, body)))
+
+
+def test_identical_repeat_is_skipped_and_counted(tmp_path: Path) -> None:
+    record = "PMID- 90000011\nTI  - Same title.\nAB  - Same abstract.\n"
+    result = get_reader("docs", "medline").read(_write(tmp_path, f"{record}\n{record}"))
+    assert [d.doc_id for d in result] == ["90000011"]
+    [issue] = result.issues
+    assert issue.summary() == ("1 identical repeated record(s) skipped (first: line 5: PMID "
+                               "'90000011' repeats line 1 unchanged; the repeat is skipped)")
+
+
+def _random_bytes(seed: int, size: int = 3072, *, without_nul: bool = False) -> bytes:
+    data = random.Random(seed).randbytes(size)
+    return data.replace(b"\x00", b"\x01") if without_nul else data
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("without_nul", [False, True])
+def test_random_bytes_are_not_medline(tmp_path: Path, seed: int, without_nul: bool) -> None:
+    """Issue 28: 3 KB of random bytes once said "file has no content (only blank lines)"."""
+    path = _write(tmp_path, _random_bytes(seed, without_nul=without_nul), "noise.bin")
+    with pytest.raises(InputFormatError, match=(
+            r"noise\.bin: file is not MEDLINE/PubMed data \(text or XML\): it is binary or not "
+            r"decodable as UTF-8 text \(\d[\d,]* of [\d,]+ characters in its first 3,072 bytes "
+            r"are control characters or not UTF-8\)\. Expected MEDLINE text")):
+        list(read_medline(path))
+
+
+def test_gzipped_random_bytes_are_not_medline(tmp_path: Path) -> None:
+    path = _write(tmp_path, gzip.compress(_random_bytes(7, 8000)), "noise.txt.gz")
+    with pytest.raises(InputFormatError, match=r"noise\.txt\.gz: file is not MEDLINE/PubMed "
+                       r"data .*first 4,096 bytes"):
+        list(read_medline(path))
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    # a Latin-1 title: one bad byte among text keeps the line-level message and its fix
+    (b"PMID- 1\nTI  - Caf\xe9 au lait spots in NF1.\n", r"line 2: invalid UTF-8 byte b'\\xe9'"),
+    # UTF-16 keeps the NUL message that says how to convert it
+    ("PMID- 1\nTI  - Title\n".encode("utf-16-le"), r"line 1: NUL byte at column 2.*UTF-16"),
+])
+def test_text_in_another_encoding_keeps_its_own_message(tmp_path: Path, body: bytes,
+                                                        message: str) -> None:
     with pytest.raises(InputFormatError, match=r"bad\.txt, " + message):
         list(read_medline(_write(tmp_path, body)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -234,3 +235,11 @@ def test_article_without_pmid(tmp_path: Path) -> None:
     assert next(docs).doc_id == "1"
     with pytest.raises(InputFormatError, match=r"record #2: article has no numeric PMID"):
         next(docs)
+
+
+def test_random_bytes_are_not_pubmed_xml(tmp_path: Path) -> None:
+    """Issue 28: binary input says so, naming the file, instead of an XML syntax error."""
+    data = random.Random(3).randbytes(3072)
+    with pytest.raises(InputFormatError, match=r"noise\.xml: file is not MEDLINE/PubMed data "
+                       r"\(text or XML\): it is binary or not decodable as UTF-8 text"):
+        list(read_pubmed_xml(_write(tmp_path, data, "noise.xml")))
