@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import subprocess
+import time
+
 import pytest
 
 from curation.access.users import Role, User
-from curation.jobs.queue import list_jobs, submit_job
+from curation.jobs.queue import (
+    JOB_KINDS,
+    JobKind,
+    JobStatus,
+    get_job,
+    list_jobs,
+    run_job,
+    submit_job,
+)
 from kb_sources.errors import CurationError
 
+ADMIN = User("root", Role.ADMIN)
 CURATOR = User("cur", Role.CURATOR)
 
 
@@ -27,3 +39,54 @@ def test_index_jobs_refuse_vector_store_and_urls(tmp_workspace, retriever, optio
         submit_job(tmp_workspace, "index", {"retriever": retriever, "options": options},
                    user=CURATOR, start=False)
     assert list_jobs(tmp_workspace) == []
+
+
+# -- item 12: the table queue's running jobs heartbeat; a silent one is failed as abandoned --------
+def _running_job(ws, pid: int, idle_s: float) -> int:
+    from datetime import UTC, datetime, timedelta
+
+    job = submit_job(ws, "selftest", {"steps": 1}, user=ADMIN, start=False)
+    then = (datetime.now(UTC) - timedelta(seconds=idle_s)).isoformat(timespec="seconds")
+    with ws.transaction():
+        ws.conn.execute("UPDATE jobs SET status = 'running', pid = ?, updated_at = ? "
+                        "WHERE id = ?", (pid, then, job.id))
+    return job.id
+
+
+def test_a_running_job_whose_pid_was_reused_is_failed_as_abandoned(tmp_workspace):
+    from curation.jobs.records import STALE_AFTER_S
+
+    unrelated = subprocess.Popen(["sleep", "30"])  # holds the pid the worker had
+    try:
+        job_id = _running_job(tmp_workspace, unrelated.pid, STALE_AFTER_S + 30)
+        job = get_job(tmp_workspace, job_id)
+        assert job.status is JobStatus.FAILED
+        assert job.error.startswith(f"the worker (pid {unrelated.pid}) sent no heartbeat for ")
+        fresh = _running_job(tmp_workspace, unrelated.pid, 5)
+        assert get_job(tmp_workspace, fresh).status is JobStatus.RUNNING  # heartbeat recent
+    finally:
+        unrelated.kill()
+        unrelated.wait()
+
+
+def silent_job(ctx) -> dict:
+    """A job that reports no progress: only the heartbeat can keep its row fresh."""
+    with ctx.ws.transaction():
+        ctx.ws.conn.execute("UPDATE jobs SET updated_at = '2000-01-01T00:00:00+00:00' "
+                            "WHERE id = ?", (ctx.job_id,))
+    time.sleep(0.6)
+    row = ctx.ws.conn.execute("SELECT updated_at FROM jobs WHERE id = ?",
+                              (ctx.job_id,)).fetchone()
+    return {"updated_at": row[0]}
+
+
+def test_run_job_sends_heartbeats_while_the_job_runs(tmp_workspace, monkeypatch):
+    from curation.jobs import queue
+
+    monkeypatch.setattr(queue, "HEARTBEAT_S", 0.1)
+    monkeypatch.setitem(JOB_KINDS, "silent", JobKind("silent", f"{__name__}:silent_job",
+                                                      "test kind"))
+    job = submit_job(tmp_workspace, "silent", {}, user=ADMIN, start=False)
+    done = run_job(tmp_workspace, job.id)
+    assert done.status is JobStatus.DONE
+    assert done.result["updated_at"] > "2020"  # refreshed by the heartbeat while it slept

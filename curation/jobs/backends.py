@@ -10,7 +10,10 @@ that is the :class:`JobQueue` interface:
 - ``table`` (:class:`TableQueue`, the only choice for SQLite): :meth:`~TableQueue.start` starts
   ``python -m curation.jobs.worker WS JOB_ID`` on the submitting machine; a job whose worker
   process is gone, or that never got one within :data:`~curation.jobs.records.ORPHAN_AFTER_S`,
-  is failed with the reason and the end of the worker's log.
+  is failed with the reason and the end of the worker's log; so is a running job whose row got
+  no heartbeat (:data:`~curation.jobs.records.HEARTBEAT_S`, sent by
+  :func:`curation.jobs.queue.run_job`) for :data:`~curation.jobs.records.STALE_AFTER_S`, even
+  when a process with its pid runs (the pid was reused).
 - ``procrastinate`` (:class:`curation.jobs.distributed.ProcrastinateQueue`, the default on
   PostgreSQL): workers started with ``kbcurate worker`` on any machine claim jobs with
   procrastinate's row locks; stale workers are found by their heartbeats.
@@ -31,7 +34,7 @@ from pathlib import Path
 from typing import Protocol
 
 from curation.jobs.guards import process_alive
-from curation.jobs.records import ORPHAN_AFTER_S, Job, JobStatus
+from curation.jobs.records import ORPHAN_AFTER_S, STALE_AFTER_S, Job, JobStatus
 from curation.store.backend import read_store_settings
 from curation.store.errors import WorkspaceBusyError
 from curation.store.workspace import Workspace
@@ -132,8 +135,14 @@ def _run_here(root: Path, job_id: int) -> None:
 
 def _process_gone(job: Job) -> str | None:
     """Why ``job`` can never finish (its worker process is gone), or None while it still may."""
-    if job.status is JobStatus.RUNNING and job.pid and not process_alive(job.pid):
-        return f"the worker process (pid {job.pid}) stopped unexpectedly"
+    if job.status is JobStatus.RUNNING and job.pid:
+        if not process_alive(job.pid):
+            return f"the worker process (pid {job.pid}) stopped unexpectedly"
+        if job.idle_s > STALE_AFTER_S:  # a live pid that does not beat is not our worker
+            return (f"the worker (pid {job.pid}) sent no heartbeat for {job.idle_s:.0f} s "
+                    f"(limit {STALE_AFTER_S:g} s): it stopped and its pid now belongs to another "
+                    "process, or it hangs; the job was abandoned")
+        return None
     if job.status is not JobStatus.QUEUED:
         return None
     if job.pid:

@@ -26,6 +26,10 @@ before it claimed the job), and when a queued job never got a worker (no pid aft
 start-up would die again, and a failed job lets :func:`curation.search.choices.ensure_index_job`
 start a fresh one.
 Workers wait for a busy workspace (:func:`curation.jobs.guards.retry_busy`) instead of dying.
+On the table queue :func:`run_job` sends a heartbeat (the row's ``updated_at``) every
+:data:`~curation.jobs.records.HEARTBEAT_S`; a running job without one for
+:data:`~curation.jobs.records.STALE_AFTER_S` is failed as abandoned even when its pid runs (reused
+by another process).
 
 Who may cancel: the job's owner (kinds open to every role) or an admin. ``user=None`` may cancel
 nothing; internal callers (the CLI's demo, maintenance scripts, benchmarks) act as
@@ -37,8 +41,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -46,9 +52,10 @@ from curation.access.users import PermissionDenied, User, require_admin
 from curation.jobs.backends import job_queue
 from curation.jobs.guards import retry_busy
 from curation.jobs.kinds import JOB_KINDS, SYSTEM_USER, JobKind
-from curation.jobs.records import ORPHAN_AFTER_S, Job, JobStatus
+from curation.jobs.records import HEARTBEAT_S, ORPHAN_AFTER_S, Job, JobStatus
 from curation.jobs.records import job_from_row as _job
-from curation.store.errors import WorkspaceBusyError
+from curation.store.backend import open_connection
+from curation.store.errors import DATABASE_ERRORS, WorkspaceBusyError, WorkspaceError
 from curation.store.workspace import Workspace, utcnow
 from kb_sources.errors import CurationError, UnknownNameError
 
@@ -248,7 +255,8 @@ def run_job(ws: Workspace, job_id: int, *, context: JobContext | None = None) ->
         raise CurationError(f"Job {job_id} is {job.status.value}, not queued")
     retry_busy(lambda: _claim(ws, job_id), f"job {job_id}: mark running")
     try:
-        result = JOB_KINDS[job.kind].load()(context or JobContext(ws, job_id), **job.params)
+        with _heartbeat(ws, job_id):
+            result = JOB_KINDS[job.kind].load()(context or JobContext(ws, job_id), **job.params)
     except JobCancelled:
         return get_job(ws, job_id)
     except Exception as exc:  # noqa: BLE001 - any failure is recorded on the job
@@ -257,6 +265,40 @@ def run_job(ws: Workspace, job_id: int, *, context: JobContext | None = None) ->
         return get_job(ws, job_id)
     _finish(ws, job_id, JobStatus.DONE, result=result)
     return get_job(ws, job_id)
+
+
+@contextmanager
+def _heartbeat(ws: Workspace, job_id: int) -> Iterator[None]:
+    """While the block runs, touch the running job's row every :data:`HEARTBEAT_S` seconds
+    (from a thread with its own connection) so that :func:`get_job` can tell a live worker from
+    a dead one whose pid another process now has (table queue; procrastinate has its own)."""
+    if job_queue(ws).name != "table":
+        yield
+        return
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            own = Workspace(ws.root, open_connection(ws.root))
+        except (*DATABASE_ERRORS, WorkspaceError) as exc:
+            logger.warning("job %d: no heartbeat connection (%s)", job_id, exc)
+            return
+        with own:
+            while not stop.wait(HEARTBEAT_S):
+                try:
+                    with own.transaction():
+                        own.conn.execute("UPDATE jobs SET updated_at = ? WHERE id = ? AND "
+                                         "status = 'running'", (utcnow(), job_id))
+                except (*DATABASE_ERRORS, WorkspaceError) as exc:  # the next beat tries again
+                    logger.warning("job %d: heartbeat not recorded (%s)", job_id, exc)
+
+    thread = threading.Thread(target=beat, name=f"job-{job_id}-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _claim(ws: Workspace, job_id: int) -> None:

@@ -16,6 +16,12 @@ from curation.store.workspace import utcnow
 
 #: A queued job still without a worker after this many seconds was never handed to one.
 ORPHAN_AFTER_S = 120.0
+#: Seconds between the heartbeats of a job running on the table queue (its row's ``updated_at``).
+HEARTBEAT_S = 10.0
+#: A running job whose row did not change for this long has lost its worker, even when a process
+#: with its pid runs (the pid was reused, or the worker hangs): it is failed as abandoned. Long
+#: enough to outlast a few workspace lock waits (30 s each) that delay a heartbeat.
+STALE_AFTER_S = 120.0
 
 
 class JobStatus(StrEnum):
