@@ -110,3 +110,65 @@ def test_an_index_of_a_requested_folder_still_loads(tmp_workspace, tiny_model_pa
     built = get_index(tmp_workspace, "dense", options, progress=False)
     loaded = get_index(tmp_workspace, "dense", options, progress=False)
     assert loaded.doc_ids == built.doc_ids and len(built.doc_ids) > 10
+
+
+# -- item 9: a read-only workspace gives the read-only message, never an OSError traceback ---------
+@pytest.fixture
+def read_only_mount(tmp_path):
+    """A workspace and a read-only bind mount of it (needs mount rights: root in CI's container)."""
+    import shutil
+    import subprocess
+
+    from curation.store.workspace import Workspace
+
+    with Workspace.init(tmp_path / "ws") as ws:
+        make_loop_workspace(ws)  # documents and relations, so evaluate gets to its writes
+    (tmp_path / "model").mkdir()
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    done = subprocess.run(["mount", "--bind", "-o", "ro", str(tmp_path / "ws"), str(mount)],
+                          capture_output=True, check=False) if shutil.which("mount") else None
+    if done is None or done.returncode != 0:
+        pytest.skip("cannot bind-mount read-only here (needs root); "
+                    "test_an_os_error_from_a_command_is_one_line covers the message")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+@pytest.mark.parametrize("argv", [
+    ["index", "--retriever", "bm25", "-q"],
+    ["evaluate", "--schema", "disease_gene", "--retriever", "bm25", "-q"],
+    ["models", "import", "{model}", "--schema", "PO"],
+    ["users", "add", "alice", "--password-stdin"],
+])
+def test_read_only_workspace_commands_say_read_only(read_only_mount, monkeypatch, capsys, argv):
+    import io
+
+    from curation.cli.main import main
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("a-long-password-1234\n"))
+    model = str(read_only_mount.parent / "model")
+    argv = [a.replace("{model}", model) for a in argv]
+    code = main([*argv, "-w", str(read_only_mount)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(f"error: The workspace {read_only_mount} is read-only")
+    assert "Read-only file system" in err and "Traceback" not in err
+
+
+def test_an_os_error_from_a_command_is_one_line(tmp_workspace, monkeypatch, capsys):
+    import errno
+
+    from curation.cli import commands
+    from curation.cli.main import main
+
+    def write_fails(args):
+        raise OSError(errno.EROFS, "Read-only file system", str(tmp_workspace.root / "users.tmp"))
+
+    monkeypatch.setattr(commands, "cmd_users", write_fails)
+    assert main(["users", "list", "-w", str(tmp_workspace.root)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: The workspace {tmp_workspace.root} is read-only "
+                          f"({tmp_workspace.root / 'users.tmp'}: Read-only file system)")

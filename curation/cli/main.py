@@ -2,8 +2,8 @@
 
 Every command takes ``--workspace DIR`` (default: ``$KBCURATE_WORKSPACE``). Errors the user can fix
 (:class:`~kb_sources.errors.CurationError`) are printed as one message with exit code 2, and so is
-any SQLite error that reaches this level (a full disk, a read-only or locked workspace): never a
-traceback (``--verbose`` logs it).
+any SQLite error or file error that reaches this level (a full disk, a read-only mount, a locked
+workspace): never a traceback (``--verbose`` logs it).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from curation.cli import store_commands
 from curation.cli.common import workspace_path
 from curation.store.config import DATA_ENV, WORKSPACE_ENV
-from curation.store.errors import DATABASE_ERRORS, describe_database_error
+from curation.store.errors import DATABASE_ERRORS, describe_database_error, describe_os_error
 from kb_sources.errors import CurationError
 from kb_sources.registry import readers
 from retrievers.backends import Backend, Precision, combination_names
@@ -328,6 +328,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into head, less, ...: stop quietly (Python docs)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a file write no store function wrapped (read-only mount, full disk)
+        logger.debug("file error", exc_info=True)
+        print(f"error: {describe_os_error(exc, _database_of(args))}", file=sys.stderr)
+        return 2
 
 
 def _database_of(args: argparse.Namespace) -> Path | None:

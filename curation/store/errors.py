@@ -13,6 +13,7 @@ Errors that point at a bug (a constraint violated, a malformed statement) are no
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 from pathlib import Path
 
@@ -131,6 +132,27 @@ def read_only_error(db: str | Path | None, reason: str = "",
         f"The {where} is read-only{why}{extra}. This step needs to write: make the folder and "
         "its workspace.sqlite writable (chmod u+w) or run it as their owner. Read-only commands "
         "(stats, relations, query, labels export to another folder) work as is")
+
+
+#: errno values of a write refused by the file system: a read-only mount, or permissions.
+READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+#: errno values of a full disk or quota.
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def describe_os_error(exc: OSError, db: str | Path | None = None) -> str:
+    """One line for a file error that reached the top level (CLI, app): a write to a read-only
+    workspace gives the read-only message, a full disk the disk-full one."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    reason = f"{where}{exc.strerror or exc}"
+    if exc.errno in READ_ONLY_ERRNOS:
+        return str(read_only_error(db, reason))
+    if exc.errno in FULL_ERRNOS:
+        place = Path(db).parent if db else "the workspace folder"
+        return (f"Disk full ({reason}). Free space in {place} (or on its disk) and retry; the "
+                "unfinished step was not saved")
+    return (f"Cannot use a file ({reason}). Check that it exists and that you may read it (and "
+            "write it, for commands that change something), then retry")
 
 
 def describe_database_error(exc: BaseException, db: str | Path | None = None) -> str:
