@@ -27,8 +27,10 @@ from curation.access.signin import resolve_user, users_store
 from curation.access.users import User
 from curation.jobs.queue import Job, cancel_job, get_job
 from curation.matching.matcher import EntityMatcher
+from curation.ranking.versions import RankerVersion
 from curation.search.choices import index_location, parse_retriever_choice
 from curation.search.indexing import corpus_fingerprint, index_ready
+from curation.search.ranked import RankedSearch, open_ranked
 from curation.search.session import documents_stamp, evidence_levels
 from curation.store.config import WORKSPACE_ENV
 from curation.store.errors import DATABASE_ERRORS, WorkspaceBusyError, describe_database_error
@@ -43,6 +45,7 @@ from curation.store.models import check_index_models
 from curation.store.relations import PartialRelation, list_partial_relations
 from curation.store.workspace import DB_NAME, Workspace
 from kb_sources.errors import CurationError
+from kb_sources.schema import Schema
 from retrievers.base import Retriever
 from retrievers.errors import RetrieverError
 from retrievers.registry import load_retriever
@@ -218,6 +221,23 @@ def get_retriever(ws: Workspace, choice: str) -> Retriever:
     return _load_index(ws, str(index_location(ws, name, options)), fingerprint(ws))
 
 
+@st.cache_resource(show_spinner="Loading the learned ranker ...", max_entries=8)
+def _ranked(_ws: Workspace, _schema: Schema, _version: RankerVersion, _bm25: Retriever,
+            root: str, schema: str, version: str, fingerprint: str) -> RankedSearch:
+    logger.info("loading ranker %s over %s", version, fingerprint[:12])
+    ranked = open_ranked(_ws, _schema, _version, _bm25, matcher=get_matcher())
+    settle_heap()
+    return ranked
+
+
+def get_ranked(ws: Workspace, schema: Schema, version: RankerVersion,
+               bm25: Retriever) -> RankedSearch:
+    """The loaded ranker version over the BM25 index, one per process, version and corpus
+    state (its feature cache lives as long)."""
+    return _ranked(ws, schema, version, bm25, str(ws.root), schema.name, version.id,
+                   fingerprint(ws))
+
+
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _relations(_ws: Workspace, root: str, schema: str, filters: str, source: str,
                stamp: str) -> list[PartialRelation]:
@@ -300,7 +320,29 @@ def store_label(ws: Workspace, **label: Any) -> Label | None:
         return None
     if waiting:
         flash("success", f"{waiting:d} pending label(s) saved.")
+    learn_from_labels(ws, stored.schema)
     return stored
+
+
+def learn_from_labels(ws: Workspace, schema: str) -> None:
+    """After a stored label: start a ranker round when enough new labels arrived (a job of a
+    few seconds; the gate decides whether the next search uses its version). A failure to
+    start it never costs the label: it is logged and said once."""
+    from curation.training.ranker import maybe_learn
+
+    user = current_user(ws)
+    if user is None:
+        return
+    try:
+        job = maybe_learn(ws, schema, user=user)
+    except CurationError as exc:
+        logger.warning("no ranker round for %s: %s", schema, exc)
+        flash("warning", f"The ranker could not start learning from the new labels: {md(exc)}")
+        return
+    if job is not None:
+        flash("info", f"Learning from your labels: the ranker of {md(schema)} retrains in the "
+                      f"background (job {job.id:d}); the next search uses it if it passes the "
+                      "gate.")
 
 
 def save_pending_labels(ctx: AppContext) -> None:

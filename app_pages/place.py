@@ -25,6 +25,7 @@ MAX_VALUE = 500
 RESTORED = "place_restored"
 PENDING_QUERY = "place_query"
 MODES = ("KB relation", "Type entities")  # app_pages/curate.py MODES
+DEFAULTS_FOR = "defaults_for"  # app_pages/curate.py DEFAULTS_FOR
 
 
 def place_state(params: Mapping[str, str]) -> dict[str, object]:
@@ -81,8 +82,11 @@ def restore_place() -> None:
         return
     st.session_state[RESTORED] = True
     params = {k: st.query_params.get(k) for k in st.query_params.keys()}  # noqa: SIM118
-    for key, value in place_state({k: v for k, v in params.items() if v is not None}).items():
+    values = place_state({k: v for k, v in params.items() if v is not None})
+    for key, value in values.items():
         st.session_state[key] = value
+    if "retriever" in values:  # the link's retriever wins over the schema's default ranking
+        st.session_state[DEFAULTS_FOR] = values["schema"]
 
 
 def remember_place(params: Mapping[str, str]) -> None:

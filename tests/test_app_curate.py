@@ -90,7 +90,7 @@ def test_label_writes_one_row_with_user_and_model_version_and_undo_removes_it(ws
     assert len(rows) == 1
     row = rows[0]
     assert (row["user"], row["doc_id"], row["grade"], row["model_version"]) == (
-        "alice", "25265492", "complete", "bm25")
+        "alice", "25265492", "complete", "bm25+rerank")  # a new workspace's default ranking
     assert row["query_text"] == "Treatment for gene BRAF and variant V600E?"
     assert row["query_key"] == "gene=gene:673|variant=variant:v600e"
     assert row["note"] == "names both drugs"

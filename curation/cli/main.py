@@ -191,7 +191,9 @@ def _evaluation_parsers(sub: argparse._SubParsersAction,
     p.add_argument("--retriever", action="append", default=[], metavar="NAME",
                    help="retriever (repeatable): bm25, dense, hybrid, each optionally with "
                         "+rerank (entity-aware rerank), or ranked (the schema's active learned "
-                        "ranker, kbcurate rank train); default bm25")
+                        "ranker, kbcurate rank train); default bm25. best: compare bm25, "
+                        "bm25+rerank, hybrid+rerank (when its index is built) and ranked, and "
+                        "record the best as the schema's default ranking in the app")
     p.add_argument("--split", default="test", choices=("train", "dev", "test", "all"))
     p.add_argument("--model", help="dense model: a registry version (kbcurate models list), "
                                    "Hugging Face name or local folder (default: the packaged "

@@ -34,6 +34,26 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     e.add_argument("--relation", required=True, help="query key of the partial relation "
                                                      "(kbcurate relations --schema S)")
     e.add_argument("--doc", required=True, help="PMID")
+    au = rsub.add_parser("auto", parents=[common],
+                         help="show or change after how many new labels on a schema the "
+                              "ranker retrains in the background (default 20; 0: never)")
+    au.add_argument("every", nargs="?", type=int, help="new value (admin action, audited as "
+                                                        "'cli'); omit to show it")
+
+
+def _auto(ws: Workspace, args: argparse.Namespace) -> int:
+    from curation.store.rankers import labels_waiting, retrain_every, set_retrain_every
+
+    if args.every is not None:
+        set_retrain_every(ws, args.every, actor="cli")
+    every = retrain_every(ws)
+    print(f"the ranker retrains after {every} new labels on a schema" if every
+          else "the ranker never retrains automatically (kbcurate rank train)")
+    for schema in sorted(ws.schemas()):
+        waiting = labels_waiting(ws, schema)
+        if waiting:
+            print(f"  {schema}: {waiting} new label(s) since the last round")
+    return 0
 
 
 def cmd_rank(args: argparse.Namespace) -> int:
@@ -54,6 +74,8 @@ def cmd_rank(args: argparse.Namespace) -> int:
                       f"{v.manifest.get('kind', ''):<10}dev NDCG@10 {_f(dev)}  test {_f(test)}"
                       f"  labels {len(v.manifest.get('labels_used', []))}")
             return 0
+        if args.action == "auto":
+            return _auto(ws, args)
         if args.action == "activate":
             v = versions.activate(ws, args.version, actor="cli", reason=args.reason)
             print(f"{v.id} now ranks {v.schema}")

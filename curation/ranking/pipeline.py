@@ -46,10 +46,11 @@ class _Parts(dict):
         super().__init__()
         self.ws = ws
 
-    def load(self, doc_ids: Sequence[str]) -> None:
+    def load(self, doc_ids: Sequence[str], ws: Workspace | None = None) -> None:
+        """Load the missing ones, through ``ws`` when given (a caller's own connection)."""
         missing = [d for d in doc_ids if d not in self]
         if missing:
-            self.update(document_parts(self.ws, missing))
+            self.update(document_parts(ws or self.ws, missing))
 
 
 @dataclass(frozen=True)
@@ -107,16 +108,17 @@ class RankingContext:
         return gather(bm25, dense, base, depth=self.depth, extra=extra)
 
     def features(self, query: Mapping[str, Sequence[Entity]], candidates: Candidates,
-                 query_key: str = "") -> np.ndarray:
-        """Feature rows of the candidates (rows in ``candidates.doc_ids`` order)."""
-        self.parts.load(candidates.doc_ids)
+                 query_key: str = "", *, ws: Workspace | None = None) -> np.ndarray:
+        """Feature rows of the candidates (rows in ``candidates.doc_ids`` order); documents
+        are read through ``ws`` when given (default: the context's workspace)."""
+        self.parts.load(candidates.doc_ids, ws)
         return self.builder.matrix(query, candidates, query_key)
 
     def rank(self, ranker: Ranker, text: str, query: Mapping[str, Sequence[Entity]], k: int,
-             query_key: str = "") -> list[Ranked]:
+             query_key: str = "", *, ws: Workspace | None = None) -> list[Ranked]:
         """The top ``k`` candidates by the ranker's score (ties: the first stage's order)."""
         cands = self.candidates(text)
-        x = self.features(query, cands, query_key)
+        x = self.features(query, cands, query_key, ws=ws)
         scores = ranker.score(x)
         order = sorted(range(len(cands.doc_ids)), key=lambda i: (-scores[i], i))[:k]
         return [Ranked(Hit(cands.doc_ids[i], float(scores[i]), r, RANKED), x[i])

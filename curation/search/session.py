@@ -20,6 +20,7 @@ from typing import Any
 from curation.matching.evidence import Evidence, find_evidence, mark_colours, render_evidence
 from curation.matching.matcher import EntityMatcher, Span
 from curation.search.candidates import Candidate, answer_candidates, is_pmid
+from curation.search.ranked import RankedSearch
 from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
 from curation.search.suggestions import accepted_answers
 from curation.store.importer import query_key as make_query_key
@@ -57,6 +58,8 @@ class RankedDoc:
         evidence: Sentences (offsets into :attr:`text`) where a query entity and an answer
             co-occur, best first, or the one naming the most query entities
             (:mod:`curation.matching.evidence`).
+        reasons: Why the learned ranker put it here: its top three feature contributions in
+            words (plain text; empty for other retrievers).
     """
 
     doc_id: str
@@ -70,6 +73,7 @@ class RankedDoc:
     spans: tuple[Span, ...]
     model_version: str
     evidence: tuple[Evidence, ...] = ()
+    reasons: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
@@ -149,9 +153,14 @@ def run_search(
     *,
     matcher: EntityMatcher,
     rerank: bool = False,
+    ranked: RankedSearch | None = None,
 ) -> SearchResult:
     """Rank abstracts for a partial relation's query, with highlights, evidence sentences and
     answer candidates.
+
+    With ``ranked`` (a loaded learned ranker over ``retriever``'s BM25 index), the ranker orders
+    the candidates and each card gets its reasons; ``rerank`` is then ignored (the ranker's
+    entity features do that work).
 
     Answers of accepted source suggestions count as known here (highlighted as answers, never
     flagged NEW again).
@@ -171,11 +180,17 @@ def run_search(
         row = texts.get(doc_id, {})
         return f"{row.get('title', '')} {row.get('abstract', '')}".strip()
 
-    hits, version = rank(retriever, query_text, k, entities=entities, rerank=rerank,
-                         doc_text=doc_text, matcher=matcher)
+    why: dict[str, tuple[str, ...]] = {}
+    if ranked is not None:
+        hits, why = ranked.search(ws, query_text, partial.query, k, partial.query_key)
+        version = ranked.label
+    else:
+        hits, version = rank(retriever, query_text, k, entities=entities, rerank=rerank,
+                             doc_text=doc_text, matcher=matcher)
     texts.update(fetch_documents(ws, [h.doc_id for h in hits if h.doc_id not in texts]))
     cited = set(partial.pmids)
-    docs = [_ranked_doc(texts.get(h.doc_id, {}), h, h.doc_id in cited, version) for h in hits]
+    docs = [replace(_ranked_doc(texts.get(h.doc_id, {}), h, h.doc_id in cited, version),
+                    reasons=why.get(h.doc_id, ())) for h in hits]
     candidates = answer_candidates(ws, schema, partial, [(d.doc_id, d.text) for d in docs],
                                    matcher)
     highlight = slot_entities(schema, partial, [c.entity for c in candidates])
@@ -204,7 +219,8 @@ def card_html(doc: RankedDoc, highlighted: str, grade: str | None = None, *,
     """One result card as escaped HTML: a first line (rank, PubMed link, year, journal, score,
     the current label, a badge when the KB cites it) above ``highlighted`` (the output of
     :func:`curation.matching.highlight.render_highlighted`), then the evidence sentences
-    (:func:`curation.matching.evidence.render_evidence`).
+    (:func:`curation.matching.evidence.render_evidence`) and, for the learned ranker, why it
+    ranks the document here.
 
     Document text is escaped; the link is built only from a validated PMID. Newlines become
     spaces so a markdown renderer keeps the whole card one HTML block.
@@ -235,7 +251,11 @@ def card_html(doc: RankedDoc, highlighted: str, grade: str | None = None, *,
         colours = mark_colours(highlighted)
         enabled_slots = frozenset(colours) if enabled_slots is None else enabled_slots
     evidence = render_evidence(doc.text, doc.evidence, doc.spans, colours, enabled_slots)
-    return (header + highlighted + evidence).replace("\r", " ").replace("\n", " ")
+    why = ""
+    if doc.reasons:
+        why = ('<div class="kb-why"><b>Why this rank:</b> '
+               + "; ".join(html.escape(r) for r in doc.reasons) + "</div>")
+    return (header + highlighted + evidence + why).replace("\r", " ").replace("\n", " ")
 
 
 # -- query entities ------------------------------------------------------------------------------

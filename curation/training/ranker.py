@@ -21,9 +21,11 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from curation.access.adjudication import current_adjudications
-from curation.access.users import Role
+from curation.access.users import Role, User
 from curation.evaluation.harness import EvalQuery, build_task, score_run
 from curation.evaluation.runner import ranking_context
+from curation.jobs.kinds import SYSTEM_USER
+from curation.jobs.queue import Job, get_job, list_jobs, submit_job
 from curation.ranking.grades import GradeTable, grade_table, graded, kb_grade
 from curation.ranking.model import Group, Ranker, RankerOptions, fit
 from curation.ranking.pipeline import RANKED, RankingContext
@@ -34,7 +36,7 @@ from curation.ranking.versions import (
     save_version,
 )
 from curation.search.indexing import get_index
-from curation.store.rankers import document_parts
+from curation.store.rankers import claim_labels, document_parts, labels_waiting, retrain_every
 from curation.store.workspace import Workspace
 from curation.training.feedback import current_labels, resolve_conflicts
 from curation.training.gate import GateDecision, decide
@@ -193,3 +195,54 @@ def _texts(ctx: RankingContext) -> dict[str, str]:
             return self[doc_id]
     return _Lazy()
 
+
+
+# -- learn as you label ---------------------------------------------------------------------------
+#: The background job kind of a ranker round (curation.jobs.kinds).
+JOB_KIND = "rank"
+
+
+def maybe_learn(ws: Workspace, schema: str, *, user: User) -> Job | None:
+    """Start a ranker round in the background when the schema has :func:`retrain_every` new
+    labels since the last round (the label path calls this after every stored label).
+
+    Returns the submitted job, or None (not enough new labels, automatic rounds off, or a round
+    of this schema already queued or running: its successor starts with the next label).
+    """
+    every = retrain_every(ws)
+    if every <= 0 or labels_waiting(ws, schema) < every:
+        return None
+    if any(j.params.get("schema") == schema and not j.finished
+           for j in list_jobs(ws, kind=JOB_KIND, limit=20)):
+        return None
+    taken = claim_labels(ws, schema, every)
+    if taken is None:  # another process claimed them first
+        return None
+    logger.info("%d new labels on %s: starting a ranker round", taken, schema)
+    return submit_job(ws, JOB_KIND, {"schema": schema, "labels": taken}, user=user)
+
+
+def check_rank_params(ws: Workspace, params: Mapping[str, Any]) -> None:
+    """Validator of the ``rank`` job: a schema of this workspace, a label count >= 0."""
+    get_schema(str(params.get("schema", "")), ws.schemas())
+    labels = params.get("labels", 0)
+    if isinstance(labels, bool) or not isinstance(labels, int) or labels < 0:
+        raise CurationError(f"The rank job's 'labels' must be a whole number >= 0, got "
+                            f"{labels!r}")
+
+
+def run_ranker_job(ctx: Any, schema: str, labels: int = 0) -> dict[str, Any]:
+    """Background job entry point: one ranker round of ``schema`` (KB + every label), the gate
+    deciding promotion; progress goes into the job row."""
+    ctx.progress(0.05, f"{labels} new labels: building features")
+    job = get_job(ctx.ws, ctx.job_id)
+    logger.info("ranker round of %s after labels by %s", schema, job.created_by or "?")
+    result = train_ranker(ctx.ws, schema, actor=SYSTEM_USER.name, progress=False)
+    ctx.progress(1.0, f"{result.version.id}: "
+                      + ("promoted" if result.activated else "kept the active version"))
+    return {"version": result.version.id, "activated": result.activated,
+            "reasons": list(result.decision.reasons),
+            "metrics": result.version.metrics,
+            "seconds": {"features": round(result.seconds_features, 2),
+                        "fit": round(result.seconds_fit, 2)},
+            "labels_used": len(result.labels_used)}

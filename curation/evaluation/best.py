@@ -1,0 +1,99 @@
+"""Choosing each schema's default ranking: the best configuration measured on its held-out split.
+
+``kbcurate evaluate --retriever best`` (and the ``evaluate`` job with ``best`` among its
+retrievers) scores the configurations the workspace can run on the schema's held-out split:
+
+* ``bm25`` and ``bm25+rerank`` always;
+* ``hybrid+rerank`` over the schema's active dense version, when its hybrid index is built
+  (encoding the corpus is a separate, long step: ``kbcurate index --retriever hybrid --model
+  VERSION``);
+* ``ranked``: the schema's active learned-ranker version.
+
+The best by the metric (ties: the simpler configuration, in :data:`CONFIGURATIONS` order) is
+recorded in the workspace with every score, the versions measured, the split and who measured
+it (:func:`curation.store.rankers.set_default_ranking`); the app opens the schema on it and says
+why in the sidebar (:func:`curation.search.ranked.default_for`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from curation.evaluation.runner import evaluate_workspace
+from curation.ranking.pipeline import RANKED
+from curation.ranking.versions import active_version
+from curation.search.indexing import index_ready
+from curation.store.models import active_model
+from curation.store.rankers import set_default_ranking
+from curation.store.workspace import Workspace, utcnow
+
+logger = logging.getLogger(__name__)
+
+#: The configurations compared, simplest first (the order breaks ties).
+CONFIGURATIONS = ("bm25", "bm25+rerank", "hybrid+rerank", RANKED)
+#: The retriever name that asks for the comparison.
+BEST = "best"
+METRIC = "ndcg@10"
+
+
+def runnable(ws: Workspace, schema: str) -> tuple[list[str], dict[str, dict[str, Any]],
+                                                  dict[str, str], list[str]]:
+    """(configurations, evaluation options, versions measured, notes on what was left out)."""
+    names = ["bm25", "bm25+rerank"]
+    options: dict[str, dict[str, Any]] = {}
+    versions: dict[str, str] = {}
+    notes = []
+    dense = active_model(ws, schema)
+    if dense is None:
+        notes.append("hybrid+rerank: no active dense version")
+    elif not index_ready(ws, "hybrid", {"dense": {"model": dense.id}}):
+        notes.append(f"hybrid+rerank: the hybrid index over {dense.id} is not built "
+                     f"(kbcurate index --retriever hybrid --model {dense.id})")
+    else:
+        names.append("hybrid+rerank")
+        options["hybrid"] = {"dense": {"model": dense.id}}
+        versions["dense_version"] = dense.id
+    ranker = active_version(ws, schema)
+    if ranker is None:
+        notes.append(f"{RANKED}: no active ranker version (kbcurate rank train --schema "
+                     f"{schema})")
+    else:
+        names.append(RANKED)
+        versions["ranker_version"] = ranker.id
+    return names, options, versions, notes
+
+
+def choose_default(ws: Workspace, schema: str, *, actor: str, split: str = "test",
+                   metric: str = METRIC, progress: bool = True,
+                   report: Callable[[float, str], None] | None = None
+                   ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Measure the runnable configurations, record the best as the schema's default.
+
+    Returns:
+        (the evaluation report, the stored record).
+    """
+    names, options, versions, notes = runnable(ws, schema)
+    result = evaluate_workspace(ws, schema, names, split=split, options=options,
+                                report=report, progress=progress)
+    scores = {name: float(result["retrievers"][name][metric]) for name in names}
+    best = max(names, key=lambda n: (round(scores[n], 6), -CONFIGURATIONS.index(n)))
+    record = {"best": best, "metric": metric, "split": split, "scores": scores,
+              "queries": result["queries"], "seed": result["seed"], "notes": notes,
+              "measured_at": utcnow(), "by": actor, **versions}
+    set_default_ranking(ws, schema, record, actor=actor)
+    logger.info("default ranking of %s: %s (%s %s %.3f)", schema, best, split, metric,
+                scores[best])
+    return result, record
+
+
+def format_choice(record: dict[str, Any]) -> str:
+    """Lines for the CLI: what became the default, and what was left out."""
+    metric = record["metric"].replace("ndcg", "NDCG")
+    lines = [f"default ranking of this schema: {record['best']} ({record['split']} {metric} "
+             f"{record['scores'][record['best']]:.3f})"]
+    lines += [f"  {name}: {value:.3f}" for name, value in
+              sorted(record["scores"].items(), key=lambda kv: -kv[1])]
+    lines += [f"  not measured: {note}" for note in record.get("notes", [])]
+    return "\n".join(lines)

@@ -1,0 +1,198 @@
+"""The learned ranker behind the Curate page: its menu entries, the loaded ranker, the reasons on
+each card, and each schema's default ranking.
+
+Menu entries: ``ranked · active`` follows the schema's active ranker version (a version promoted
+by a learn-as-you-label round ranks the next search), ``ranked · <schema>-ranker@N`` pins one.
+The first stage is the BM25 index; a version trained with dense features also reads the dense
+index it was trained with, when that index is built (otherwise its dense features are missing
+values, as for any document outside the dense top N).
+
+The default ranking of a schema is what ``kbcurate evaluate --retriever best`` measured best on
+its held-out split (:mod:`curation.evaluation.best`), recorded in the workspace; a workspace
+that measured nothing yet starts on bm25 + the entity rerank.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from curation.matching.matcher import EntityMatcher
+from curation.ranking.model import Ranker
+from curation.ranking.pipeline import RANKED, RankingContext
+from curation.ranking.versions import (
+    RankerVersion,
+    active_version,
+    get_version,
+    list_versions,
+    load_ranker,
+)
+from curation.store.rankers import default_ranking
+from curation.store.workspace import Workspace
+from kb_sources.errors import CurationError
+from kb_sources.schema import Schema
+from kb_sources.types import Entity
+from retrievers.base import Hit, Retriever
+
+logger = logging.getLogger(__name__)
+
+#: Separates a retriever from a version in a menu entry (as in curation.search.choices).
+SEP = " · "
+#: The menu entry that follows the schema's active ranker version.
+RANKED_ACTIVE = f"{RANKED}{SEP}active"
+#: The reason of a document whose features all lowered its score.
+NO_REASON = "nothing in it raised the score above an average candidate's"
+#: What a workspace ranks with before any evaluation measured something better.
+FALLBACK = "bm25+rerank"
+
+
+def is_ranked_choice(choice: str) -> bool:
+    """Whether a menu entry is the learned ranker ("ranked · ...")."""
+    return choice.partition(SEP)[0] == RANKED
+
+
+def ranked_choices(ws: Workspace, schema: str) -> list[str]:
+    """``ranked · active`` (when the schema has an active version), then every saved version of
+    the schema, newest first."""
+    versions = list_versions(ws, schema)
+    active = active_version(ws, schema)
+    head = [RANKED_ACTIVE] if active is not None else []
+    return head + [f"{RANKED}{SEP}{v.id}" for v in reversed(versions)]
+
+
+def resolve_ranked_choice(ws: Workspace, schema: str, choice: str) -> RankerVersion:
+    """The version a ranked menu entry names now (``active``: the schema's active version).
+
+    Raises:
+        CurationError: The entry is not a ranked one, the schema has no active version, or the
+            version does not exist or belongs to another schema.
+    """
+    name, _, ident = choice.partition(SEP)
+    if name != RANKED or not ident:
+        raise CurationError(f"{choice!r} is not a ranked menu entry; expected 'ranked · active' "
+                            "or 'ranked · <schema>-ranker@N'")
+    if ident == "active":
+        version = active_version(ws, schema)
+        if version is None:
+            raise CurationError(f"{schema} has no active ranker version yet; train one "
+                                f"(kbcurate rank train --schema {schema}) or label 20 "
+                                "abstracts so the first round runs")
+        return version
+    version = get_version(ws, ident)
+    if version.schema != schema:
+        raise CurationError(f"{ident} ranks {version.schema}, not {schema}; pick a version of "
+                            f"{schema}")
+    return version
+
+
+@dataclass
+class RankedSearch:
+    """A loaded ranker version with its ranking context (one per version and corpus state).
+
+    Shared by every session of a server process: each call passes the caller's workspace
+    connection, which the context reads titles and abstracts through.
+    """
+
+    version: RankerVersion
+    ranker: Ranker
+    context: RankingContext
+
+    @property
+    def label(self) -> str:
+        """The model-version label of its hits (what label rows record)."""
+        return f"{RANKED}{SEP}{self.version.id}"
+
+    def search(self, ws: Workspace, text: str, query: Mapping[str, Sequence[Entity]], k: int,
+               query_key: str = "") -> tuple[list[Hit], dict[str, tuple[str, ...]]]:
+        """The top ``k`` hits and, per document, the top three reasons in words."""
+        if not text.strip():
+            raise CurationError("The query is empty; pick a relation or type a question")
+        ranked = self.context.rank(self.ranker, text, query, k, query_key, ws=ws)
+        hits = [Hit(r.hit.doc_id, r.hit.score, r.hit.rank, self.label) for r in ranked]
+        why = {r.hit.doc_id: tuple(reason.text for reason in
+                                   self.context.explain(self.ranker, r.features, query))
+               or (NO_REASON,) for r in ranked}
+        return hits, why
+
+
+def open_ranked(ws: Workspace, schema: Schema, version: RankerVersion, bm25: Retriever, *,
+                dense: Retriever | None = None,
+                matcher: EntityMatcher | None = None) -> RankedSearch:
+    """Load a version (checksum checked) and build its ranking context over ``bm25`` (and the
+    dense index it was trained with, when given). The answer-type dictionary is the whole
+    workspace's: in the app every known answer may be tagged."""
+    ranker = load_ranker(version)
+    depth = int(version.manifest.get("depth", 100))
+    if version.manifest.get("dense") and dense is None:
+        logger.warning("%s was trained with dense features but no dense index is open; they "
+                       "count as missing", version.id)
+    ctx = RankingContext(ws, schema, bm25, dense=dense, matcher=matcher, depth=depth)
+    if list(ctx.names) != list(ranker.names):
+        raise CurationError(f"{version.id} was trained on other features than this code "
+                            "builds; train a new version with `kbcurate rank train --schema "
+                            f"{schema.name}`")
+    return RankedSearch(version, ranker, ctx)
+
+
+# -- the default ranking --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DefaultRanking:
+    """What a schema ranks with when a curator opens it.
+
+    Attributes:
+        choice: The menu entry ("bm25", "hybrid · PO-edel@2", "ranked · active").
+        rerank: The entity-aware rerank is on.
+        configuration: The measured configuration ("bm25+rerank", "ranked", ...).
+        reason: One line for the sidebar ("chosen by test NDCG@10 0.69 vs 0.66 for
+            bm25+rerank"), or why the fallback is used.
+        record: The stored measurement (empty for the fallback).
+    """
+
+    choice: str
+    rerank: bool
+    configuration: str
+    reason: str
+    record: Mapping[str, Any]
+
+
+def configuration_choice(configuration: str, record: Mapping[str, Any] | None = None
+                         ) -> tuple[str, bool]:
+    """(menu entry, rerank) of a measured configuration name."""
+    record = record or {}
+    if configuration == RANKED:
+        return RANKED_ACTIVE, False
+    base, plus, _ = configuration.partition("+")
+    rerank = bool(plus)
+    if base == "hybrid" and record.get("dense_version"):
+        return f"hybrid{SEP}{record['dense_version']}", rerank
+    return base, rerank
+
+
+def default_for(ws: Workspace, schema: str) -> DefaultRanking:
+    """The schema's default ranking: the recorded best configuration, or bm25 + rerank."""
+    record = default_ranking(ws, schema) or {}
+    configuration = str(record.get("best", ""))
+    if not configuration:
+        return DefaultRanking("bm25", True, FALLBACK, "no evaluation has chosen yet (kbcurate "
+                              "evaluate --retriever best)", {})
+    choice, rerank = configuration_choice(configuration, record)
+    if configuration == RANKED and active_version(ws, schema) is None:
+        return DefaultRanking("bm25", True, FALLBACK, f"{RANKED} was measured best but no "
+                              "ranker version is active now", record)
+    return DefaultRanking(choice, rerank, configuration, describe(record), record)
+
+
+def describe(record: Mapping[str, Any]) -> str:
+    """"chosen by test NDCG@10 0.690 vs 0.660 for bm25+rerank" from a stored measurement."""
+    metric, split = record.get("metric", "ndcg@10"), record.get("split", "test")
+    scores: Mapping[str, float] = record.get("scores", {})
+    best = str(record.get("best", ""))
+    others = sorted(((v, k) for k, v in scores.items() if k != best), reverse=True)
+    what = f"{split} {metric.replace('ndcg', 'NDCG')} {scores.get(best, 0.0):.3f}"
+    if best == RANKED and record.get("ranker_version"):
+        what += f" ({record['ranker_version']})"
+    if others:
+        what += f" vs {others[0][0]:.3f} for {others[0][1]}"
+    return f"chosen by {what}"

@@ -1,0 +1,119 @@
+"""The learned ranker in the app (AppTest): 20 labels start a background round whose promoted
+version the next search uses and the label rows name; the sidebar names the default ranking and
+why it was chosen; ranked cards say why they rank where they do."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from app_helpers import APP, add_users, label_rows, shown, sign_in
+from streamlit.testing.v1 import AppTest
+
+from curation.jobs.queue import JobStatus, list_jobs, wait_for_job
+from curation.search.indexing import get_index
+from curation.store.workspace import Workspace
+from tests.loop_fixtures import make_loop_workspace
+
+PMID = re.compile(r">PMID (\d+)</a>")
+
+
+@pytest.fixture
+def ws_root(tmp_path, monkeypatch):
+    root = tmp_path / "ws"
+    with Workspace.init(root) as ws:
+        make_loop_workspace(ws)
+        get_index(ws, "bm25", progress=False)
+    add_users(root, alice="curator", boss="admin")
+    monkeypatch.setenv("KBCURATE_WORKSPACE", str(root))
+    return root
+
+
+def cards(at: AppTest) -> list[str]:
+    return [m.value for m in at.markdown if m.value.startswith('<div class="kb-meta">')]
+
+
+def grade_control(at: AppTest, doc_id: str):
+    return next(w for w in at.segmented_control if w.key and w.key.startswith(f"grade_{doc_id}_"))
+
+
+def label_shown(at: AppTest, budget: int) -> int:
+    """Label every unlabelled card shown (irrelevant unless it names its disease in the
+    title), at most ``budget``; returns how many."""
+    done = 0
+    for html in cards(at):
+        if done == budget or "labelled <b>" in html:
+            continue
+        doc = PMID.search(html).group(1)
+        grade = "complete" if doc.startswith("1") else "irrelevant"
+        grade_control(at, doc).set_value(grade).run()
+        assert not at.exception
+        done += 1
+    return done
+
+
+def test_twenty_labels_train_a_ranker_that_the_next_search_uses(ws_root):
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    assert at.selectbox(key="schema").value == "disease_gene"
+    # a new workspace opens on bm25 + the entity rerank, and says why
+    assert at.selectbox(key="retriever").value == "bm25" and at.checkbox(key="rerank").value
+    captions = [shown(c.value) for c in at.sidebar.caption]
+    assert any(c.startswith("Default: bm25+rerank, no evaluation has chosen yet") for c in
+               captions), captions
+    picker = at.selectbox(key="relation_pick_disease_gene")
+    spent = 0
+    for key in picker.options:
+        at.selectbox(key="relation_pick_disease_gene").set_value(key).run()
+        spent += label_shown(at, 20 - spent)
+        if spent == 20:
+            break
+    assert spent == 20
+    rows = label_rows(ws_root)
+    assert len(rows) == 20 and {r["model_version"] for r in rows} == {"bm25+rerank"}
+    (job,) = list_jobs(Workspace.open(ws_root), kind="rank")
+    assert job.params == {"schema": "disease_gene", "labels": 20} and job.created_by == "alice"
+    with Workspace.open(ws_root) as ws:
+        job = wait_for_job(ws, job.id, timeout=120)
+    assert job.status is JobStatus.DONE, job.error
+    assert job.result["version"] == "disease_gene-ranker@1" and job.result["activated"]
+    assert job.result["labels_used"] > 0
+    # the next search: the ranked entries are offered, and "ranked · active" ranks with @1
+    at.run()
+    assert at.selectbox(key="retriever").options[:2] == ["ranked · active",
+                                                         "ranked · disease_gene-ranker@1"]
+    at.selectbox(key="retriever").set_value("ranked · active").run()
+    assert at.checkbox(key="rerank").disabled
+    html = cards(at)
+    assert html and all("Why this rank:" in c for c in html)
+    progress = shown(at.get("progress")[0].proto.text)
+    assert "ranked by ranked · disease_gene-ranker@1" in progress
+    # relabel the first card: the new row names the ranker version that ranked it
+    doc = PMID.search(html[0]).group(1)
+    grade_control(at, doc).set_value("partial").run()
+    assert label_rows(ws_root)[-1]["model_version"] == "ranked · disease_gene-ranker@1"
+
+
+def test_the_sidebar_names_the_measured_default(ws_root):
+    from curation.evaluation.best import choose_default
+    from curation.ranking.model import RankerOptions
+    from curation.training.ranker import train_ranker
+
+    with Workspace.open(ws_root) as ws:
+        train_ranker(ws, "disease_gene", actor="boss", progress=False,
+                     options=RankerOptions(n_estimators=20, min_child_samples=1))
+        _, record = choose_default(ws, "disease_gene", actor="boss", progress=False)
+        # make the ranker the measured best, as it is on the BioRED tasks
+        record = {**record, "best": "ranked", "scores": {**record["scores"], "ranked": 0.99}}
+        from curation.store.rankers import set_default_ranking
+        set_default_ranking(ws, "disease_gene", record, actor="boss")
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    assert at.selectbox(key="retriever").value == "ranked · active"
+    captions = " ".join(shown(c.value) for c in at.sidebar.caption)
+    runner_up = max(v for k, v in record["scores"].items() if k != "ranked")
+    assert ("Default: ranked · disease_gene-ranker@1, chosen by test NDCG@10 0.990 "
+            f"(disease_gene-ranker@1) vs {runner_up:.3f} for") in captions
+    # a link that names a retriever wins over the default
+    at2 = AppTest.from_file(APP, default_timeout=60)
+    at2.query_params.update({"schema": "disease_gene", "retriever": "bm25", "rerank": "0"})
+    at2 = sign_in(at2.run(), "alice")
+    assert at2.selectbox(key="retriever").value == "bm25" and not at2.checkbox(key="rerank").value

@@ -1,0 +1,229 @@
+"""The fast learner at work (issue 25): learn as you label (setting, claims, the background round
+and the gate), the ranked search with reasons on cards, each schema's default ranking chosen by
+measurement, and the in-memory simulation of labelling rounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from curation.access.users import Role, User
+from curation.evaluation.harness import build_task
+from curation.jobs.queue import JobStatus, get_job, run_job, submit_job
+from curation.matching.matcher import EntityMatcher
+from curation.ranking.model import RankerOptions
+from curation.ranking.versions import active_version
+from curation.search.indexing import get_index
+from curation.search.ranked import (
+    RANKED_ACTIVE,
+    default_for,
+    describe,
+    is_ranked_choice,
+    open_ranked,
+    ranked_choices,
+    resolve_ranked_choice,
+)
+from curation.search.session import card_html, run_search
+from curation.store.labels import record_label
+from curation.store.rankers import (
+    DEFAULT_RETRAIN_EVERY,
+    claim_labels,
+    default_ranking,
+    labels_waiting,
+    retrain_every,
+    set_retrain_every,
+)
+from curation.store.relations import list_partial_relations
+from curation.training.ranker import maybe_learn, train_ranker
+from kb_sources.errors import CurationError
+from tests.loop_fixtures import make_loop_workspace
+
+ALICE = User("alice", Role.CURATOR)
+SMALL = RankerOptions(n_estimators=20, min_child_samples=1)
+
+
+def label(ws, i: int, grade: str = "irrelevant", schema: str = "disease_gene"):
+    q = build_task(ws, schema).split("train")[i % 3]
+    return record_label(ws, user="alice", schema=schema, query_key=q.qid, query_text=q.text,
+                        doc_id=str(301 + i), grade=grade)
+
+
+# -- learn as you label --------------------------------------------------------------------------
+def test_retrain_setting_and_label_claims(tmp_workspace):
+    ws = make_loop_workspace(tmp_workspace)
+    assert retrain_every(ws) == DEFAULT_RETRAIN_EVERY == 20
+    set_retrain_every(ws, 3, actor="admin")
+    assert retrain_every(ws) == 3
+    for bad in (-1, 2.5, True):
+        with pytest.raises(CurationError, match="whole number >= 0"):
+            set_retrain_every(ws, bad, actor="admin")
+    assert labels_waiting(ws, "disease_gene") == 0
+    label(ws, 0)
+    label(ws, 1)
+    assert labels_waiting(ws, "disease_gene") == 2
+    assert claim_labels(ws, "disease_gene", 3) is None  # not enough yet
+    label(ws, 1, "partial")  # a relabel is a new row: it counts
+    assert claim_labels(ws, "disease_gene", 3) == 3
+    assert labels_waiting(ws, "disease_gene") == 0
+    assert claim_labels(ws, "disease_gene", 3) is None  # taken once only
+    assert claim_labels(ws, "disease_gene", 0) is None
+    audit = ws.conn.execute("SELECT actor, action, after FROM audit_log "
+                            "WHERE object_type = 'setting'").fetchall()
+    assert [(a[0], a[1]) for a in audit] == [("admin", "set")] and '"value": 3' in audit[0][2]
+
+
+def test_maybe_learn_submits_one_round_per_k_labels_and_the_round_promotes(tmp_workspace):
+    ws = make_loop_workspace(tmp_workspace)
+    set_retrain_every(ws, 2, actor="admin")
+    label(ws, 0)
+    assert maybe_learn(ws, "disease_gene", user=ALICE) is None
+    label(ws, 1, "complete")
+    from unittest import mock
+    with mock.patch("curation.training.ranker.submit_job",
+                    side_effect=lambda *a, **k: submit_job(*a, **k, start=False)):
+        job = maybe_learn(ws, "disease_gene", user=ALICE)
+        assert job is not None and job.kind == "rank" and job.created_by == "alice"
+        assert job.params == {"schema": "disease_gene", "labels": 2}
+        label(ws, 2)
+        label(ws, 3)  # two more while the first round is queued: no second round
+        assert maybe_learn(ws, "disease_gene", user=ALICE) is None
+        done = run_job(ws, job.id)
+    assert done.status is JobStatus.DONE, done.error
+    assert done.result["version"] == "disease_gene-ranker@1" and done.result["activated"]
+    assert done.result["labels_used"] >= 1
+    assert active_version(ws, "disease_gene").id == "disease_gene-ranker@1"
+    # the two labels given meanwhile still wait for the next round
+    assert labels_waiting(ws, "disease_gene") == 2
+    set_retrain_every(ws, 0, actor="admin")
+    assert maybe_learn(ws, "disease_gene", user=ALICE) is None  # automatic rounds off
+
+
+def test_rank_job_parameters_are_checked(tmp_workspace):
+    ws = make_loop_workspace(tmp_workspace)
+    with pytest.raises(CurationError, match="nope"):
+        submit_job(ws, "rank", {"schema": "nope"}, user=ALICE, start=False)
+    with pytest.raises(CurationError, match="'labels' must be a whole number"):
+        submit_job(ws, "rank", {"schema": "disease_gene", "labels": -4}, user=ALICE,
+                   start=False)
+    with pytest.raises(CurationError, match="unknown parameter"):
+        submit_job(ws, "rank", {"schema": "disease_gene", "url": "x"}, user=ALICE, start=False)
+
+
+# -- ranked search in the app's service layer ----------------------------------------------------
+def test_ranked_search_names_the_version_and_gives_reasons(tmp_workspace):
+    ws = make_loop_workspace(tmp_workspace)
+    assert ranked_choices(ws, "disease_gene") == []
+    with pytest.raises(CurationError, match="no active ranker version yet"):
+        resolve_ranked_choice(ws, "disease_gene", RANKED_ACTIVE)
+    train_ranker(ws, "disease_gene", actor="admin", progress=False, options=SMALL)
+    train_ranker(ws, "disease_gene", actor="admin", progress=False, options=SMALL, gate=False)
+    assert ranked_choices(ws, "disease_gene") == [
+        RANKED_ACTIVE, "ranked · disease_gene-ranker@2", "ranked · disease_gene-ranker@1"]
+    assert is_ranked_choice(RANKED_ACTIVE) and not is_ranked_choice("bm25")
+    version = resolve_ranked_choice(ws, "disease_gene", RANKED_ACTIVE)
+    assert version.id == "disease_gene-ranker@1"  # @2 was saved without the gate: not active
+    assert resolve_ranked_choice(ws, "disease_gene", "ranked · disease_gene-ranker@2").number == 2
+    with pytest.raises(CurationError, match="not a ranker version id"):
+        resolve_ranked_choice(ws, "disease_gene", "ranked · ../../etc")
+    schema = ws.schemas()["disease_gene"]
+    bm25 = get_index(ws, "bm25", progress=False)
+    ranked = open_ranked(ws, schema, version, bm25)
+    partial = next(p for p in list_partial_relations(ws, "disease_gene")
+                   if p.query["disease"][0].text == "melanoma")
+    result = run_search(ws, bm25, schema, partial, "Genes of melanoma", 5,
+                        matcher=EntityMatcher(), ranked=ranked)
+    assert result.model_version == "ranked · disease_gene-ranker@1"
+    assert {d.model_version for d in result.docs} == {"ranked · disease_gene-ranker@1"}
+    assert [d.rank for d in result.docs] == list(range(1, len(result.docs) + 1))
+    top = result.docs[0]
+    assert top.doc_id in ("101", "102")  # "BRAF / NRAS in melanoma", the cited abstracts
+    assert 1 <= len(top.reasons) <= 3 and all(isinstance(r, str) and r for r in top.reasons)
+    html = card_html(top, "<div>text</div>")
+    assert '<div class="kb-why"><b>Why this rank:</b> ' in html
+    assert html.count(";") >= len(top.reasons) - 1
+    plain = run_search(ws, bm25, schema, partial, "Genes of melanoma", 5,
+                       matcher=EntityMatcher())
+    assert plain.model_version == "bm25" and all(d.reasons == () for d in plain.docs)
+    assert "kb-why" not in card_html(plain.docs[0], "<div>text</div>")
+
+
+def test_reasons_are_escaped_on_the_card(tmp_workspace):
+    from dataclasses import replace
+
+    ws = make_loop_workspace(tmp_workspace)
+    schema = ws.schemas()["disease_gene"]
+    bm25 = get_index(ws, "bm25", progress=False)
+    partial = list_partial_relations(ws, "disease_gene")[0]
+    doc = run_search(ws, bm25, schema, partial, "melanoma", 1, matcher=EntityMatcher()).docs[0]
+    html = card_html(replace(doc, reasons=("names <script>x</script> in the title",)), "")
+    assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+# -- the default ranking --------------------------------------------------------------------------
+def test_default_ranking_is_measured_recorded_and_explained(tmp_workspace):
+    from curation.cli.main import main
+    from curation.evaluation.best import choose_default
+
+    ws = make_loop_workspace(tmp_workspace)
+    fallback = default_for(ws, "disease_gene")
+    assert (fallback.choice, fallback.rerank, fallback.configuration) == ("bm25", True,
+                                                                          "bm25+rerank")
+    assert "no evaluation has chosen yet" in fallback.reason
+    report, record = choose_default(ws, "disease_gene", actor="admin", progress=False)
+    assert set(record["scores"]) == {"bm25", "bm25+rerank"}  # nothing else can run yet
+    assert any("no active ranker version" in n for n in record["notes"])
+    assert any("no active dense version" in n for n in record["notes"])
+    assert record["best"] in ("bm25", "bm25+rerank")
+    assert record["scores"]["bm25"] == pytest.approx(report["retrievers"]["bm25"]["ndcg@10"])
+    assert default_ranking(ws, "disease_gene") == record
+    train_ranker(ws, "disease_gene", actor="admin", progress=False, options=SMALL)
+    assert main(["evaluate", "-w", str(ws.root), "--schema", "disease_gene", "--retriever",
+                 "best", "--quiet"]) == 0
+    record = default_ranking(ws, "disease_gene")
+    assert set(record["scores"]) == {"bm25", "bm25+rerank", "ranked"}
+    assert record["ranker_version"] == "disease_gene-ranker@1" and record["by"] == "cli"
+    best = max(record["scores"].values())
+    assert record["scores"][record["best"]] == best
+    chosen = default_for(ws, "disease_gene")
+    assert chosen.configuration == record["best"]
+    if record["best"] == "ranked":
+        assert chosen.choice == RANKED_ACTIVE and not chosen.rerank
+    assert chosen.reason.startswith(f"chosen by test NDCG@10 {best:.3f}")
+    assert main(["evaluate", "-w", str(ws.root), "--schema", "disease_gene", "--retriever",
+                 "best", "--retriever", "bm25"]) == 2
+
+
+def test_describe_names_the_runner_up_and_ties_go_to_the_simpler():
+    record = {"best": "ranked", "metric": "ndcg@10", "split": "test", "ranker_version": "x@3",
+              "scores": {"bm25": 0.61, "bm25+rerank": 0.66, "ranked": 0.69}}
+    assert describe(record) == "chosen by test NDCG@10 0.690 (x@3) vs 0.660 for bm25+rerank"
+    from curation.evaluation.best import CONFIGURATIONS
+    scores = {"bm25": 0.5, "bm25+rerank": 0.5}
+    assert max(scores, key=lambda n: (round(scores[n], 6), -CONFIGURATIONS.index(n))) == "bm25"
+
+
+# -- simulation ----------------------------------------------------------------------------------
+def test_ranker_simulation_is_seeded_and_labels_only_train_queries(tmp_workspace, capsys):
+    from curation.cli.main import main
+    from curation.training.simulate_ranker import RankerSimulation, simulate_ranker
+
+    ws = make_loop_workspace(tmp_workspace)
+    config = RankerSimulation(rounds=2, labels_per_round=3, labels_per_query=2, kb_share=0.5)
+    first = simulate_ranker(ws, "disease_gene", config, SMALL, progress=False)
+    again = simulate_ranker(ws, "disease_gene", config, SMALL, progress=False)
+    strip = [{k: v for k, v in r.items() if k != "seconds"} for r in first["rounds"]]
+    assert strip == [{k: v for k, v in r.items() if k != "seconds"} for r in again["rounds"]]
+    assert [r["labels"] for r in first["rounds"]] == [0, 3, 6]
+    assert first["rounds"][0]["promoted"]  # round 0 is the KB-only ranker
+    s = first["summary"]
+    assert s["labels"] == 6 and s["kb_queries"] == round(0.5 * s["train_queries"])
+    assert s["lift_pp"] == pytest.approx(100 * (s["final_test_ndcg@10"]
+                                                - s["kb_only_test_ndcg@10"]), abs=0.02)
+    assert ws.conn.execute("SELECT COUNT(*) FROM labels").fetchone()[0] == 0  # in memory only
+    with pytest.raises(CurationError, match="kb_share must be in"):
+        RankerSimulation(kb_share=0)
+    out = tmp_workspace.root / "sim"
+    assert main(["simulate", "-w", str(ws.root), "--schema", "disease_gene", "--learner",
+                 "ranker", "--rounds", "1", "--labels-per-round", "2", "--quiet", "--out",
+                 str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "2 labels: test NDCG@10" in printed and (out / "simulation.json").is_file()
