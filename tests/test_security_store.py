@@ -172,3 +172,31 @@ def test_an_os_error_from_a_command_is_one_line(tmp_workspace, monkeypatch, caps
     err = capsys.readouterr().err
     assert err.startswith(f"error: The workspace {tmp_workspace.root} is read-only "
                           f"({tmp_workspace.root / 'users.tmp'}: Read-only file system)")
+
+
+# -- item 10: an emptied database beside indexes, models or spooled labels is an error -------------
+@pytest.mark.parametrize("leftover", ["indexes/bm25-0123456789/retriever.json",
+                                      "models/PO-edel@1/manifest.json", "pending_labels.jsonl"])
+def test_an_emptied_database_is_not_a_new_workspace(tmp_path, leftover):
+    from curation.store.workspace import DB_NAME, Workspace, WorkspaceError
+
+    Workspace.init(tmp_path / "ws").close()
+    (tmp_path / "ws" / leftover).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "ws" / leftover).write_text("{}\n")
+    (tmp_path / "ws" / DB_NAME).write_bytes(b"")  # : > WS/workspace.sqlite
+    name = leftover.split("/")[0]
+    with pytest.raises(WorkspaceError, match=rf"{DB_NAME} in {tmp_path / 'ws'} is empty but the "
+                       rf"folder holds {name}"):
+        Workspace.open(tmp_path / "ws")
+    assert (tmp_path / "ws" / DB_NAME).stat().st_size == 0  # nothing was written into it
+    with pytest.raises(WorkspaceError, match="Restore workspace.sqlite from a backup"):
+        Workspace.init(tmp_path / "ws")
+
+
+def test_an_emptied_database_of_an_unused_workspace_opens(tmp_path):
+    from curation.store.workspace import DB_NAME, Workspace
+
+    Workspace.init(tmp_path / "ws").close()
+    (tmp_path / "ws" / DB_NAME).write_bytes(b"")
+    with Workspace.open(tmp_path / "ws") as ws:  # nothing to lose: a fresh database
+        assert ws.stats().documents == 0

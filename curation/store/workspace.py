@@ -131,8 +131,10 @@ class Workspace:
         if store_url:
             check_url(store_url, "--store")
             settings = StoreSettings(store_url, "--store")
+        _refuse_emptied(root, before_open=True)
         ws = cls(root, open_connection(root, create=True, settings=settings))
         try:
+            ws._check_not_emptied()
             ws.migrate()
             if store_url:
                 write_store_settings(root, store_url)
@@ -165,8 +167,10 @@ class Workspace:
                 f"No workspace at {root} (no {DB_NAME} nor {STORE_FILE}). Create one with: "
                 f"kbcurate init {root}"
             )
+        _refuse_emptied(root, before_open=True)
         ws = cls(root, open_connection(root, read_only=read_only))
         try:
+            ws._check_not_emptied()
             if ws.read_only:
                 ws._check_readable_version()
                 return ws
@@ -214,6 +218,17 @@ class Workspace:
         raise WorkspaceReadOnlyError(
             f"The workspace {self.root} (database {self.conn.location}) is read-only "
             f"({self.read_only_reason}); this step needs to write: open it without read-only")
+
+    def _check_not_emptied(self) -> None:
+        """Refuse an empty database (schema version 0) in a folder that holds indexes, models or
+        spooled labels: its database was emptied or replaced, and migrating it would silently
+        make a new, empty workspace over the old one's files.
+
+        Raises:
+            WorkspaceError: Naming what the folder holds and how to restore it.
+        """
+        if self.backend == "sqlite" and self.schema_version == 0:
+            _refuse_emptied(self.root)
 
     def _check_readable_version(self) -> None:
         current = self.schema_version
@@ -420,6 +435,26 @@ def _replaced_schema(schema: Schema, dest: Path, new_text: str, known: dict[str,
     return {"builtin": builtin is not None, "description": old.description if old else "",
             "slots": list(old.slot_names) if old else [],
             "toml": dest.read_text(encoding="utf-8") if dest.is_file() else None}
+
+
+def _refuse_emptied(root: Path, *, before_open: bool = False) -> None:
+    """Raise when ``root`` holds indexes, models or spooled labels (see
+    :meth:`Workspace._check_not_emptied`); ``before_open``: only when the database file is
+    there with 0 bytes (opening it would write its header)."""
+    db = root / DB_NAME
+    if before_open and not (db.is_file() and db.stat().st_size == 0):
+        return
+    held = [name for name in ("indexes", "models")
+            if (root / name).is_dir() and any((root / name).iterdir())]
+    spool = root / "pending_labels.jsonl"
+    if spool.is_file() or spool.is_symlink():
+        held.append(spool.name)
+    if held:
+        raise WorkspaceError(
+            f"{DB_NAME} in {root} is empty but the folder holds {', '.join(held)}: the "
+            "workspace's database was emptied or replaced, so its documents, relations, labels, "
+            "users and model registry are missing. Restore workspace.sqlite from a backup; to "
+            "start afresh on purpose, run kbcurate init in a new folder")
 
 
 def _split_sql(script: str) -> list[str]:
