@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import pickle
+import subprocess
 
 import pytest
 
+from curation.access.users import Role, User
+from curation.jobs.queue import JobStatus, get_job, submit_job
 from curation.training import imports
 from kb_sources.errors import CurationError
 from tests.loop_fixtures import make_loop_workspace
+
+ADMIN = User("root", Role.ADMIN)
 
 
 def _never_load(*args, **kwargs):
@@ -200,3 +205,83 @@ def test_an_emptied_database_of_an_unused_workspace_opens(tmp_path):
     (tmp_path / "ws" / DB_NAME).write_bytes(b"")
     with Workspace.open(tmp_path / "ws") as ws:  # nothing to lose: a fresh database
         assert ws.stats().documents == 0
+
+
+# -- item 7: symbolic links in the workspace are never followed ------------------------------------
+def _secret(tmp_path, text="SECRET-LINE not json\n"):
+    secret = tmp_path / "outside" / "secret.txt"
+    secret.parent.mkdir(exist_ok=True)
+    secret.write_text(text)
+    secret.chmod(0o600)
+    return secret
+
+
+def test_a_linked_label_spool_is_refused_and_never_copied(tmp_workspace, tmp_path):
+    from curation.store.labels import OUTBOX_NAME, pending_labels
+    from curation.store.safe_files import LinkRefusedError
+
+    secret = _secret(tmp_path)
+    spool = tmp_workspace.root / OUTBOX_NAME
+    spool.symlink_to(secret)
+    with pytest.raises(LinkRefusedError, match=rf"{spool} is a symbolic link; kbcurate never "
+                       "follows links"):
+        pending_labels(tmp_workspace)
+    assert not spool.with_name(OUTBOX_NAME + ".unreadable").exists()
+    assert secret.read_text() == "SECRET-LINE not json\n"
+
+
+def test_a_dangling_spool_link_writes_nothing_outside(tmp_workspace, tmp_path):
+    from curation.store.labels import OUTBOX_NAME
+    from curation.store.outbox import Outbox
+    from curation.store.safe_files import LinkRefusedError
+
+    target = tmp_path / "outside" / "created-by-kbcurate.jsonl"
+    target.parent.mkdir()
+    spool = tmp_workspace.root / OUTBOX_NAME
+    spool.symlink_to(target)
+    box = Outbox(spool)
+    with box.locked(), pytest.raises(LinkRefusedError, match="is a symbolic link"):
+        box.append({"pmid": "1"})
+    assert not target.exists()
+
+
+def test_spooled_labels_are_private(tmp_workspace):
+    from curation.store.labels import OUTBOX_NAME
+    from curation.store.outbox import Outbox
+
+    box = Outbox(tmp_workspace.root / OUTBOX_NAME)
+    with box.locked():
+        box.append({"pmid": "1"})
+        box.set_aside(["torn line"])
+    assert (box.path.stat().st_mode & 0o777) == 0o600
+    assert (box.unreadable_path.stat().st_mode & 0o777) == 0o600
+
+
+def test_a_linked_job_log_leaks_nothing_into_the_job_error(tmp_workspace, tmp_path):
+    from curation.jobs.backends import log_path
+
+    secret = _secret(tmp_path, "api_key=hunter2\n")
+    job = submit_job(tmp_workspace, "selftest", {"steps": 1}, user=ADMIN, start=False)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    with tmp_workspace.transaction():
+        tmp_workspace.conn.execute("UPDATE jobs SET status = 'running', pid = ? WHERE id = ?",
+                                   (dead.pid, job.id))
+    log_path(tmp_workspace, job.id).symlink_to(secret)
+    failed = get_job(tmp_workspace, job.id)
+    assert failed.status is JobStatus.FAILED
+    assert "hunter2" not in failed.error
+    assert failed.error.startswith(f"the worker process (pid {dead.pid}) stopped unexpectedly; "
+                                   "see ")
+
+
+def test_a_linked_users_tmp_is_not_written_through(tmp_workspace, tmp_path):
+    from curation.access.users import USERS_FILE, UserStore
+
+    victim = _secret(tmp_path, "do not overwrite\n")
+    store = UserStore(tmp_workspace.root / USERS_FILE)
+    (store.path.with_suffix(".tmp")).symlink_to(victim)
+    store.add("alice", "a-long-password-1234", "curator")
+    assert victim.read_text() == "do not overwrite\n"
+    assert [u.name for u in store.users()] == ["alice"]
+    assert (store.path.stat().st_mode & 0o777) == 0o600

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
 import tomllib
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Any
 
 import tomli_w
 
+from curation.store.safe_files import write_atomic
 from kb_sources.errors import CurationError, parse_choice
 
 USERS_FILE = "users.toml"
@@ -220,7 +220,4 @@ class UserStore:
     def _write(self, users: dict[str, dict[str, Any]]) -> None:
         data = self._read()
         data["users"] = users
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(tomli_w.dumps(data), encoding="utf-8")
-        os.chmod(tmp, 0o600)
-        tmp.replace(self.path)
+        write_atomic(self.path, tomli_w.dumps(data))  # 0600, never through a link

@@ -37,6 +37,7 @@ from curation.jobs.guards import process_alive
 from curation.jobs.records import ORPHAN_AFTER_S, STALE_AFTER_S, Job, JobStatus
 from curation.store.backend import read_store_settings
 from curation.store.errors import WorkspaceBusyError
+from curation.store.safe_files import LinkRefusedError, open_no_follow, read_text_no_follow
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -81,7 +82,7 @@ class TableQueue:
         When the pid cannot be recorded (workspace busy) the worker records it when it claims
         the job; a worker that never does is caught after :data:`ORPHAN_AFTER_S`.
         """
-        with open(log_path(ws, job_id), "ab") as log:  # the child keeps its own descriptor
+        with open_no_follow(log_path(ws, job_id), "ab") as log:  # the child keeps its own fd
             proc = subprocess.Popen(
                 [sys.executable, "-m", "curation.jobs.worker", str(ws.root), str(job_id)],
                 stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
@@ -164,10 +165,10 @@ def log_path(ws: Workspace, job_id: int) -> Path:
 
 def _log_tail(log: Path) -> str:
     """The last line of a worker log as ``last log line: ...; `` ("" when there is none)."""
-    try:
-        lines = [ln for ln in log.read_text(encoding="utf-8", errors="replace").splitlines()
+    try:  # never through a link: it could show another file's last line to users
+        lines = [ln for ln in read_text_no_follow(log, errors="replace").splitlines()
                  if ln.strip()]
-    except OSError:
+    except (OSError, LinkRefusedError):
         return ""
     return f"last log line: {lines[-1].strip()[:300]}; " if lines else ""
 

@@ -4,7 +4,8 @@ An append is flushed and fsynced before it returns, so a record the caller repor
 survives a crash or a kill. Every change happens under an exclusive lock on a sidecar lock file,
 so app sessions (threads) and processes never lose each other's records. A line that cannot be
 parsed (a write torn by a crash, never acknowledged) is moved to ``<name>.unreadable`` rather
-than dropped.
+than dropped. The outbox and its sidecars are never opened through a symbolic link
+(:mod:`curation.store.safe_files`) and are created ``0600``: they hold curators' labels.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from curation.store.safe_files import LinkRefusedError, open_no_follow, read_text_no_follow
 from kb_sources.errors import CurationError
 
 logger = logging.getLogger(__name__)
@@ -36,7 +38,8 @@ class Outbox:
         self.unreadable_path = path.with_name(path.name + ".unreadable")
 
     def exists(self) -> bool:
-        return self.path.is_file() and self.path.stat().st_size > 0
+        """Whether records wait (a link counts, so that reading it is refused, not skipped)."""
+        return self.path.is_symlink() or (self.path.is_file() and self.path.stat().st_size > 0)
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -46,7 +49,9 @@ class Outbox:
             CurationError: The lock file cannot be created or opened.
         """
         try:
-            fh = open(self.lock_path, "a+b")  # noqa: SIM115 - closed below
+            fh = open_no_follow(self.lock_path, "ab")
+        except LinkRefusedError:
+            raise
         except OSError as exc:
             raise CurationError(
                 f"Cannot open the outbox lock {self.lock_path} ({exc.strerror}); make the "
@@ -62,7 +67,7 @@ class Outbox:
         """Add one record durably (call while :meth:`locked`)."""
         created = not self.path.exists()
         line = json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n"
-        with open(self.path, "a", encoding="utf-8") as fh:
+        with open_no_follow(self.path, "a") as fh:
             fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())
@@ -71,10 +76,10 @@ class Outbox:
 
     def read(self) -> list[dict[str, Any]]:
         """All records, oldest first (call while :meth:`locked`); torn lines are moved aside."""
-        if not self.path.is_file():
+        if not self.path.is_file() and not self.path.is_symlink():
             return []
         records, bad = [], []
-        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
+        for line in read_text_no_follow(self.path, errors="replace").splitlines():
             if not line.strip():
                 continue
             try:
@@ -90,7 +95,7 @@ class Outbox:
         """Move lines the caller cannot use to ``<name>.unreadable`` (kept for a person)."""
         logger.warning("%s: %d unreadable line(s) moved to %s", self.path, len(lines),
                        self.unreadable_path)
-        with open(self.unreadable_path, "a", encoding="utf-8") as fh:
+        with open_no_follow(self.unreadable_path, "a") as fh:
             fh.write("".join(line + "\n" for line in lines))
             fh.flush()
             os.fsync(fh.fileno())
@@ -102,7 +107,8 @@ class Outbox:
             _fsync_dir(self.path.parent)
             return
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
+        tmp.unlink(missing_ok=True)  # a link left there is removed, never written through
+        with open_no_follow(tmp, "x") as fh:
             for record in records:
                 fh.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
             fh.flush()
