@@ -172,8 +172,9 @@ def test_only_the_owner_or_an_admin_cancels(tmp_workspace):
 
 
 def test_the_system_actor_and_admins_cancel_anything(tmp_workspace):
-    anonymous = submit_job(tmp_workspace, "index", {"retriever": "bm25"}, user=None, start=False)
-    with pytest.raises(PermissionDenied, match=r"needs its owner \(the system\)"):
+    anonymous = submit_job(tmp_workspace, "index", {"retriever": "bm25"}, user=SYSTEM_USER,
+                           start=False)
+    with pytest.raises(PermissionDenied, match=r"needs its owner \(<system>\) or the admin"):
         cancel_job(tmp_workspace, anonymous.id, user=ANNOTATOR)
     assert cancel_job(tmp_workspace, anonymous.id, user=SYSTEM_USER).error == \
         "cancelled by <system>"

@@ -90,3 +90,15 @@ def test_run_job_sends_heartbeats_while_the_job_runs(tmp_workspace, monkeypatch)
     done = run_job(tmp_workspace, job.id)
     assert done.status is JobStatus.DONE
     assert done.result["updated_at"] > "2020"  # refreshed by the heartbeat while it slept
+
+
+# -- item 14 (part): every job needs a user ------------------------------------------------------
+@pytest.mark.parametrize("kind", ["index", "selftest"])
+def test_a_job_without_a_user_is_refused(tmp_workspace, kind):
+    from curation.access.users import PermissionDenied
+
+    params = {"retriever": "bm25"} if kind == "index" else {}
+    with pytest.raises(PermissionDenied, match=rf"Starting a job of kind '{kind}' needs a "
+                       "signed-in user; internal callers pass user=SYSTEM_USER"):
+        submit_job(tmp_workspace, kind, params, user=None, start=False)
+    assert list_jobs(tmp_workspace) == []

@@ -182,12 +182,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _start_dense_index(root: object) -> None:
     """BM25 is ready at once; the dense index builds in a background job the app shows."""
+    from curation.jobs.kinds import SYSTEM_USER
     from curation.search.choices import ensure_index_job
     from curation.search.indexing import index_ready
 
     with Workspace.open(root) as ws:  # type: ignore[arg-type]
         if not index_ready(ws, "dense"):
-            job = ensure_index_job(ws, "dense", user=None)
+            job = ensure_index_job(ws, "dense", user=SYSTEM_USER)
             print(f"building the dense index in the background (job {job.id}); the app offers "
                   "it when ready")
 

@@ -113,7 +113,8 @@ def submit_job(
 
     Raises:
         UnknownNameError: Unknown job kind.
-        PermissionDenied: An admin-only job requested by a non-admin (checked here, server side).
+        PermissionDenied: No user, or an admin-only job requested by a non-admin (checked
+            here, server side).
         CurationError: A parameter the kind does not accept, or a bad value (its validator).
         WorkspaceError: The job queue cannot be used (procrastinate missing, server down); the
             message names the setting or the extra to install.
@@ -121,6 +122,9 @@ def submit_job(
     if kind not in JOB_KINDS:
         raise UnknownNameError("job kind", kind, JOB_KINDS)
     spec = JOB_KINDS[kind]
+    if user is None:  # every job has an owner: a signed-in user or SYSTEM_USER
+        raise PermissionDenied(f"Starting a job of kind {kind!r} needs a signed-in user; "
+                               "internal callers pass user=SYSTEM_USER")
     if spec.admin_only:
         require_admin(user, f"Starting a job of kind {kind!r}")
     if not isinstance(params, Mapping):
@@ -128,7 +132,7 @@ def submit_job(
                             f"{type(params).__name__}; available options: {', '.join(spec.params)}")
     spec.check(ws, params)
     queue = job_queue(ws)
-    actor = user.name if user else ""
+    actor = user.name
     with ws.transaction():
         job_id = int(ws.conn.execute(
             "INSERT INTO jobs(kind, status, params, created_by, created_at, updated_at) "
