@@ -41,7 +41,7 @@ from curation.store.labels import (
     pending_labels,
     record_label,
 )
-from curation.store.models import check_index_models
+from curation.store.index_models import check_index_models
 from curation.store.relations import PartialRelation, list_partial_relations
 from curation.store.workspace import DB_NAME, Workspace
 from kb_sources.errors import CurationError

@@ -96,7 +96,7 @@ def test_an_edited_index_manifest_cannot_load_another_model(tmp_workspace, tiny_
 
 
 def test_an_index_of_a_tampered_version_is_refused_by_checksum(tmp_workspace, tiny_model_path):
-    from curation.store.models import check_index_models
+    from curation.store.index_models import check_index_models
 
     version, folder = _version_index(tmp_workspace, tiny_model_path)
     check_index_models(tmp_workspace, folder)  # intact: accepted

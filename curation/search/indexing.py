@@ -33,7 +33,8 @@ from typing import Any
 
 from curation.jobs.guards import workspace_path
 from curation.search.vectors import store_options
-from curation.store.models import check_index_models, is_model_version, model_options
+from curation.store.index_models import check_index_models
+from curation.store.models import is_model_version, model_options
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError, UnknownNameError
 from retrievers.backends import DEFAULT as DEFAULT_BACKEND

@@ -23,6 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from curation.store.model_files import check_model_files
 from curation.store.workspace import Workspace, utcnow
 from kb_sources.errors import CurationError, UnknownNameError, parse_choice
 
@@ -30,17 +31,6 @@ logger = logging.getLogger(__name__)
 
 WEIGHTS = "model.safetensors"
 MANIFEST = "manifest.json"
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt", ".pickle")
-#: First bytes of a pickle (protocols 2-5) and of torch's zip checkpoints: such a file is refused
-#: whatever its name, before anything loads it.
-PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"PK\x03\x04")
-#: Size limits (MiB) of a model folder's small files: every ``*.json`` but the tokenizer, and
-#: the tokenizer files (:data:`TOKENIZER_FILES`). A 300 MB config.json is an attack, not a model.
-CONFIG_LIMIT_MIB = 1
-TOKENIZER_LIMIT_MIB = 64
-TOKENIZER_FILES = frozenset({"tokenizer.json", "vocab.txt", "vocab.json", "merges.txt",
-                             "spiece.model", "sentencepiece.bpe.model", "tokenizer.model",
-                             "added_tokens.json", "special_tokens_map.json"})
 _NAME_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.]*")
 
 
@@ -291,60 +281,6 @@ def model_options(ws: Workspace, ident: str) -> dict[str, Any]:
     return options
 
 
-def check_index_models(ws: Workspace, folder: str | Path,
-                       requested: dict[str, Any] | None = None) -> None:
-    """Refuse a saved index whose manifests name an encoder model that is neither a model
-    version of this workspace (its files checked against the recorded checksums), nor the
-    packaged all-MiniLM-L6-v2, nor a model the caller asked for in ``requested`` (the index
-    options it built the folder name from: a CLI ``--model`` folder, checked job options).
-    Call it before loading the index: an edited ``retriever.json`` must never make a search
-    load another model unchecked.
-
-    Raises:
-        CurationError: A manifest names another model (the file and the fix are named), or a
-            version's files do not match their checksums.
-    """
-    from retrievers.saved import saved_encoders
-
-    asked = set(_model_values(requested or {}))
-    for manifest, encoder in saved_encoders(Path(folder)):
-        for key in ("model", "query_model"):
-            value = encoder.get(key)
-            if value is not None:
-                _check_indexed_model(ws, str(value), asked, manifest, key)
-
-
-def _model_values(options: Any) -> list[str]:
-    """Every ``model`` / ``query_model`` value in (nested) retriever options."""
-    if not isinstance(options, dict):
-        return []
-    found = [str(v) for k, v in options.items() if k in ("model", "query_model") and v]
-    return found + [m for v in options.values() for m in _model_values(v)]
-
-
-def _check_indexed_model(ws: Workspace, value: str, asked: set[str], manifest: Path,
-                         key: str) -> None:
-    from retrievers.encoder import DEFAULT_MODEL, resolve_model_path
-
-    packaged = resolve_model_path(DEFAULT_MODEL)
-    path = Path(value).expanduser()
-    models_root = (ws.root / "models").resolve()
-    if path.is_absolute() and path.resolve().is_relative_to(models_root):
-        for version in list_models(ws):
-            if path.resolve() in (version.model_dir.resolve(),
-                                  (version.model_dir / "query").resolve()):
-                verify_weights(version)
-                return
-    elif value in asked or value == packaged or resolve_model_path(value) == packaged:
-        return
-    raise CurationError(
-        f"Index manifest {manifest} names the encoder {key} {value!r}, which is neither a model "
-        "version of this workspace nor the packaged all-MiniLM-L6-v2 nor the model this index "
-        "was asked for; an index never loads another model (was retriever.json edited?). "
-        f"Delete {manifest.parent} and build the index again "
-        "(kbcurate index --rebuild)")
-
-
 #: Encoder settings an imported version's manifest may carry (``EncoderConfig`` fields).
 _ENCODER_KEYS = ("pooling", "query_prefix", "doc_prefix", "query_max_seq_length")
 
@@ -390,51 +326,6 @@ def _copy_and_hash(source: Path, dest: Path) -> dict[str, str]:
     shutil.copytree(source, dest)
     return {p.relative_to(dest).as_posix(): _sha256(p)
             for p in sorted(dest.rglob("*")) if p.is_file()}
-
-
-def check_model_files(folder: Path, what: str) -> None:
-    """Refuse a model folder holding a pickle-format file (by suffix or by its first bytes) or
-    a config/tokenizer file over its size limit; nothing in it is loaded before this passes.
-
-    Raises:
-        CurationError: Not a folder, a pickle-format file, or an oversized file (named, with
-            the limit and the fix).
-    """
-    if not folder.is_dir():
-        raise CurationError(f"{what} is not a folder; pass a sentence-transformers model folder")
-    for path in sorted(folder.rglob("*")):
-        if not path.is_file():
-            continue
-        rel = path.relative_to(folder).as_posix()
-        if path.suffix.lower() in PICKLE_SUFFIXES or _starts_like_pickle(path):
-            raise CurationError(
-                f"{what}: {rel} is a pickle-format file (Python pickle or torch checkpoint), "
-                "which can run code when loaded, so it is refused before anything is loaded. "
-                "Convert the weights to safetensors on a trusted machine: load the model there, "
-                "save it with model.save_pretrained(..., safe_serialization=True) (or "
-                "SentenceTransformer.save), remove the pickle files and import the folder again")
-        limit = _size_limit_mib(path.name)
-        size = path.stat().st_size
-        if limit is not None and size > limit * 2**20:
-            raise CurationError(
-                f"{what}: {rel} is {size / 2**20:.1f} MiB, over the limit {limit} MiB for "
-                f"{'tokenizer' if limit == TOKENIZER_LIMIT_MIB else 'config'} files; a real "
-                "model's file is far smaller. Replace it with the model's own file")
-
-
-def _starts_like_pickle(path: Path) -> bool:
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(4)
-    except OSError:
-        return False
-    return head.startswith(PICKLE_MAGIC)
-
-
-def _size_limit_mib(name: str) -> int | None:
-    if name in TOKENIZER_FILES:
-        return TOKENIZER_LIMIT_MIB
-    return CONFIG_LIMIT_MIB if name.endswith(".json") else None
 
 
 def _check_safetensors(folder: Path, what: str) -> None:

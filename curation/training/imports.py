@@ -31,7 +31,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from curation.store.models import ModelVersion, check_model_files, register_model
+from curation.store.model_files import check_model_files
+from curation.store.models import ModelVersion, register_model
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import get_schema
