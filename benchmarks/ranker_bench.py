@@ -1,12 +1,15 @@
 """The learned ranker against the fixed configurations, on the test splits (issue 25).
 
-    python benchmarks/ranker_bench.py -w kbcurate-demo [--task disease_gene ...] [--dense-model V]
+    python benchmarks/ranker_bench.py -w kbcurate-demo [--task disease_gene ...] [--base-dense]
+        [--dense-version V]
 
 Per task: bm25 and bm25+rerank (``kbcurate evaluate``), then one ranker round (train split, dev
 gate) and its test metrics; the ranker's training time (features and fit), the feature time of
 one query's candidates, and the ``ranked`` query time end to end (BM25 top N -> features ->
 scores; p50/p95 over the test queries). Prints one table. Saves ranker versions in the workspace
-as ``kbcurate rank train`` does.
+as ``kbcurate rank train`` does. ``--base-dense`` adds the base model's dense candidates and
+cosines (its index over the workspace is built first when missing: ~12 min for 12k abstracts on
+a 2-core CPU), ``--dense-version`` a trained dense version's.
 """
 
 from __future__ import annotations
@@ -29,17 +32,22 @@ def main() -> None:
     parser.add_argument("-w", "--workspace", required=True)
     parser.add_argument("--task", action="append", default=[])
     parser.add_argument("--model", default="lightgbm", choices=("lightgbm", "logistic"))
+    parser.add_argument("--base-dense", action="store_true")
+    parser.add_argument("--dense-version")
     args = parser.parse_args()
     from curation.ranking.model import RankerOptions
+    from curation.search.ranked import open_first_stages
 
     ws = Workspace.open(args.workspace)
+    dense, base = open_first_stages(ws, dense_version=args.dense_version, base=args.base_dense,
+                                    progress=True)
     rows = []
     for task in args.task or TASKS:
         report = evaluate_workspace(ws, task, ["bm25", "bm25+rerank"], progress=False)
         base = {n: v["ndcg@10"] for n, v in report["retrievers"].items()}
-        ctx = open_context(ws, task, progress=False)
+        ctx = open_context(ws, task, dense=dense, base=base, progress=False)
         rnd = train_ranker(ws, task, actor="bench", options=RankerOptions(model=args.model),
-                           progress=False, context=ctx)
+                           progress=False, context=ctx, dense_version=args.dense_version)
         ranker = load_ranker(rnd.version)
         queries = build_task(ws, task).split("test")
         feature_ms, query_ms = [], []
@@ -51,7 +59,7 @@ def main() -> None:
             feature_ms.append(1000 * (time.perf_counter() - t1))
             ranker.score(x)
             query_ms.append(1000 * (time.perf_counter() - t))
-        cold = open_context(ws, task, progress=False)
+        cold = open_context(ws, task, dense=dense, base=base, progress=False)
         cold_ms = []
         for q in queries:  # a fresh context: nothing of these queries cached
             t = time.perf_counter()
@@ -67,8 +75,10 @@ def main() -> None:
     for r in rows:
         print(f"{r[0]:<16}{r[1]:>4}{r[2]:>7.3f}{r[3]:>8.3f}{r[4]:>8.3f}{r[5]:>+7.1f}"
               f"{r[6]:>8.1f}{r[7]:>7.1f}{r[8]:>9.0f}{r[9]:>8.0f}{r[10]:>8.0f}  {r[11]}")
-    print("NDCG@10 on the test splits; ranked = LightGBM lambdarank over BM25 top 100 without "
-          "dense features; feat s / fit s: training-set features / fit; feat ms: one query's "
+    stages = " + ".join(["BM25 top 100", *(["dense version top 100"] if dense else []),
+                          *(["base-model dense top 100"] if base else [])])
+    print(f"NDCG@10 on the test splits; ranked = {args.model} over {stages}; "
+          "feat s / fit s: training-set features / fit; feat ms: one query's "
           "candidates (warm caches); p50/p95: ranked query end to end, fresh context")
 
 

@@ -227,3 +227,33 @@ def test_ranker_simulation_is_seeded_and_labels_only_train_queries(tmp_workspace
                  str(out)]) == 0
     printed = capsys.readouterr().out
     assert "2 labels: test NDCG@10" in printed and (out / "simulation.json").is_file()
+
+
+def test_a_ranker_with_base_model_dense_features_keeps_them_in_search(tmp_workspace):
+    import math
+
+    from curation.search.ranked import version_first_stages
+
+    ws = make_loop_workspace(tmp_workspace)
+    first = train_ranker(ws, "disease_gene", actor="admin", progress=False, options=SMALL,
+                         base_dense=True)
+    assert first.version.manifest["base"] is True and first.version.manifest["dense"] is None
+    dense, base = version_first_stages(ws, first.version)
+    assert dense is None and base is not None and len(base) == 50
+    schema = ws.schemas()["disease_gene"]
+    ranked = open_ranked(ws, schema, first.version, get_index(ws, "bm25", progress=False))
+    assert ranked.context.base is base or ranked.context.base is not None
+    partial = next(p for p in list_partial_relations(ws, "disease_gene")
+                   if p.query["disease"][0].text == "melanoma")
+    hits, why = ranked.search(ws, "Genes of melanoma", partial.query, 5, partial.query_key)
+    cands = ranked.context.candidates("Genes of melanoma")
+    x = ranked.context.features(partial.query, cands, partial.query_key)
+    column = ranked.context.names.index("base_cos")
+    assert not any(math.isnan(v) for v in x[:, column])  # every candidate has its cosine
+    assert len(cands.doc_ids) > len(cands.bm25)  # the dense top N adds candidates
+    # the evaluation opens the same first stages, so its score is the version's test metric
+    from curation.evaluation.runner import evaluate_workspace
+    report = evaluate_workspace(ws, "disease_gene", ["ranked"], progress=False)
+    assert report["retrievers"]["ranked"]["ndcg@10"] == pytest.approx(
+        first.version.metrics["test"]["ndcg@10"])
+    assert hits and set(why) == {h.doc_id for h in hits}

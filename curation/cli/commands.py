@@ -342,35 +342,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     options = {name: with_dense_options(name, dense) for name in ("dense", "hybrid")} \
         if dense else {}
     if "best" in args.retriever:
-        return _evaluate_best(args)
+        from curation.cli.rank_commands import evaluate_best
+
+        return evaluate_best(args)
     with Workspace.open(workspace_path(args)) as ws:
         report = evaluate_workspace(ws, args.schema, args.retriever or ["bm25"],
                                     split=args.split, options=options, progress=not args.quiet)
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
     print(format_table(report))
-    return 0
-
-
-def _evaluate_best(args: argparse.Namespace) -> int:
-    """``evaluate --retriever best``: measure, then record the schema's default ranking."""
-    import json
-    from pathlib import Path
-
-    from curation.evaluation.best import choose_default, format_choice
-    from curation.evaluation.harness import format_table
-
-    if args.retriever != ["best"]:
-        raise CurationError("--retriever best compares the configurations itself; give it "
-                            "alone, without other --retriever names")
-    with Workspace.open(workspace_path(args)) as ws:
-        report, record = choose_default(ws, args.schema, actor="cli", split=args.split,
-                                        progress=not args.quiet)
-    if args.out:
-        Path(args.out).write_text(json.dumps({**report, "default": record}, indent=2),
-                                  encoding="utf-8")
-    print(format_table(report))
-    print(format_choice(record))
     return 0
 
 

@@ -21,3 +21,8 @@ def workspace_path(args: argparse.Namespace) -> Path:
 
 def print_json(data: object) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def given_or(value: object, default: object) -> object:
+    """An option's value when it was given (not None), else ``default``."""
+    return default if value is None else value

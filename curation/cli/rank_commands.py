@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from curation.cli.common import print_json, workspace_path
+from curation.cli.common import given_or, print_json, workspace_path
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -21,6 +21,12 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                    help="LightGBM lambdarank (default) or the logistic fallback")
     t.add_argument("--depth", type=int, default=100, help="candidates from BM25 (N)")
     t.add_argument("--seed", type=int, default=13)
+    t.add_argument("--dense-version", metavar="VERSION",
+                   help="add a trained dense version's candidates and cosine features (its "
+                        "index is built when missing: encodes the corpus)")
+    t.add_argument("--base-dense", action="store_true",
+                   help="add the base model's dense candidates and cosine features (index "
+                        "built when missing)")
     t.add_argument("--no-activate", action="store_true", help="save only; never activate")
     t.add_argument("--json", action="store_true", help="print JSON")
     ls = rsub.add_parser("list", parents=[common], help="ranker versions")
@@ -54,6 +60,16 @@ def _auto(ws: Workspace, args: argparse.Namespace) -> int:
         if waiting:
             print(f"  {schema}: {waiting} new label(s) since the last round")
     return 0
+
+
+def add_learner_args(p: argparse.ArgumentParser) -> None:
+    """``kbcurate simulate``'s choice of learner and the ranker's KB share."""
+    p.add_argument("--learner", default="dense", choices=("dense", "ranker"),
+                   help="dense: EDEL rounds on a pool (minutes to hours); ranker: the learned "
+                        "ranker, a round in seconds")
+    p.add_argument("--kb-share", type=float, default=1.0,
+                   help="ranker: share of the train queries the KB covers; the curator screens "
+                        "the others first (default 1.0)")
 
 
 def cmd_rank(args: argparse.Namespace) -> int:
@@ -95,7 +111,7 @@ def _train(ws: Workspace, args: argparse.Namespace) -> int:
         raise CurationError(f"--depth must be a positive number of candidates, got {args.depth}")
     result = train_ranker(ws, args.schema, actor="cli", options=RankerOptions(
         model=args.model, seed=args.seed), depth=args.depth, gate=not args.no_activate,
-        progress=not args.quiet)
+        dense_version=args.dense_version, base_dense=args.base_dense, progress=not args.quiet)
     m = result.version.metrics
     if args.json:
         print_json({"version": result.version.id, "activated": result.activated,
@@ -117,6 +133,7 @@ def _train(ws: Workspace, args: argparse.Namespace) -> int:
 def _explain(ws: Workspace, args: argparse.Namespace) -> int:
     from curation.ranking.features import gather
     from curation.ranking.versions import active_version, load_ranker
+    from curation.search.ranked import version_first_stages
     from curation.store.relations import list_partial_relations
     from curation.training.ranker import open_context
     from kb_sources.schema import get_schema
@@ -132,7 +149,9 @@ def _explain(ws: Workspace, args: argparse.Namespace) -> int:
         raise CurationError(f"No {sch.name} relation with query key {args.relation!r}; list "
                             f"them with kbcurate relations --schema {sch.name}")
     ranker = load_ranker(version)
-    ctx = open_context(ws, sch.name, progress=not args.quiet, held_out=False)
+    dense, base = version_first_stages(ws, version)
+    ctx = open_context(ws, sch.name, dense=dense, base=base, progress=not args.quiet,
+                       held_out=False, depth=int(version.manifest.get("depth", 100)))
     text = partial.render(sch).text
     ranked = ctx.rank(ranker, text, partial.query, ctx.depth, partial.query_key)
     place = next((r for r in ranked if r.hit.doc_id == args.doc), None)
@@ -154,3 +173,55 @@ def _explain(ws: Workspace, args: argparse.Namespace) -> int:
 
 
 HANDLERS = {"rank": cmd_rank}
+
+
+def evaluate_best(args: argparse.Namespace) -> int:
+    """``evaluate --retriever best``: measure, then record the schema's default ranking."""
+    import json
+    from pathlib import Path
+
+    from curation.evaluation.best import choose_default, format_choice
+    from curation.evaluation.harness import format_table
+
+    if args.retriever != ["best"]:
+        raise CurationError("--retriever best compares the configurations itself; give it "
+                            "alone, without other --retriever names")
+    with Workspace.open(workspace_path(args)) as ws:
+        report, record = choose_default(ws, args.schema, actor="cli", split=args.split,
+                                        progress=not args.quiet)
+    if args.out:
+        Path(args.out).write_text(json.dumps({**report, "default": record}, indent=2),
+                                  encoding="utf-8")
+    print(format_table(report))
+    print(format_choice(record))
+    return 0
+
+
+def simulate_ranker_command(args: argparse.Namespace) -> int:
+    """``kbcurate simulate --learner ranker`` (the parser lives with ``simulate``)."""
+    import json
+    import time
+    from pathlib import Path
+
+    from curation.training.simulate_ranker import (
+        RankerSimulation,
+        format_simulation,
+        simulate_ranker,
+    )
+
+    d = RankerSimulation()
+    config = RankerSimulation(rounds=given_or(args.rounds, d.rounds),
+                              labels_per_round=given_or(args.labels_per_round, d.labels_per_round),
+                              labels_per_query=given_or(args.labels_per_query, d.labels_per_query),
+                              kb_share=args.kb_share, depth=args.pool_depth, seed=args.seed,
+                              tolerance_pp=args.tolerance)
+    with Workspace.open(workspace_path(args)) as ws:
+        result = simulate_ranker(ws, args.schema, config, progress=not args.quiet)
+        out = Path(args.out) if args.out else (
+            ws.root / "exports" / f"simulation-ranker-{args.schema}-"
+                                  f"{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "simulation.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    print(format_simulation(result))
+    print(f"written: {out}/simulation.json")
+    return 0

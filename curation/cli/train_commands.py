@@ -7,8 +7,8 @@ import argparse
 from dataclasses import fields
 from typing import Any
 
-from curation.cli import speed_commands
-from curation.cli.common import print_json, workspace_path
+from curation.cli import rank_commands, speed_commands
+from curation.cli.common import given_or, print_json, workspace_path
 from curation.store.workspace import Workspace
 from curation.training.edel import EdelOptions
 from curation.training.examples import Ablation
@@ -94,18 +94,10 @@ def _loop_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentPars
                        help="simulated curator + retraining rounds (dense: in a copy of the "
                             "workspace; ranker: in memory)")
     p.add_argument("--schema", required=True)
-    p.add_argument("--learner", default="dense", choices=("dense", "ranker"),
-                   help="dense: EDEL rounds on a pool (minutes to hours); ranker: the learned "
-                        "ranker, a round in seconds")
-    p.add_argument("--rounds", type=int,
-                   help=f"retraining rounds (default {d.rounds}; ranker 5)")
-    p.add_argument("--labels-per-round", type=int,
-                   help=f"labels between rounds (default {d.labels_per_round}; ranker 10)")
-    p.add_argument("--labels-per-query", type=int,
-                   help=f"labels per query (default {d.labels_per_query}; ranker 5)")
-    p.add_argument("--kb-share", type=float, default=1.0,
-                   help="ranker: share of the train queries the KB covers; the curator screens "
-                        "the others first (default 1.0)")
+    rank_commands.add_learner_args(p)
+    p.add_argument("--rounds", type=int, help=f"default {d.rounds}; ranker 5")
+    p.add_argument("--labels-per-round", type=int, help=f"default {d.labels_per_round}; ranker 10")
+    p.add_argument("--labels-per-query", type=int, help=f"default {d.labels_per_query}; ranker 5")
     p.add_argument("--query-strategy", dest="strategy", default=d.strategy,
                    choices=[s.value for s in QueryStrategy])
     p.add_argument("--pool-depth", type=int, default=d.pool_depth,
@@ -343,11 +335,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from curation.training.simulate_report import format_rounds
 
     if args.learner == "ranker":
-        return _simulate_ranker(args)
+        return rank_commands.simulate_ranker_command(args)
     d = SimulationConfig()
-    config = SimulationConfig(rounds=_or(args.rounds, d.rounds),
-                              labels_per_round=_or(args.labels_per_round, d.labels_per_round),
-                              labels_per_query=_or(args.labels_per_query, d.labels_per_query),
+    config = SimulationConfig(rounds=given_or(args.rounds, d.rounds),
+                              labels_per_round=given_or(args.labels_per_round, d.labels_per_round),
+                              labels_per_query=given_or(args.labels_per_query, d.labels_per_query),
                               strategy=args.strategy,
                               pool_depth=args.pool_depth, seed=args.seed, start=args.start,
                               zero_shot=not args.no_zero_shot)
@@ -358,39 +350,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                            progress=not args.quiet, out_dir=out)
     print(format_rounds(summary))
     print(f"written: {out}/simulation.json, simulation.html, simulation.txt")
-    return 0
-
-
-def _or(value: Any, default: Any) -> Any:
-    return default if value is None else value
-
-
-def _simulate_ranker(args: argparse.Namespace) -> int:
-    import json
-    import time
-    from pathlib import Path
-
-    from curation.training.simulate_ranker import (
-        RankerSimulation,
-        format_simulation,
-        simulate_ranker,
-    )
-
-    d = RankerSimulation()
-    config = RankerSimulation(rounds=_or(args.rounds, d.rounds),
-                              labels_per_round=_or(args.labels_per_round, d.labels_per_round),
-                              labels_per_query=_or(args.labels_per_query, d.labels_per_query),
-                              kb_share=args.kb_share, depth=args.pool_depth, seed=args.seed,
-                              tolerance_pp=args.tolerance)
-    with Workspace.open(workspace_path(args)) as ws:
-        result = simulate_ranker(ws, args.schema, config, progress=not args.quiet)
-        out = Path(args.out) if args.out else (
-            ws.root / "exports" / f"simulation-ranker-{args.schema}-"
-                                  f"{time.strftime('%Y%m%d-%H%M%S')}")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "simulation.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
-    print(format_simulation(result))
-    print(f"written: {out}/simulation.json")
     return 0
 
 

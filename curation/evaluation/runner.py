@@ -17,6 +17,7 @@ from curation.matching.matcher import EntityMatcher
 from curation.ranking.pipeline import RANKED, RankingContext
 from curation.ranking.versions import active_version, load_ranker
 from curation.search.indexing import get_index
+from curation.search.ranked import version_first_stages
 from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
@@ -119,14 +120,14 @@ def rank_queries(ws: Workspace, name: str, queries: Sequence[EvalQuery],
 
 
 def ranking_context(ws: Workspace, task: EvalTask, *, dense: Retriever | None = None,
-                    matcher: EntityMatcher | None = None, depth: int = DEPTH,
-                    progress: bool = False) -> RankingContext:
+                    base: Retriever | None = None, matcher: EntityMatcher | None = None,
+                    depth: int = DEPTH, progress: bool = False) -> RankingContext:
     """The ranking context of a task over BM25 (built when missing), held out: its answer-type
     dictionary holds only the answers of train-split relations, so no dev or test relation
     reaches a feature."""
     keys = {a.key for q in task.split("train") for a in q.answers}
     return RankingContext(ws, get_schema(task.schema, ws.schemas()),
-                          get_index(ws, "bm25", progress=progress), dense=dense,
+                          get_index(ws, "bm25", progress=progress), dense=dense, base=base,
                           matcher=matcher, depth=depth, answer_keys=keys)
 
 
@@ -145,7 +146,9 @@ def ranked_queries(ws: Workspace, task: EvalTask, queries: Sequence[EvalQuery],
         raise CurationError(f"{task.schema} has no active ranker version; train one with "
                             f"`kbcurate rank train --schema {task.schema}`")
     ranker = load_ranker(version)
-    ctx = ranking_context(ws, task, matcher=matcher, progress=progress)
+    dense, base = version_first_stages(ws, version, build=True, progress=progress)
+    ctx = ranking_context(ws, task, dense=dense, base=base, matcher=matcher,
+                          depth=int(version.manifest.get("depth", DEPTH)), progress=progress)
     return {q.qid: [r.hit for r in ctx.rank(ranker, q.text, q.query, DEPTH, q.qid)]
             for q in tqdm(queries, desc=f"rank {RANKED} ({version.id})", disable=not progress,
                           mininterval=0.5)}

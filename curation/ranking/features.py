@@ -143,15 +143,15 @@ class Candidates:
 def gather(bm25: Sequence[Hit], dense: Sequence[Hit] | None = None,
            base: Sequence[Hit] | None = None, *, depth: int = DEFAULT_DEPTH,
            extra: Sequence[str] = ()) -> Candidates:
-    """The union of the retrievers' top ``depth`` (BM25 first, then dense), plus ``extra`` ids
-    (labelled documents the first stage missed)."""
+    """The union of the retrievers' top ``depth`` (BM25 first, then the dense version's, then
+    the base model's), plus ``extra`` ids (labelled documents the first stage missed)."""
     def table(hits: Sequence[Hit] | None) -> dict[str, tuple[int, float]] | None:
         if hits is None:
             return None
         return {h.doc_id: (h.rank, float(h.score)) for h in list(hits)[:depth]}
 
     b, d, z = table(bm25) or {}, table(dense), table(base)
-    ids = list(dict.fromkeys([*b, *(d or {}), *extra]))
+    ids = list(dict.fromkeys([*b, *(d or {}), *(z or {}), *extra]))
     return Candidates(tuple(ids), b, d, z, depth)
 
 
@@ -203,7 +203,8 @@ class FeatureBuilder:
         shift = len(title) + 1 if title and abstract else (len(title) if title else 0)
         nan = math.nan
         bm_rank, bm_score = c.bm25.get(doc_id, (c.depth + 1, 0.0))
-        rrf = sum(1.0 / (RRF_K + t[doc_id][0]) for t in (c.bm25, c.dense) if t and doc_id in t)
+        rrf = sum(1.0 / (RRF_K + t[doc_id][0]) for t in (c.bm25, c.dense, c.base)
+                  if t and doc_id in t)
         dense = c.dense.get(doc_id) if c.dense is not None else None
         base = c.base.get(doc_id) if c.base is not None else None
         row = [bm_score / top if top > 0 else 0.0, float(bm_rank), rrf,

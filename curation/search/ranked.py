@@ -4,8 +4,8 @@ each card, and each schema's default ranking.
 Menu entries: ``ranked · active`` follows the schema's active ranker version (a version promoted
 by a learn-as-you-label round ranks the next search), ``ranked · <schema>-ranker@N`` pins one.
 The first stage is the BM25 index; a version trained with dense features also reads the dense
-index it was trained with, when that index is built (otherwise its dense features are missing
-values, as for any document outside the dense top N).
+indexes it was trained with (a trained dense version's, the base model's), when they are built
+(otherwise those features are missing values, as for any document outside the dense top N).
 
 The default ranking of a schema is what ``kbcurate evaluate --retriever best`` measured best on
 its held-out split (:mod:`curation.evaluation.best`), recorded in the workspace; a workspace
@@ -29,6 +29,7 @@ from curation.ranking.versions import (
     list_versions,
     load_ranker,
 )
+from curation.search.indexing import get_index, index_ready
 from curation.store.rankers import default_ranking
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
@@ -117,18 +118,52 @@ class RankedSearch:
         return hits, why
 
 
+def open_first_stages(ws: Workspace, *, dense_version: str | None = None, base: bool = False,
+                      build: bool = True, progress: bool = False
+                      ) -> tuple[Retriever | None, Retriever | None]:
+    """The dense first stages of a ranker: the index of a trained dense version and the base
+    model's dense index (each only when asked for).
+
+    ``build``: build a missing index (encodes the whole corpus: minutes to hours on a CPU);
+    otherwise a missing one is None (its features count as missing values) and logged.
+    """
+    wanted = []
+    if dense_version:
+        wanted.append({"model": dense_version})
+    if base:
+        wanted.append({})
+    opened = []
+    for options in wanted:
+        if build or index_ready(ws, "dense", options):
+            opened.append(get_index(ws, "dense", options, progress=progress))
+        else:
+            logger.warning("the dense index %s is not built; its ranker features count as "
+                           "missing (kbcurate index --retriever dense%s)", options or "(base)",
+                           f" --model {options['model']}" if options else "")
+            opened.append(None)
+    dense = opened.pop(0) if dense_version else None
+    return dense, (opened.pop(0) if base else None)
+
+
+def version_first_stages(ws: Workspace, version: RankerVersion, *, build: bool = False,
+                         progress: bool = False) -> tuple[Retriever | None, Retriever | None]:
+    """The dense first stages a version was trained with (``dense``: a dense version id,
+    ``base``: the base model), opened as :func:`open_first_stages` does."""
+    dense = version.manifest.get("dense")
+    return open_first_stages(ws, dense_version=dense if isinstance(dense, str) else None,
+                             base=bool(version.manifest.get("base")), build=build,
+                             progress=progress)
+
+
 def open_ranked(ws: Workspace, schema: Schema, version: RankerVersion, bm25: Retriever, *,
-                dense: Retriever | None = None,
                 matcher: EntityMatcher | None = None) -> RankedSearch:
-    """Load a version (checksum checked) and build its ranking context over ``bm25`` (and the
-    dense index it was trained with, when given). The answer-type dictionary is the whole
+    """Load a version (checksum checked) and build its ranking context over ``bm25`` and the
+    dense indexes it was trained with (those built). The answer-type dictionary is the whole
     workspace's: in the app every known answer may be tagged."""
     ranker = load_ranker(version)
     depth = int(version.manifest.get("depth", 100))
-    if version.manifest.get("dense") and dense is None:
-        logger.warning("%s was trained with dense features but no dense index is open; they "
-                       "count as missing", version.id)
-    ctx = RankingContext(ws, schema, bm25, dense=dense, matcher=matcher, depth=depth)
+    dense, base = version_first_stages(ws, version)
+    ctx = RankingContext(ws, schema, bm25, dense=dense, base=base, matcher=matcher, depth=depth)
     if list(ctx.names) != list(ranker.names):
         raise CurationError(f"{version.id} was trained on other features than this code "
                             "builds; train a new version with `kbcurate rank train --schema "

@@ -36,6 +36,7 @@ from curation.ranking.versions import (
     save_version,
 )
 from curation.search.indexing import get_index
+from curation.search.ranked import open_first_stages
 from curation.store.rankers import claim_labels, document_parts, labels_waiting, retrain_every
 from curation.store.workspace import Workspace
 from curation.training.feedback import current_labels, resolve_conflicts
@@ -112,8 +113,8 @@ def ranked_run(ctx: RankingContext, ranker: Ranker, queries: Sequence[EvalQuery]
 
 
 def open_context(ws: Workspace, schema: str, *, dense: Retriever | None = None,
-                 depth: int = 100, progress: bool = True, held_out: bool = True
-                 ) -> RankingContext:
+                 base: Retriever | None = None, depth: int = 100, progress: bool = True,
+                 held_out: bool = True) -> RankingContext:
     """A ranking context over the workspace's BM25 index (built when missing).
 
     ``held_out``: the answer-type dictionary holds only the answers of train-split relations,
@@ -122,18 +123,24 @@ def open_context(ws: Workspace, schema: str, *, dense: Retriever | None = None,
     """
     sch = get_schema(schema, ws.schemas())
     if held_out:
-        return ranking_context(ws, build_task(ws, sch.name), dense=dense, depth=depth,
+        return ranking_context(ws, build_task(ws, sch.name), dense=dense, base=base, depth=depth,
                                progress=progress)
     return RankingContext(ws, sch, get_index(ws, "bm25", progress=progress), dense=dense,
-                          depth=depth)
+                          base=base, depth=depth)
 
 
 def train_ranker(ws: Workspace, schema: str, *, actor: str,
                  options: RankerOptions | None = None, depth: int = 100,
-                 dense: Retriever | None = None, roles: Mapping[str, Role | str] | None = None,
+                 dense_version: str | None = None, base_dense: bool = False,
+                 roles: Mapping[str, Role | str] | None = None,
                  gate: bool = True, tolerance_pp: float = 0.5, progress: bool = True,
                  context: RankingContext | None = None) -> RankerRound:
     """Train, score, save and (gate permitting) activate a ranker version of ``schema``.
+
+    The first stage is BM25, plus the dense index of ``dense_version`` and the base model's
+    dense index when ``base_dense`` (each built when missing: encoding the corpus takes long on
+    a CPU). A given ``context`` is used as it is (its dense indexes are recorded as given:
+    pass the ``dense_version`` its dense index belongs to).
 
     Raises:
         CurationError: No train-split query, or none with a relevant and an irrelevant candidate.
@@ -147,7 +154,12 @@ def train_ranker(ws: Workspace, schema: str, *, actor: str,
                             "in the workspace; import more KB relations or their abstracts")
     table = grade_table(sch.name, ws.root)
     labels, used, held = label_grades(ws, sch.name, table, {q.qid for q in train}, roles)
-    ctx = context or open_context(ws, sch.name, dense=dense, depth=depth, progress=progress)
+    if context is None:
+        dense, base = open_first_stages(ws, dense_version=dense_version, base=base_dense,
+                                        progress=progress)
+        context = open_context(ws, sch.name, dense=dense, base=base, depth=depth,
+                               progress=progress)
+    ctx = context
     started = time.perf_counter()
     groups = training_groups(ctx, train, table, labels, progress=progress)
     seconds_features = time.perf_counter() - started
@@ -163,7 +175,9 @@ def train_ranker(ws: Workspace, schema: str, *, actor: str,
                                texts.__getitem__, matcher)
             metrics[split] = {**result.metrics, "queries": len(queries)}
     current = active_version(ws, sch.name)
-    manifest = {"options": options.to_json(), "depth": depth, "dense": bool(dense),
+    manifest = {"options": options.to_json(), "depth": ctx.depth,
+                "dense": dense_version if ctx.dense is not None else None,
+                "base": ctx.base is not None,
                 "grades": table.to_json(), "labels_used": used, "labels_held_out": held,
                 "train_queries": len(train), "train_rows": sum(len(g.grades) for g in groups),
                 "seconds": {"features": round(seconds_features, 2), "fit": round(seconds_fit, 2)},
@@ -237,7 +251,16 @@ def run_ranker_job(ctx: Any, schema: str, labels: int = 0) -> dict[str, Any]:
     ctx.progress(0.05, f"{labels} new labels: building features")
     job = get_job(ctx.ws, ctx.job_id)
     logger.info("ranker round of %s after labels by %s", schema, job.created_by or "?")
-    result = train_ranker(ctx.ws, schema, actor=SYSTEM_USER.name, progress=False)
+    # the active version's dense first stages, those already built: a round never encodes
+    active = active_version(ctx.ws, schema)
+    dense_id = active.manifest.get("dense") if active else None
+    dense_id = dense_id if isinstance(dense_id, str) else None
+    dense, base = open_first_stages(ctx.ws, dense_version=dense_id,
+                                    base=bool(active and active.manifest.get("base")),
+                                    build=False)
+    context = open_context(ctx.ws, schema, dense=dense, base=base, progress=False)
+    result = train_ranker(ctx.ws, schema, actor=SYSTEM_USER.name, progress=False,
+                          dense_version=dense_id, context=context)
     ctx.progress(1.0, f"{result.version.id}: "
                       + ("promoted" if result.activated else "kept the active version"))
     return {"version": result.version.id, "activated": result.activated,

@@ -1,0 +1,111 @@
+"""One ranked abstract as the Curate page shows it, and its card as escaped HTML."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from curation.matching.evidence import Evidence, mark_colours, render_evidence
+from curation.matching.matcher import Span
+from curation.search.candidates import is_pmid
+
+PUBMED_URL = "https://pubmed.ncbi.nlm.nih.gov/{pmid}/"
+
+
+@dataclass(frozen=True)
+class RankedDoc:
+    """One ranked abstract as the Curate page shows it.
+
+    Attributes:
+        doc_id: Document id (the PMID for PubMed records).
+        title: Title (untrusted text: escape before display).
+        abstract: Abstract (untrusted text).
+        year: Publication year, when known.
+        journal: Journal name ("" when unknown; untrusted text).
+        score: Retriever score (comparable within one ranking).
+        rank: 1-based rank.
+        cited_by_kb: The KB already cites this PMID for the partial relation.
+        spans: Entity mentions (offsets into ``title + " " + abstract``) per slot.
+        model_version: What ranked it (the hit's retriever label, "+rerank" when reranked).
+        evidence: Sentences (offsets into :attr:`text`) where a query entity and an answer
+            co-occur, best first, or the one naming the most query entities
+            (:mod:`curation.matching.evidence`).
+        reasons: Why the learned ranker put it here: its top three feature contributions in
+            words (plain text; empty for other retrievers).
+    """
+
+    doc_id: str
+    title: str
+    abstract: str
+    year: int | None
+    journal: str
+    score: float
+    rank: int
+    cited_by_kb: bool
+    spans: tuple[Span, ...]
+    model_version: str
+    evidence: tuple[Evidence, ...] = ()
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        """Title and abstract joined as the span offsets expect."""
+        if self.title and self.abstract:
+            return f"{self.title} {self.abstract}"
+        return self.title or self.abstract
+
+    @property
+    def pmid(self) -> str | None:
+        """The PMID (digits), or None for a document that is not a PubMed record."""
+        return self.doc_id if is_pmid(self.doc_id) else None
+
+    @property
+    def pubmed_url(self) -> str | None:
+        return PUBMED_URL.format(pmid=self.pmid) if self.pmid else None
+
+
+
+def card_html(doc: RankedDoc, highlighted: str, grade: str | None = None, *,
+              colours: Mapping[str, str] | None = None,
+              enabled_slots: Collection[str] | None = None) -> str:
+    """One result card as escaped HTML: a first line (rank, PubMed link, year, journal, score,
+    the current label, a badge when the KB cites it) above ``highlighted`` (the output of
+    :func:`curation.matching.highlight.render_highlighted`), then the evidence sentences
+    (:func:`curation.matching.evidence.render_evidence`) and, for the learned ranker, why it
+    ranks the document here.
+
+    Document text is escaped; the link is built only from a validated PMID. Newlines become
+    spaces so a markdown renderer keeps the whole card one HTML block.
+
+    Args:
+        doc: The ranked document.
+        highlighted: Its highlighted title and abstract.
+        grade: The current label, shown in the first line.
+        colours: Slot -> colour of the evidence marks (default: the colours of the marks in
+            ``highlighted``, so the sentences match the abstract above them).
+        enabled_slots: Slots marked in the evidence (default: every slot when ``colours`` is
+            given, else the slots that have a mark in ``highlighted``).
+    """
+    parts = [f"<b>#{doc.rank}</b>"]
+    parts.append(f'<a href="{doc.pubmed_url}" target="_blank" rel="noopener noreferrer">'
+                 f"PMID {doc.pmid}</a>" if doc.pmid else html.escape(doc.doc_id))
+    if doc.year:
+        parts.append(str(doc.year))
+    if doc.journal:
+        parts.append(f"<i>{html.escape(doc.journal)}</i>")
+    parts.append(f"score {doc.score:.3g}")
+    if grade:
+        parts.append(f'<span class="kb-grade">labelled <b>{html.escape(grade)}</b></span>')
+    if doc.cited_by_kb:
+        parts.append('<span class="kb-badge">cited by KB</span>')
+    header = f'<div class="kb-meta">{" · ".join(parts)}</div>'
+    if colours is None:
+        colours = mark_colours(highlighted)
+        enabled_slots = frozenset(colours) if enabled_slots is None else enabled_slots
+    evidence = render_evidence(doc.text, doc.evidence, doc.spans, colours, enabled_slots)
+    why = ""
+    if doc.reasons:
+        why = ('<div class="kb-why"><b>Why this rank:</b> '
+               + "; ".join(html.escape(r) for r in doc.reasons) + "</div>")
+    return (header + highlighted + evidence + why).replace("\r", " ").replace("\n", " ")
