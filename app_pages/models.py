@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app_pages.common import AppContext, flash, poll_job, run_page, show_flash
+from app_pages.ranker_panel import ranker_section
 from app_pages.safe import html_text, md
 from curation.evaluation.reporting import evaluable_schemas
 from curation.jobs.queue import list_jobs
@@ -111,6 +112,8 @@ def render(ctx: AppContext) -> None:
         st.info("No relation cites a document of this workspace yet: no model to show.")
         return
     schema = st.selectbox("Schema", schemas, key="models_schema")
+    ranker_section(ctx, schema)
+    st.subheader("Dense model versions")
     rows = history(ctx.ws, schema)
     if not rows:
         st.info("No trained version of this schema yet. An admin starts one from the sidebar "

@@ -117,3 +117,47 @@ def test_the_sidebar_names_the_measured_default(ws_root):
     at2.query_params.update({"schema": "disease_gene", "retriever": "bm25", "rerank": "0"})
     at2 = sign_in(at2.run(), "alice")
     assert at2.selectbox(key="retriever").value == "bm25" and not at2.checkbox(key="rerank").value
+
+
+def ranker_table(at: AppTest):
+    """The ranker versions table (the first table of the Models page)."""
+    table = at.dataframe[0].value
+    assert "labels used" in table.columns
+    return table
+
+
+def test_models_page_lists_ranker_versions_and_admins_roll_back(ws_root):
+    from curation.access.users import PermissionDenied, Role, User
+    from curation.ranking.model import RankerOptions
+    from curation.training.ranker import promote_ranker, train_ranker
+
+    with Workspace.open(ws_root) as ws:
+        for gate in (True, False):
+            train_ranker(ws, "disease_gene", actor="boss", progress=False, gate=gate,
+                         options=RankerOptions(n_estimators=20, min_child_samples=1))
+        with pytest.raises(PermissionDenied, match="needs the admin role"):
+            promote_ranker(ws, "disease_gene-ranker@2", user=User("alice", Role.CURATOR),
+                           reason="try")
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "boss")
+    at.switch_page("app_pages/models.py").run()
+    assert not at.exception
+    table = ranker_table(at)
+    assert list(table["version"]) == ["disease_gene-ranker@2", "disease_gene-ranker@1"]
+    assert list(table["active"]) == [False, True]
+    at.selectbox(key="ranker_version").set_value("disease_gene-ranker@2")
+    at.button(key="ranker_activate").click().run()  # no reason: refused, said why
+    assert any("Say why this ranker version should rank" in e.value for e in at.error)
+    at.selectbox(key="ranker_version").set_value("disease_gene-ranker@2")
+    at.text_input(key="ranker_reason").set_value("rollforward for the test")
+    at.button(key="ranker_activate").click().run()
+    assert list(ranker_table(at)["active"]) == [True, False]
+    at.number_input(key="ranker_every").set_value(5)
+    at.button(key="ranker_every_save").click().run()
+    with Workspace.open(ws_root) as ws:
+        from curation.store.rankers import retrain_every
+        assert retrain_every(ws) == 5
+    # a curator sees the versions but no settings
+    cur = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    cur.switch_page("app_pages/models.py").run()
+    assert len(ranker_table(cur)) == 2
+    assert not [b for b in cur.button if b.key == "ranker_activate"]

@@ -208,6 +208,7 @@ def test_every_kind_declares_its_parameters():
         "index": ("retriever", "options", "rebuild"),
         "train": ("schema", "options", "recipe"),
         "retrain": ("schema", "options"),
+        "rank": ("schema", "labels"),
         "simulate": ("schema", "config", "options"),
         "selftest": ("steps",),
     }
@@ -217,6 +218,8 @@ def test_every_kind_declares_its_parameters():
             module, name = kind.validator.split(":")
             assert callable(getattr(importlib.import_module(module), name))
     assert JOB_KINDS["index"].validator == "curation.search.indexing:check_index_params"
+    assert JOB_KINDS["rank"].validator == "curation.training.ranker:check_rank_params"
+    assert not JOB_KINDS["rank"].admin_only  # a curator's labels start it
 
 
 @pytest.mark.parametrize(("options", "message"), [

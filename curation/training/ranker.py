@@ -21,7 +21,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from curation.access.adjudication import current_adjudications
-from curation.access.users import Role, User
+from curation.access.users import Role, User, require_admin
 from curation.evaluation.harness import EvalQuery, build_task, score_run
 from curation.evaluation.runner import ranking_context
 from curation.jobs.kinds import SYSTEM_USER
@@ -37,7 +37,13 @@ from curation.ranking.versions import (
 )
 from curation.search.indexing import get_index
 from curation.search.ranked import open_first_stages
-from curation.store.rankers import claim_labels, document_parts, labels_waiting, retrain_every
+from curation.store.rankers import (
+    claim_labels,
+    document_parts,
+    labels_waiting,
+    retrain_every,
+    set_retrain_every,
+)
 from curation.store.workspace import Workspace
 from curation.training.feedback import current_labels, resolve_conflicts
 from curation.training.gate import GateDecision, decide
@@ -269,3 +275,25 @@ def run_ranker_job(ctx: Any, schema: str, labels: int = 0) -> dict[str, Any]:
             "seconds": {"features": round(result.seconds_features, 2),
                         "fit": round(result.seconds_fit, 2)},
             "labels_used": len(result.labels_used)}
+
+
+# -- admin actions ---------------------------------------------------------------------------------
+def promote_ranker(ws: Workspace, ident: str, *, user: User, reason: str) -> RankerVersion:
+    """Make a ranker version the active one of its schema (rollback, or overriding the gate):
+    admins only, with a written reason (audited).
+
+    Raises:
+        PermissionDenied: Not an admin.
+        CurationError: No reason, or the version does not exist or cannot be loaded.
+    """
+    require_admin(user, "Activating a ranker version")
+    if not reason.strip():
+        raise CurationError("Say why this ranker version should rank (the reason is audited)")
+    return activate(ws, ident, actor=user.name, reason=reason.strip())
+
+
+def set_ranker_schedule(ws: Workspace, every: int, *, user: User) -> int:
+    """Change after how many new labels the ranker retrains (admins only; 0: never)."""
+    require_admin(user, "Changing when the ranker retrains")
+    set_retrain_every(ws, every, actor=user.name)
+    return retrain_every(ws)
