@@ -289,3 +289,18 @@ def test_rank_cli_train_list_explain(tmp_workspace, capsys):
                  "nope", "--doc", "1"]) == 2
     assert "No disease_gene relation with query key 'nope'" in capsys.readouterr().err
     assert main(["rank", "train", "-w", root, "--schema", "disease_gene", "--depth", "0"]) == 2
+
+
+def test_phrases_count_in_words():
+    import math
+
+    from curation.ranking.explain import phrase
+
+    assert phrase("answer_entities", math.log1p(1), QUERY, "drug") == "names 1 drug"
+    assert phrase("answer_entities", math.log1p(7), QUERY, "gene") == "names 7 genes"
+    assert phrase("evidence_sentences", math.log1p(1), QUERY, "gene") == (
+        "1 sentence pairs a gene with the query entities")
+    assert phrase("evidence_sentences", math.log1p(4), QUERY, "gene") == (
+        "4 sentences pair a gene with the query entities")
+    assert phrase("slot:gene:mentions", math.log1p(2), QUERY, "drug") == "mentions BRAF twice"
+    assert phrase("slot:variant:title", 1.0, QUERY, "drug") == "names V600E in the title"

@@ -29,6 +29,19 @@ def _names(entities: Sequence[Entity]) -> str:
     return texts[0] if len(texts) == 1 else ", ".join(texts[:-1]) + " or " + texts[-1]
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _pairing(n: int, answer: str) -> str:
+    return f"{_count(n, 'sentence')} {'pairs' if n == 1 else 'pair'} a {answer} with the query " \
+           "entities"
+
+
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
 def phrase(feature: str, value: float, query: Mapping[str, Sequence[Entity]],
            answer_type: str) -> str:
     """One feature's value in words."""
@@ -37,7 +50,7 @@ def phrase(feature: str, value: float, query: Mapping[str, Sequence[Entity]],
         who = _names(query.get(slot, ()))
         return {"title": f"names {who} in the title",
                 "abstract": f"names {who} in the abstract",
-                "mentions": f"mentions {who} {round(math.expm1(value))} time(s)",
+                "mentions": f"mentions {who} {_times(round(math.expm1(value)))}",
                 "kind": f"matches {who} by its name or a normalised form",
                 "first": f"names {who} early in the text"}.get(part, feature)
     every = " and ".join(_names(v) for v in query.values() if v) or "the query entities"
@@ -51,10 +64,9 @@ def phrase(feature: str, value: float, query: Mapping[str, Sequence[Entity]],
         "dense_missing": "outside the KB-trained model's top candidates",
         "slots_named": f"names {every}" if value >= 1 else "names some of the query entities",
         "slots_in_title": f"names {every} in the title",
-        "answer_entities": f"names {round(math.expm1(value))} {answer} entit(ies)",
+        "answer_entities": f"names {_count(round(math.expm1(value)), answer)}",
         "answer_with_query": f"a {answer} shares a sentence with the query entities",
-        "evidence_sentences": f"{round(math.expm1(value))} sentence(s) pair a {answer} with "
-                              "the query entities",
+        "evidence_sentences": _pairing(round(math.expm1(value)), answer),
         "kb_sibling_cited": "the KB cites it for another relation of the same entity",
     }.get(feature, feature)
 
