@@ -34,6 +34,7 @@ from curation.search.ranked import RankedSearch, open_ranked
 from curation.search.session import documents_stamp, evidence_levels
 from curation.store.config import WORKSPACE_ENV
 from curation.store.errors import DATABASE_ERRORS, WorkspaceBusyError, describe_database_error
+from curation.store.index_models import check_index_models
 from curation.store.labels import (
     Label,
     LabelPending,
@@ -41,7 +42,6 @@ from curation.store.labels import (
     pending_labels,
     record_label,
 )
-from curation.store.index_models import check_index_models
 from curation.store.relations import PartialRelation, list_partial_relations
 from curation.store.workspace import DB_NAME, Workspace
 from kb_sources.errors import CurationError
