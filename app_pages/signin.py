@@ -46,6 +46,10 @@ from kb_sources.errors import CurationError
 
 logger = logging.getLogger(__name__)
 HANDOFF_KEY = "cookie_handoff"
+#: The remembered sign-in of this session (server-side state, never sent to the page). Streamlit
+#: reads the browser's cookies once, when the page connects, so a cookie set by a sign-in in this
+#: session is not in ``st.context.cookies`` until a reload: sign-out revokes this one too.
+COOKIE_KEY = "web_session_cookie"
 
 
 def _oidc_email() -> str | None:
@@ -90,6 +94,7 @@ def _on_password_submit(root: str) -> None:
     try:  # remembered across reloads by a cookie (curation/access/web_sessions.py)
         ws = session_workspace(root)
         cookie = create_web_session(ws, session, ttl_s=session_ttl())
+        st.session_state[COOKIE_KEY] = cookie
         st.session_state[HANDOFF_KEY] = HANDOFFS.issue(cookie, session_ttl())
     except (CurationError, *DATABASE_ERRORS) as exc:  # signed in for this tab only
         logger.warning("sign-in not remembered: %s", exc)
@@ -123,17 +128,24 @@ def send_cookie_handoff() -> None:
 
 def sign_out() -> None:
     """Forget the session's identity: the remembered sign-in is revoked on the server and its
-    cookie cleared (and Streamlit's OIDC cookie when there is one)."""
+    cookie cleared (and Streamlit's OIDC cookie when there is one).
+
+    Both the cookie the page connected with and the one a sign-in in this session created are
+    revoked: the latter is not in ``st.context.cookies`` until the page reloads.
+    """
     session = st.session_state.get("auth")
     st.session_state["auth"] = None
     st.session_state["search_cache"] = {}
-    cookie = _cookie()
+    cookies = {c for c in (_cookie(), st.session_state.pop(COOKIE_KEY, None)) if c}
     path = workspace_arg()
-    if cookie and path:
+    if cookies and path:
         try:
-            revoke_web_session(session_workspace(path), cookie)
+            ws = session_workspace(path)
+            for cookie in cookies:
+                revoke_web_session(ws, cookie)
         except (CurationError, *DATABASE_ERRORS) as exc:
             logger.warning("could not revoke the remembered sign-in: %s", exc)
+    if cookies:
         st.session_state[HANDOFF_KEY] = HANDOFFS.issue("", 0)  # and clear the cookie
     if isinstance(session, Session) and session.mode is AuthMode.OIDC:
         st.logout()

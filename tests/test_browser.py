@@ -253,3 +253,88 @@ def test_reload_screening_by_keyboard_and_adjudication_in_a_real_browser(served_
     (adjudication,) = adjudications
     assert (adjudication["user"], adjudication["doc_id"], adjudication["reason"]) == (
         "boss", "25265492", "the abstract names no therapy")
+
+
+def _session_rows(root: Path, user: str) -> list[dict]:
+    with Workspace.open(root) as ws:
+        return [dict(r) for r in ws.conn.execute(
+            "SELECT * FROM web_sessions WHERE user = ? ORDER BY created_at", (user,))]
+
+
+def _session_cookie(context) -> dict | None:
+    """The browser's session cookie, waiting a little for the hand-off fetch to set it."""
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        found = [c for c in context.cookies() if c["name"] == "kbcurate_session"]
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    return None
+
+
+def _signed_out(page) -> None:
+    """The sign-in form is on screen and no one is named in the sidebar."""
+    page.get_by_role("textbox", name="User name").wait_for(timeout=30_000)
+    assert page.get_by_role("button", name="Sign out").count() == 0
+
+
+def _sign_out_and_check(browser, page, root: Path, kept: dict) -> None:
+    """Sign out; then a reload, a new tab and a browser that kept the old cookie all get the
+    sign-in form, and the server marked the remembered sign-in revoked."""
+    page.get_by_role("button", name="Sign out").click()
+    _signed_out(page)
+    deadline = time.time() + 15
+    while any(r["revoked_at"] is None for r in _session_rows(root, "alice")) and \
+            time.time() < deadline:
+        time.sleep(0.2)
+    rows = _session_rows(root, "alice")
+    assert rows and all(r["revoked_at"] is not None for r in rows), rows
+    deadline = time.time() + 15
+    while _session_cookie_now(page.context) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not _session_cookie_now(page.context)  # the cookie is cleared too
+    page.reload(wait_until="domcontentloaded")
+    _signed_out(page)
+    tab = page.context.new_page()
+    tab.goto(page.url, wait_until="domcontentloaded")
+    _signed_out(tab)
+    stolen = browser.new_context()  # a copy of the old cookie signs nobody in
+    stolen.add_cookies([{k: kept[k] for k in ("name", "value", "domain", "path")}])
+    copy = stolen.new_page()
+    copy.goto(page.url, wait_until="domcontentloaded")
+    _signed_out(copy)
+    stolen.close()
+
+
+def _session_cookie_now(context) -> bool:
+    return any(c["name"] == "kbcurate_session" for c in context.cookies())
+
+
+def test_sign_out_signs_out_with_or_without_a_reload_in_a_real_browser(served_team):
+    """Issue 28, item 1: sign in -> sign out -> reload, and sign in -> reload -> sign out ->
+    reload, both end signed out: the web session row revoked and the cookie cleared."""
+    if not CHROMIUM.is_file():
+        pytest.fail(f"{CHROMIUM} not found: install Debian's Chromium (apt-get install -y "
+                    "chromium)")
+    from playwright.sync_api import sync_playwright
+
+    url, root = served_team
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        try:
+            for reload_first in (False, True):
+                context = browser.new_context(viewport={"width": 1400, "height": 1000})
+                page = context.new_page()
+                page.goto(url, wait_until="domcontentloaded")
+                page.get_by_role("textbox", name="User name").wait_for(timeout=60_000)
+                _sign_in(page, "alice")
+                kept = _session_cookie(context)
+                assert kept is not None, "the sign-in was not remembered by a cookie"
+                if reload_first:
+                    page.reload(wait_until="domcontentloaded")
+                    page.get_by_role("button", name="Sign out").wait_for(timeout=60_000)
+                _sign_out_and_check(browser, page, root, kept)
+                context.close()
+        finally:
+            browser.close()
+    assert len(_session_rows(root, "alice")) == 2

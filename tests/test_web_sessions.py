@@ -175,6 +175,25 @@ def test_a_reload_keeps_the_signed_in_user_until_sign_out(app_root, monkeypatch)
     assert again.subheader[0].value == "Sign in"
 
 
+def test_sign_out_without_a_reload_revokes_the_new_sign_in(app_root, monkeypatch):
+    """Issue 28, item 1: Streamlit reads the browser's cookies when the page connects, so the
+    cookie a sign-in just set is not in ``st.context.cookies``; sign-out still revokes it."""
+    connected_with: dict[str, str] = {}  # the cookies the page connected with: none
+    monkeypatch.setattr(signin_page, "_cookie", lambda: connected_with.get(COOKIE_NAME))
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    assert at.subheader[0].value == "Curate"
+    cookie, _ = HANDOFFS.redeem(_handoff_nonce(at))  # the browser now holds it
+    at.button(key="signout").click().run()
+    assert at.subheader[0].value == "Sign in"
+    assert HANDOFFS.redeem(_handoff_nonce(at)) == ("", 0)  # the cookie is cleared
+    with Workspace.open(app_root) as ws:
+        (row,) = ws.conn.execute("SELECT user, revoked_at FROM web_sessions").fetchall()
+        assert row["user"] == "alice" and row["revoked_at"] is not None
+        assert restore_web_session(ws, cookie) is None
+    monkeypatch.setattr(signin_page, "_cookie", lambda: cookie)  # a browser that kept it
+    assert AppTest.from_file(APP, default_timeout=60).run().subheader[0].value == "Sign in"
+
+
 def test_a_removed_user_is_not_restored(app_root, monkeypatch):
     with Workspace.open(app_root) as ws:
         cookie = create_web_session(ws, ALICE)
