@@ -239,7 +239,7 @@ def test_switch_is_atomic_for_concurrent_searches(loop_ws, tiny_model_path):
     try:
         while len(seen) < 3:
             thread.join(0.05)
-        switch_active(loop_ws, v2.id, actor="root", reason="test")
+        switch_active(loop_ws, v2.id, user=User("root", Role.ADMIN), reason="test")
         count = len(seen)
         while len(seen) < count + 3:
             thread.join(0.05)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from curation.access.users import PermissionDenied, Role, User
 from curation.store.models import (
     ModelStatus,
     activate_model,
@@ -27,6 +28,8 @@ from curation.store.models import (
     verify_weights,
 )
 from kb_sources.errors import CurationError, UnknownNameError
+
+ALICE, BOB = User("alice", Role.ADMIN), User("bob", Role.ADMIN)
 
 MANIFEST = {"recipe_config": {"epochs": 1, "lr": 2e-5}, "train_examples": 120,
             "max_seq_length": 128, "document_format": "{title}. {abstract}"}
@@ -93,7 +96,7 @@ def test_versions_increment_per_name_and_list_filters(tmp_workspace, fake_model_
                    "drug_gene-edel@1", "disease_gene-edel@3"]
     assert [m.id for m in list_models(tmp_workspace)] == ids[::-1]
     assert [m.id for m in list_models(tmp_workspace, schema="drug_gene")] == ["drug_gene-edel@1"]
-    activate_model(tmp_workspace, "disease_gene-edel@2", "alice")
+    activate_model(tmp_workspace, "disease_gene-edel@2", ALICE)
     assert [m.id for m in list_models(tmp_workspace, status="active")] == ["disease_gene-edel@2"]
     assert [m.id for m in list_models(tmp_workspace, schema="disease_gene",
                                       status=ModelStatus.CANDIDATE)] == [
@@ -147,9 +150,9 @@ def test_activate_keeps_one_active_per_schema_and_audits(tmp_workspace, fake_mod
     v1, v2 = _register(tmp_workspace, fake_model_dir), _register(tmp_workspace, fake_model_dir)
     other = _register(tmp_workspace, fake_model_dir, schema="drug_gene")
     assert active_model(tmp_workspace, "disease_gene") is None
-    assert activate_model(tmp_workspace, v1.id, "alice", "first").status is ModelStatus.ACTIVE
-    activate_model(tmp_workspace, other.id, "bob")
-    assert activate_model(tmp_workspace, v2.id, "bob", "better ndcg").status == "active"
+    assert activate_model(tmp_workspace, v1.id, ALICE, "first").status is ModelStatus.ACTIVE
+    activate_model(tmp_workspace, other.id, BOB)
+    assert activate_model(tmp_workspace, v2.id, BOB, "better ndcg").status == "active"
     assert active_model(tmp_workspace, "disease_gene").id == v2.id
     assert get_model(tmp_workspace, v1.id).status is ModelStatus.CANDIDATE
     assert active_model(tmp_workspace, "drug_gene").id == other.id  # other schema untouched
@@ -169,16 +172,16 @@ def test_activate_keeps_one_active_per_schema_and_audits(tmp_workspace, fake_mod
 
 def test_retire_and_reactivate_as_rollback(tmp_workspace, fake_model_dir):
     v1, v2 = _register(tmp_workspace, fake_model_dir), _register(tmp_workspace, fake_model_dir)
-    activate_model(tmp_workspace, v1.id, "alice")
-    retired = retire_model(tmp_workspace, v1.id, "alice", "drifted")
+    activate_model(tmp_workspace, v1.id, ALICE)
+    retired = retire_model(tmp_workspace, v1.id, ALICE, "drifted")
     assert retired.status is ModelStatus.RETIRED
     assert active_model(tmp_workspace, "disease_gene") is None
     entry = tmp_workspace.audit_log("model")[0]
     assert (entry["action"], entry["object_id"], json.loads(entry["before"]),
             json.loads(entry["after"])) == ("retire", v1.id, {"status": "active"},
                                             {"reason": "drifted"})
-    activate_model(tmp_workspace, v2.id, "alice")
-    assert activate_model(tmp_workspace, v1.id, "alice", "rollback").status == "active"
+    activate_model(tmp_workspace, v2.id, ALICE)
+    assert activate_model(tmp_workspace, v1.id, ALICE, "rollback").status == "active"
     assert get_model(tmp_workspace, v2.id).status is ModelStatus.CANDIDATE
 
 
@@ -210,10 +213,10 @@ def test_corrupted_weights_are_refused(tmp_workspace, fake_model_dir):
     with pytest.raises(CurationError, match=message):
         model_options(tmp_workspace, v.id)
     with pytest.raises(CurationError, match=message):
-        activate_model(tmp_workspace, v.id, "alice")
+        activate_model(tmp_workspace, v.id, ALICE)
     assert get_model(tmp_workspace, v.id).status is ModelStatus.CANDIDATE
     with pytest.raises(CurationError, match=rf"weights of {v.id} .*checksum"):
-        export_model(tmp_workspace, v.id, tmp_workspace.root / "exports")
+        export_model(tmp_workspace, v.id, tmp_workspace.root / "exports", user=ALICE)
 
 
 def test_changed_config_file_and_added_pickle_are_refused(tmp_workspace, fake_model_dir):
@@ -234,17 +237,35 @@ def test_model_options_and_export_load_the_same_model(tmp_workspace, tiny_model_
     assert model_options(tmp_workspace, v.id) == {
         "model": str(v.model_dir), "model_version": f"{v.id}:{v.sha256[:12]}",
         "max_seq_length": 128, "document_format": "{title}. {abstract}"}
-    out = export_model(tmp_workspace, v.id, tmp_path / "export")
+    out = export_model(tmp_workspace, v.id, tmp_path / "export", user=ALICE)
     assert out == tmp_path / "export" / v.id
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model"]
     assert json.loads((out / "manifest.json").read_text())["sha256"] == v.sha256
     assert _sha(out / "model" / "model.safetensors") == v.sha256
     with pytest.raises(CurationError,
                        match=rf"{re.escape(str(out))} already exists; export .* another folder"):
-        export_model(tmp_workspace, v.id, tmp_path / "export")
+        export_model(tmp_workspace, v.id, tmp_path / "export", user=ALICE)
     text = ["BRAF V600E mutation predicts response to vemurafenib in melanoma."]
     original = SentenceTransformer(str(tiny_model_path), device="cpu").encode(text)
     for folder in (v.model_dir, out / "model"):
         copy = SentenceTransformer(str(folder), device="cpu").encode(text)
         assert copy.shape == original.shape == (1, 32)
         assert copy.tolist() == original.tolist()
+
+
+def test_model_state_changes_need_an_admin(tmp_workspace, fake_model_dir, tmp_path):
+    v = _register(tmp_workspace, fake_model_dir)
+    curator = User("carol", Role.CURATOR)
+    for call in (lambda u: activate_model(tmp_workspace, v.id, u),
+                 lambda u: retire_model(tmp_workspace, v.id, u),
+                 lambda u: export_model(tmp_workspace, v.id, tmp_path / "out", user=u)):
+        for who in (curator, None, "alice"):
+            with pytest.raises(PermissionDenied, match="needs the admin role"):
+                call(who)
+    assert get_model(tmp_workspace, v.id).status.value == "candidate"
+    assert not (tmp_path / "out").exists()
+    assert activate_model(tmp_workspace, v.id, ALICE).status.value == "active"
+    row = tmp_workspace.conn.execute(
+        "SELECT actor FROM audit_log WHERE action = 'activate' AND object_id = ?",
+        (v.id,)).fetchone()
+    assert row[0] == "alice"

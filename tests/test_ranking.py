@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from curation.access.users import Role, User
 from curation.matching.matcher import EntityMatcher
 from curation.ranking.explain import reasons
 from curation.ranking.features import (
@@ -34,6 +35,7 @@ from kb_sources.types import Entity
 from retrievers.base import Hit
 from tests.loop_fixtures import make_loop_workspace
 
+ADMIN = User("admin", Role.ADMIN)
 BRAF, V600E = Entity("BRAF", "gene", "673"), Entity("V600E", "variant")
 QUERY = {"gene": (BRAF,), "variant": (V600E,)}
 PARTS = {
@@ -195,18 +197,18 @@ def test_versions_round_trip_checksum_and_rollback(tmp_workspace):
     assert (first.path / "model.txt").read_text().startswith("tree")  # LightGBM's text model
     loaded = load_ranker(first)
     assert np.array_equal(loaded.score(x), fit(groups, names, SMALL).score(x))
-    activate(tmp_workspace, second.id, actor="admin")
+    activate(tmp_workspace, second.id, user=ADMIN)
     assert active_version(tmp_workspace, "PO").id == "PO-ranker@2"
-    activate(tmp_workspace, first.id, actor="admin", reason="rollback")
+    activate(tmp_workspace, first.id, user=ADMIN, reason="rollback")
     assert active_version(tmp_workspace, "PO").id == "PO-ranker@1"
     with (second.path / "model.json").open("a") as fh:
         fh.write(" ")
     with pytest.raises(CurationError, match="SHA-256 differs"):
         load_ranker(second)
     with pytest.raises(CurationError, match="SHA-256 differs"):
-        activate(tmp_workspace, second.id, actor="admin")
+        activate(tmp_workspace, second.id, user=ADMIN)
     with pytest.raises(CurationError, match="not a ranker version id"):
-        activate(tmp_workspace, "PO-edel@1", actor="admin")
+        activate(tmp_workspace, "PO-edel@1", user=ADMIN)
 
 
 def test_explanation_of_a_hand_made_case():
@@ -304,3 +306,16 @@ def test_phrases_count_in_words():
         "4 sentences pair a gene with the query entities")
     assert phrase("slot:gene:mentions", math.log1p(2), QUERY, "drug") == "mentions BRAF twice"
     assert phrase("slot:variant:title", 1.0, QUERY, "drug") == "names V600E in the title"
+
+
+def test_only_admins_activate_a_ranker_version(tmp_workspace):
+    from curation.access.users import PermissionDenied
+
+    groups = [Group("q", ("a", "b"), np.array([[1.0] + [0.0] * 17, [0.0] * 18]), (1, 0))]
+    names = feature_names(("gene",))
+    ranker = fit(groups * 2, names, RankerOptions(model="logistic"))
+    v = save_version(tmp_workspace, "PO", ranker, {}, actor="admin")
+    for who in (User("ann", Role.CURATOR), None, "admin"):
+        with pytest.raises(PermissionDenied, match="needs the admin role"):
+            activate(tmp_workspace, v.id, user=who)
+    assert active_version(tmp_workspace, "PO") is None

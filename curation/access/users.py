@@ -30,6 +30,7 @@ from typing import Any
 
 import tomli_w
 
+from curation.store.errors import PermissionDenied  # noqa: F401 (re-exported: the access wing's)
 from curation.store.safe_files import write_atomic
 from kb_sources.errors import CurationError, parse_choice
 
@@ -51,10 +52,6 @@ class Role(StrEnum):
     @classmethod
     def parse(cls, value: str | Role) -> Role:
         return parse_choice(cls, value, "role")
-
-
-class PermissionDenied(CurationError):
-    """The signed-in user's role does not allow the action."""
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from curation.access.users import Role, User
 from curation.store.config import WORKSPACE_ENV
 from kb_sources.errors import CurationError
 
@@ -26,3 +27,7 @@ def print_json(data: object) -> None:
 def given_or(value: object, default: object) -> object:
     """An option's value when it was given (not None), else ``default``."""
     return default if value is None else value
+
+
+#: The command line acts as the local admin "cli" (audited under that name).
+CLI_ADMIN = User("cli", Role.ADMIN)

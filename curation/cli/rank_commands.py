@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from curation.cli.common import given_or, print_json, workspace_path
+from curation.cli.common import CLI_ADMIN, given_or, print_json, workspace_path
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -93,7 +93,7 @@ def cmd_rank(args: argparse.Namespace) -> int:
         if args.action == "auto":
             return _auto(ws, args)
         if args.action == "activate":
-            v = versions.activate(ws, args.version, actor="cli", reason=args.reason)
+            v = versions.activate(ws, args.version, user=CLI_ADMIN, reason=args.reason)
             print(f"{v.id} now ranks {v.schema}")
             return 0
         return _explain(ws, args)

@@ -8,7 +8,7 @@ from dataclasses import fields
 from typing import Any
 
 from curation.cli import rank_commands, speed_commands
-from curation.cli.common import given_or, print_json, workspace_path
+from curation.cli.common import CLI_ADMIN, given_or, print_json, workspace_path
 from curation.store.workspace import Workspace
 from curation.training.edel import EdelOptions
 from curation.training.examples import Ablation
@@ -249,7 +249,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
             print(format_table(evaluate_version(ws, version, progress=not args.quiet)))
         if args.activate:
-            activate_model(ws, version.id, actor="cli", reason="kbcurate train --activate")
+            activate_model(ws, version.id, CLI_ADMIN, reason="kbcurate train --activate")
             print(f"{version.id} is now the active {version.schema} model")
     return 0
 
@@ -278,15 +278,15 @@ def cmd_models(args: argparse.Namespace) -> int:
         if args.action == "show":
             print_json(models.get_model(ws, args.version).to_json())
         elif args.action == "activate":
-            v = models.activate_model(ws, args.version, actor="cli", reason=args.reason)
+            v = models.activate_model(ws, args.version, CLI_ADMIN, reason=args.reason)
             print(f"{v.id} is now the active {v.schema} model")
         elif args.action == "retire":
-            v = models.retire_model(ws, args.version, actor="cli", reason=args.reason)
+            v = models.retire_model(ws, args.version, CLI_ADMIN, reason=args.reason)
             print(f"{v.id} retired")
         else:
             if not args.dest:
                 raise CurationError("kbcurate models export needs VERSION and DEST")
-            print(models.export_model(ws, args.version, args.dest))
+            print(models.export_model(ws, args.version, args.dest, user=CLI_ADMIN))
     return 0
 
 
@@ -370,13 +370,12 @@ def _models_import(ws: Workspace, args: argparse.Namespace) -> None:
 
 
 def _models_promote_history(ws: Workspace, args: argparse.Namespace) -> None:
-    from curation.access.users import Role, User
     from curation.training.retrain import history, promote
 
     if args.action == "promote":
         if not args.version:
             raise CurationError("kbcurate models promote needs a VERSION and --reason TEXT")
-        v = promote(ws, args.version, user=User("cli", Role.ADMIN), reason=args.reason)
+        v = promote(ws, args.version, user=CLI_ADMIN, reason=args.reason)
         print(f"{v.id} is now the active {v.schema} model (promoted by hand: {args.reason})")
         return
     if not args.schema:

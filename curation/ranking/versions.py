@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from curation.ranking.model import Ranker
+from curation.store.errors import Actor, require_admin_actor
 from curation.store.rankers import active_ranker, set_active_ranker
 from curation.store.workspace import Workspace, utcnow
 from kb_sources.errors import CurationError
@@ -149,8 +150,15 @@ def active_version(ws: Workspace, schema: str) -> RankerVersion | None:
     return get_version(ws, ident) if ident else None
 
 
-def activate(ws: Workspace, ident: str, *, actor: str, reason: str = "") -> RankerVersion:
-    """Make a version the one its schema ranks with (an older one: a rollback)."""
+def activate(ws: Workspace, ident: str, *, user: Actor, reason: str = "") -> RankerVersion:
+    """Make a version the one its schema ranks with (an older one: a rollback).
+
+    Raises:
+        PermissionDenied: ``user`` is not an admin (a gate's promotion acts for whoever started
+            the round: the CLI, an admin, or the system's learn-as-you-label job).
+        CurationError: No such version, or it cannot be loaded.
+    """
+    actor = require_admin_actor(user, "Activating a ranker version")
     version = get_version(ws, ident)
     load_ranker(version)  # never activate what cannot be loaded
     set_active_ranker(ws, version.schema, version.id, actor=actor, reason=reason)

@@ -16,8 +16,34 @@ from __future__ import annotations
 import errno
 import sqlite3
 from pathlib import Path
+from typing import Protocol
 
 from kb_sources.errors import CurationError
+
+
+class PermissionDenied(CurationError):
+    """The signed-in user's role does not allow the action (re-exported by
+    :mod:`curation.access.users`)."""
+
+
+class Actor(Protocol):
+    """Who changes the store's state: a :class:`curation.access.users.User` (the store does not
+    import the access wing; it needs the name and whether the role is admin)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def is_admin(self) -> bool: ...
+
+
+def require_admin_actor(actor: Actor | None, action: str) -> str:
+    """The actor's name, or :class:`PermissionDenied` unless it is an admin."""
+    if actor is None or isinstance(actor, str) or not getattr(actor, "is_admin", False):
+        who = (f"{actor} (a plain name, not a signed-in user)" if isinstance(actor, str)
+               else getattr(actor, "name", None) or "an anonymous user")
+        raise PermissionDenied(f"{action} needs the admin role; {who} may not do it")
+    return actor.name
 
 
 class WorkspaceError(CurationError):

@@ -23,6 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from curation.store.errors import Actor, require_admin_actor
 from curation.store.model_files import check_model_files
 from curation.store.workspace import Workspace, utcnow
 from kb_sources.errors import CurationError, UnknownNameError, parse_choice
@@ -191,15 +192,17 @@ def active_model(ws: Workspace, schema: str) -> ModelVersion | None:
     return found[0] if found else None
 
 
-def activate_model(ws: Workspace, ident: str, actor: str, reason: str = "") -> ModelVersion:
+def activate_model(ws: Workspace, ident: str, user: Actor, reason: str = "") -> ModelVersion:
     """Make a version the active one of its schema; the previous active one becomes a candidate.
 
     Activating a retired version is allowed (a rollback). Weights are verified first.
 
     Raises:
+        PermissionDenied: ``user`` is not an admin.
         UnknownNameError: No such version.
         CurationError: The weights do not match the recorded checksum.
     """
+    actor = require_admin_actor(user, "Activating a model version")
     version = get_model(ws, ident)
     verify_weights(version)
     with ws.transaction():
@@ -215,8 +218,13 @@ def activate_model(ws: Workspace, ident: str, actor: str, reason: str = "") -> M
     return get_model(ws, version.id)
 
 
-def retire_model(ws: Workspace, ident: str, actor: str, reason: str = "") -> ModelVersion:
-    """Retire a version (an active one leaves its schema without an active model)."""
+def retire_model(ws: Workspace, ident: str, user: Actor, reason: str = "") -> ModelVersion:
+    """Retire a version (an active one leaves its schema without an active model).
+
+    Raises:
+        PermissionDenied: ``user`` is not an admin.
+    """
+    actor = require_admin_actor(user, "Retiring a model version")
     version = get_model(ws, ident)
     with ws.transaction():
         _set_status(ws, version, ModelStatus.RETIRED)
@@ -285,12 +293,14 @@ def model_options(ws: Workspace, ident: str) -> dict[str, Any]:
 _ENCODER_KEYS = ("pooling", "query_prefix", "doc_prefix", "query_max_seq_length")
 
 
-def export_model(ws: Workspace, ident: str, dest: str | Path) -> Path:
+def export_model(ws: Workspace, ident: str, dest: str | Path, *, user: Actor) -> Path:
     """Copy a verified version (``model/`` + ``manifest.json``) to ``dest/<id>/``; returns it.
 
     Raises:
+        PermissionDenied: ``user`` is not an admin (weights leave the workspace).
         CurationError: Weights do not verify, or ``dest/<id>`` already exists.
     """
+    require_admin_actor(user, "Exporting a model version")
     version = get_model(ws, ident)
     verify_weights(version)
     Path(dest).mkdir(parents=True, exist_ok=True)

@@ -197,7 +197,8 @@ def train_ranker(ws: Workspace, schema: str, *, actor: str,
         decision = decide(dev_metrics, old, tolerance_pp=tolerance_pp)
     activated = False
     if decision.promote and gate:
-        activate(ws, version.id, actor=actor, reason="; ".join(decision.reasons))
+        # the gate promotes for whoever started the round (CLI, admin, the system's job)
+        activate(ws, version.id, user=User(actor, Role.ADMIN), reason="; ".join(decision.reasons))
         activated = True
     logger.info("ranker %s: dev NDCG@10 %.3f, %s", version.id, dev_metrics.get("ndcg@10", 0.0),
                 "activated" if activated else "not activated")
@@ -289,7 +290,7 @@ def promote_ranker(ws: Workspace, ident: str, *, user: User, reason: str) -> Ran
     require_admin(user, "Activating a ranker version")
     if not reason.strip():
         raise CurationError("Say why this ranker version should rank (the reason is audited)")
-    return activate(ws, ident, actor=user.name, reason=reason.strip())
+    return activate(ws, ident, user=user, reason=reason.strip())
 
 
 def set_ranker_schedule(ws: Workspace, every: int, *, user: User) -> int:

@@ -188,7 +188,9 @@ def retrain(ws: Workspace, schema: str, options: RetrainOptions | None = None, *
     promoted = False
     if decision.promote and options.promote:
         _say(report, 0.9, f"building the index of {version.id} before the switch")
-        version = switch_active(ws, version.id, actor=actor,
+        # the gate promotes for whoever started the round: a signed-in admin (checked above),
+        # or the CLI / an admin-only job, which act as admins
+        version = switch_active(ws, version.id, user=user or User(actor, Role.ADMIN),
                                 reason="gate: " + "; ".join(decision.reasons),
                                 build_index=options.build_index)
         promoted = True
@@ -233,7 +235,7 @@ def pool_spec(ws: Workspace, seed: int) -> str:
             f"{corpus_fingerprint(ws)[:16]}")
 
 
-def switch_active(ws: Workspace, ident: str, *, actor: str, reason: str,
+def switch_active(ws: Workspace, ident: str, *, user: User, reason: str,
                   build_index: bool = True) -> ModelVersion:
     """Build the version's dense index (from cached embeddings when present), then activate it.
 
@@ -245,7 +247,7 @@ def switch_active(ws: Workspace, ident: str, *, actor: str, reason: str,
     version = get_model(ws, ident)
     if build_index:
         get_index(ws, "dense", {"model": version.id}, progress=False)
-    return activate_model(ws, version.id, actor=actor, reason=reason)
+    return activate_model(ws, version.id, user, reason=reason)
 
 
 def promote(ws: Workspace, ident: str, *, user: User | None, reason: str) -> ModelVersion:
@@ -259,7 +261,7 @@ def promote(ws: Workspace, ident: str, *, user: User | None, reason: str) -> Mod
     if not reason.strip():
         raise CurationError("Promoting a model version needs a written reason (it is audited)")
     assert user is not None
-    return switch_active(ws, ident, actor=user.name, reason=reason.strip())
+    return switch_active(ws, ident, user=user, reason=reason.strip())
 
 
 def labels_since_active(ws: Workspace, schema: str) -> dict[str, int]:

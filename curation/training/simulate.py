@@ -31,6 +31,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from curation.access.users import Role, User
 from curation.evaluation.harness import EvalQuery, EvalTask, build_task
 from curation.matching.matcher import EntityMatcher
 from curation.search.indexing import get_index
@@ -61,6 +62,8 @@ logger = logging.getLogger(__name__)
 
 Report = Callable[[float, str], None]
 SIMULATOR = "simulator"
+#: The simulated curator's rounds act as an admin of the copy (never of the real workspace).
+_SIMULATOR = User(SIMULATOR, Role.ADMIN)
 
 
 class QueryStrategy(StrEnum):
@@ -183,7 +186,7 @@ def _start_version(ws: Workspace, sim: Workspace, schema: str, config: Simulatio
         if source.schema != schema:
             raise CurationError(f"{source.id} is a {source.schema} model, not {schema}; "
                                 "pass a version of the simulated schema")
-        folder = export_model(ws, source.id, sim.root / "cache" / "start")
+        folder = export_model(ws, source.id, sim.root / "cache" / "start", user=_SIMULATOR)
         version = register_model(sim, schema=schema, recipe=source.recipe,
                                  base_model=source.base_model, model_dir=folder / "model",
                                  manifest={k: v for k, v in source.manifest.items()
@@ -192,7 +195,7 @@ def _start_version(ws: Workspace, sim: Workspace, schema: str, config: Simulatio
     else:
         version = train_edel(sim, schema, replace(options.edel), actor=SIMULATOR,
                              progress=progress)
-    return activate_model(sim, version.id, actor=SIMULATOR, reason="simulation round 0")
+    return activate_model(sim, version.id, _SIMULATOR, reason="simulation round 0")
 
 
 def _round0(sim: Workspace, v0: Any, test_pool: Any, seq: int, matcher: EntityMatcher,
