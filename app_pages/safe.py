@@ -28,6 +28,12 @@ import pandas as pd
 #: (emphasis, code, links, images, headings, lists, tables, strikethrough, raw HTML, entities),
 #: autolinks (``:``, ``/``, ``.``, ``@``), directives and icons (``:``), LaTeX (``$``).
 _MARKDOWN_CHARS = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=&^/@])")
+#: ZERO WIDTH SPACE: invisible, and neither a word character nor white space to the autolink rules.
+ZERO_WIDTH = "\u200b"
+#: Where GFM autolink literals start: ``http(s)://`` (cut after the colon), ``www.`` (cut before
+#: the dot) and the ``@`` of an e-mail-like word (cut before it).
+_AUTOLINK_STARTS = re.compile(
+    r"(?<=https:)(?=//)|(?<=http:)(?=//)|(?<=www)(?=\.)|(?<=[\w.+-])(?=@)", re.IGNORECASE)
 
 
 def md(text: object) -> str:
@@ -37,8 +43,12 @@ def md(text: object) -> str:
     backslash escape always renders the bare character), and runs of whitespace, newlines
     included, become one space, so the result can be placed anywhere in a markdown string
     (inside ``**...**`` too) and never starts a block, a link, an image, an autolink, raw HTML, a
-    directive, an icon or a formula. Not for code spans (backslashes are literal there) or for
-    ``unsafe_allow_html=True`` (use :func:`html.escape`).
+    directive, an icon or a formula. GFM autolink literals (``http://``, ``https://``, ``www.``,
+    ``name@host``) are matched on the text *after* escapes are resolved, so a backslash cannot
+    stop them: a zero-width space (:data:`ZERO_WIDTH`) goes after ``http:``/``https:``, between
+    ``www`` and its dot, and before the ``@`` of an address. It is invisible, so the curator
+    reads the same text (a copy of it holds the invisible character). Not for code spans
+    (backslashes are literal there) or for ``unsafe_allow_html=True`` (use :func:`html.escape`).
 
     Args:
         text: Anything; ``str(text)`` is escaped (an exception gives its message).
@@ -46,7 +56,8 @@ def md(text: object) -> str:
     Returns:
         The escaped text: ``md("![p](x.png)")`` is ``\\!\\[p\\]\\(x\\.png\\)``.
     """
-    return _MARKDOWN_CHARS.sub(r"\\\1", " ".join(str(text).split()))
+    unlinked = _AUTOLINK_STARTS.sub(ZERO_WIDTH, " ".join(str(text).split()))
+    return _MARKDOWN_CHARS.sub(r"\\\1", unlinked)
 
 
 def html_text(text: object) -> str:

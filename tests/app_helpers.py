@@ -54,8 +54,9 @@ def label_rows(root: Path) -> list[dict]:
 
 
 def shown(markdown: str) -> str:
-    """What the curator reads for a markdown string: backslash escapes resolved."""
-    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+    """What the curator reads for a markdown string: backslash escapes resolved, zero-width
+    spaces (``app_pages.safe.md`` breaks autolinks with them) dropped."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace("\u200b", "")
 
 
 def live_markdown(markdown: str) -> list[str]:

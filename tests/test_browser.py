@@ -338,3 +338,61 @@ def test_sign_out_signs_out_with_or_without_a_reload_in_a_real_browser(served_te
         finally:
             browser.close()
     assert len(_session_rows(root, "alice")) == 2
+
+
+HOSTILE = ("journal http://evil.example/a and HTTPS://evil.example/b, www.evil.org, "
+           "mail x.y+z@evil.example.org or mailto:a@evil.example, <https://evil.example/c>")
+MD_SCRIPT = """
+import sys
+sys.path.insert(0, {repo!r})
+import streamlit as st
+from app_pages.safe import md
+text = {text!r}
+st.markdown("note: " + md(text))
+st.caption(md(text))
+st.info(md(text))
+with st.expander(md(text)):
+    st.write("inside")
+st.radio("pick", [md(text)], key="r")
+st.markdown("done-marker")
+"""
+
+
+def test_escaped_text_makes_no_links_in_a_real_browser(tmp_path):
+    """Issue 28, item 8: URLs and addresses in text escaped by ``md`` render as no ``<a href>``
+    in markdown, captions, messages, expander labels and radio options; the text reads the same."""
+    if not CHROMIUM.is_file():
+        pytest.fail(f"{CHROMIUM} not found: install Debian's Chromium (apt-get install -y "
+                    "chromium)")
+    from playwright.sync_api import sync_playwright
+
+    script = tmp_path / "md_page.py"
+    script.write_text(MD_SCRIPT.format(repo=str(Path(__file__).resolve().parents[1]),
+                                       text=HOSTILE), encoding="utf-8")
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(script),
+                             "--server.address", "127.0.0.1", "--server.port", str(port),
+                             "--server.headless", "true", "--browser.gatherUsageStats", "false",
+                             "--server.fileWatcherType", "none"],
+                            env={**os.environ, "HOME": str(tmp_path)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+            try:
+                page = browser.new_page()
+                page.goto(url, wait_until="domcontentloaded")
+                page.get_by_text("done-marker").wait_for(timeout=60_000)
+                main = page.locator("[data-testid='stMain']")
+                links = main.locator("a[href]").evaluate_all("els => els.map(e => e.href)")
+                text = main.inner_text().replace("\u200b", "")
+            finally:
+                browser.close()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=20)
+    assert links == []
+    assert f"note: {HOSTILE}" in text
+    assert text.count(HOSTILE) == 5, text  # markdown, caption, message, expander, radio option

@@ -15,6 +15,7 @@ Two kinds of check:
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -30,7 +31,7 @@ from app_helpers import (
 )
 from streamlit.testing.v1 import AppTest
 
-from app_pages.safe import html_frame, html_text, md
+from app_pages.safe import ZERO_WIDTH, html_frame, html_text, md
 from curation.store.labels import list_labels, record_label
 from curation.store.workspace import Workspace
 
@@ -209,6 +210,38 @@ def test_md_shows_text_literally(text):
     if text[0] in "#>|=-":  # a block never starts: the first character is escaped
         assert escaped.startswith("\\")
     assert "\\." in escaped or "." not in text  # "1. item" is no list
+
+
+#: The autolink-literal rules of Streamlit's markdown (mdast-util-gfm-autolink-literal, as in
+#: Streamlit's frontend bundle): they run on text nodes after backslash escapes are resolved, so
+#: an escaped ``http\:\/\/`` still becomes a link. JavaScript's ``\w`` is ASCII (re.ASCII); the
+#: e-mail rule's look-behind is dropped, which only makes the check stricter.
+GFM_AUTOLINKS = (re.compile(r"(https?://|www(?=\.))([-.\w]+)([^ \t\r\n]*)", re.I | re.A),
+                 re.compile(r"([-.\w+]+)@([-\w]+(?:\.[-\w]+)+)", re.A))
+URLS = ["http://evil.example/x", "HTTPS://evil.example", "see www.evil.org now",
+        "WWW.Evil.org", "mail a.b+c@evil.example.org", "mailto:x@y.org", "<https://a.b>",
+        "xmpp:foo@bar.baz", "(http://evil.example)", "ftp.example.org", "a@b"]
+
+
+def resolved(markdown: str) -> str:
+    """The text node a markdown string becomes: escapes resolved, invisible characters kept."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+
+
+@pytest.mark.parametrize("text", URLS + [EVIL])
+def test_md_leaves_no_autolink_and_reads_the_same(text):
+    """Issue 28, item 8: URLs and e-mail addresses in escaped text are no links."""
+    escaped = md(text)
+    node = resolved(escaped)
+    assert [r.pattern for r in GFM_AUTOLINKS if r.search(node)] == [], node
+    assert shown(escaped) == " ".join(text.split())  # what the curator reads is unchanged
+    assert node.replace(ZERO_WIDTH, "") == " ".join(text.split())
+
+
+def test_the_autolink_check_finds_links_in_plain_escaping():
+    plain = resolved(re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$:=&^/@])", r"\\\1", URLS[0]))
+    assert GFM_AUTOLINKS[0].search(plain).group(0) == "http://evil.example/x"
+    assert GFM_AUTOLINKS[1].search("x a.b+c@evil.example.org").group(0) == "a.b+c@evil.example.org"
 
 
 def test_plotly_text_is_html_escaped():
