@@ -31,9 +31,11 @@ _MARKDOWN_CHARS = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=&^/@])")
 #: ZERO WIDTH SPACE: invisible, and neither a word character nor white space to the autolink rules.
 ZERO_WIDTH = "\u200b"
 #: Where GFM autolink literals start: ``http(s)://`` (cut after the colon), ``www.`` (cut before
-#: the dot) and the ``@`` of an e-mail-like word (cut before it).
+#: the dot) and the ``@`` of an address, ``name@host.domain`` (cut before it; ``ndcg@10`` is no
+#: address and stays as it is).
 _AUTOLINK_STARTS = re.compile(
-    r"(?<=https:)(?=//)|(?<=http:)(?=//)|(?<=www)(?=\.)|(?<=[\w.+-])(?=@)", re.IGNORECASE)
+    r"(?<=https:)(?=//)|(?<=http:)(?=//)|(?<=www)(?=\.)|(?<=[\w.+-])(?=@[-\w]+\.[-\w])",
+    re.IGNORECASE)
 
 
 def md(text: object) -> str:

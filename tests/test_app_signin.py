@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from app_helpers import APP, add_users, build_app_workspace, sign_in
+from app_helpers import APP, add_users, build_app_workspace, shown, sign_in
 from streamlit.testing.v1 import AppTest
 
 from curation.access.signin import AuthMode, Session
@@ -19,8 +19,9 @@ def ws_root(tmp_path, monkeypatch):
 
 
 def sidebar_user(at: AppTest) -> str:
-    """The sidebar's "**name** · role" line (markdown escapes removed)."""
-    return next(m.value for m in at.sidebar.markdown if " · " in m.value).replace("\\", "")
+    """The sidebar's "**name** · role" line as the user reads it (markdown escapes and the
+    zero-width space that breaks an address's autolink removed)."""
+    return shown(next(m.value for m in at.sidebar.markdown if " · " in m.value))
 
 
 def test_local_mode_without_users_file(ws_root):

@@ -220,7 +220,8 @@ GFM_AUTOLINKS = (re.compile(r"(https?://|www(?=\.))([-.\w]+)([^ \t\r\n]*)", re.I
                  re.compile(r"([-.\w+]+)@([-\w]+(?:\.[-\w]+)+)", re.A))
 URLS = ["http://evil.example/x", "HTTPS://evil.example", "see www.evil.org now",
         "WWW.Evil.org", "mail a.b+c@evil.example.org", "mailto:x@y.org", "<https://a.b>",
-        "xmpp:foo@bar.baz", "(http://evil.example)", "ftp.example.org", "a@b"]
+        "xmpp:foo@bar.baz", "(http://evil.example)", "ftp.example.org", "a@b", "ndcg@10",
+        "user@localhost"]
 
 
 def resolved(markdown: str) -> str:
@@ -242,6 +243,7 @@ def test_the_autolink_check_finds_links_in_plain_escaping():
     plain = resolved(re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$:=&^/@])", r"\\\1", URLS[0]))
     assert GFM_AUTOLINKS[0].search(plain).group(0) == "http://evil.example/x"
     assert GFM_AUTOLINKS[1].search("x a.b+c@evil.example.org").group(0) == "a.b+c@evil.example.org"
+    assert md("ndcg@10 of user@localhost") == "ndcg\\@10 of user\\@localhost"  # no address
 
 
 def test_plotly_text_is_html_escaped():
