@@ -161,7 +161,12 @@ def gate(ws: Workspace) -> User:
     elif oidc and (email := _oidc_email()):
         st.session_state["auth"] = Session(email, AuthMode.OIDC)
     elif st.session_state.get("auth") is None and AuthMode.USERS in modes:
-        st.session_state["auth"] = restore_web_session(ws, _cookie())  # a reload
+        cookie = _cookie()
+        st.session_state["auth"] = restore_web_session(ws, cookie)  # a reload
+        if st.session_state["auth"] is not None:
+            st.session_state[COOKIE_KEY] = cookie
+    else:
+        _end_if_revoked(ws)
     user = current_user(ws)
     if user is not None:
         send_cookie_handoff()
@@ -177,6 +182,28 @@ def gate(ws: Workspace) -> User:
         st.button("Sign out of your organisation", key="signin_oidc_logout", on_click=st.logout)
     st.stop()
     raise AssertionError("unreachable")  # st.stop() raises
+
+
+def _end_if_revoked(ws: Workspace) -> None:
+    """Sign this tab out when its remembered sign-in was revoked since: a sign-out in another
+    tab, or a new password, role or removal of the user (``UserStore`` revokes them), so an
+    open tab does not outlive the credentials it was signed in with."""
+    session = st.session_state.get("auth")
+    cookie = st.session_state.get(COOKIE_KEY)
+    if not (isinstance(session, Session) and session.mode is AuthMode.USERS and cookie):
+        return
+    try:
+        still = restore_web_session(ws, cookie)
+    except (CurationError, *DATABASE_ERRORS) as exc:  # keep the tab; the check runs again
+        logger.warning("could not check the remembered sign-in: %s", exc)
+        return
+    if still != session:
+        logger.info("%s signed out: the remembered sign-in was revoked", session.name)
+        st.session_state["auth"] = None
+        st.session_state.pop(COOKIE_KEY, None)
+        st.session_state[HANDOFF_KEY] = HANDOFFS.issue("", 0)  # clear the stale cookie
+        flash("info", "You were signed out: you signed out in another tab, or your password or "
+                      "role was changed. Sign in again.")
 
 
 def _refused_oidc_email() -> str | None:

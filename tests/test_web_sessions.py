@@ -206,6 +206,27 @@ def test_a_removed_user_is_not_restored(app_root, monkeypatch):
     assert AppTest.from_file(APP, default_timeout=60).run().subheader[0].value == "Sign in"
 
 
+def test_an_open_tab_is_signed_out_when_its_user_changes(app_root, monkeypatch):
+    """Issue 28, item 2: removing a curator and adding the name again as admin (or a new
+    password) ends the sign-ins of open tabs too, not only of cookies brought by a reload."""
+    from curation.access.users import USERS_FILE, UserStore
+
+    monkeypatch.setattr(signin_page, "_cookie", lambda: None)
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    assert at.subheader[0].value == "Curate"
+    store = UserStore(app_root / USERS_FILE)
+    store.remove("alice")
+    store.add("alice", "another-password", "admin")
+    at.run()
+    assert at.subheader[0].value == "Sign in"
+    assert not any("admin" in m.value for m in at.sidebar.markdown)
+    assert [i.value for i in at.info] == ["You were signed out: you signed out in another tab, "
+                                          "or your password or role was changed. Sign in again."]
+    sign_in(at, "alice", "another-password")  # the new password signs in, as admin
+    assert at.subheader[0].value == "Curate"
+    assert any("alice" in m.value and "admin" in m.value for m in at.sidebar.markdown)
+
+
 def test_place_state_and_params_round_trip_and_refuse_junk():
     params = place_params(schema="PO", retriever="bm25", rerank=True, k=20,
                           relation="gene:BRAF|variant:V600E", query="BRAF V600E drugs")

@@ -173,7 +173,11 @@ class UserStore:
         return tuple(d.strip().lower() for d in domains)
 
     def add(self, name: str, password: str, role: str | Role, email: str | None = None) -> User:
-        """Add or update a user (the password is stored hashed; other fields are kept)."""
+        """Add or update a user (the password is stored hashed; other fields are kept).
+
+        The user's remembered browser sign-ins in this workspace are revoked (as by
+        :meth:`remove`): a session never outlives the password or role it began with.
+        """
         name = name.strip()
         if not name or not name.replace("_", "").replace("-", "").replace(".", "").isalnum():
             raise CurationError(f"User name {name!r} must be letters, digits, '.', '_' or '-'")
@@ -184,6 +188,7 @@ class UserStore:
             entry["email"] = email.strip()
         users[name] = entry
         self._write(users)
+        self._sign_out_everywhere(name, "password or role set")
         return User(name, Role.parse(role))
 
     def remove(self, name: str) -> None:
@@ -191,6 +196,16 @@ class UserStore:
         if users.pop(name, None) is None:
             raise CurationError(f"No user {name!r} in {self.path}")
         self._write(users)
+        self._sign_out_everywhere(name, "user removed")
+
+    def _sign_out_everywhere(self, name: str, reason: str) -> None:
+        """End the remembered browser sign-ins of ``name`` in the workspace holding this file:
+        a session must not outlive the password or role it was signed in with (a user removed
+        and added again as admin would otherwise find an old curator cookie an admin's)."""
+        # imported here: web_sessions imports this module (through curation.access.signin)
+        from curation.access.web_sessions import revoke_sessions_at
+
+        revoke_sessions_at(self.path.parent, name, reason=reason)
 
     def authenticate(self, name: str, password: str) -> User | None:
         """The user when name and password match, else None.

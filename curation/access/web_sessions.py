@@ -15,7 +15,10 @@ password user out. After a sign-in the app therefore gives the browser a cookie:
   the cookie value, so the value itself never appears in the page.
 
 The role is never stored: :func:`curation.access.signin.resolve_user` looks it up on every run,
-so a restored session of a user removed from the users file signs nobody in.
+so a restored session of a user removed from the users file signs nobody in. A new password, a
+new role or a removal through :class:`curation.access.users.UserStore` (``kbcurate users add`` /
+``remove``) revokes every session of that user (:func:`revoke_sessions_at`), and the app checks
+an open tab's remembered sign-in on every run, so such a change signs open tabs out too.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from pathlib import Path
 from itsdangerous import BadSignature, SignatureExpired, TimestampSigner
 
 from curation.access.signin import AuthMode, Session
+from curation.store.backend import is_workspace
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -193,12 +197,36 @@ def revoke_web_session(ws: Workspace, cookie: str | None) -> bool:
     return True
 
 
-def revoke_user_sessions(ws: Workspace, user: str) -> int:
-    """Sign a user out everywhere (e.g. after a password change); returns the rows revoked."""
+def revoke_user_sessions(ws: Workspace, user: str, *, reason: str = "") -> int:
+    """Sign a user out everywhere (e.g. after a password change); returns the rows revoked.
+
+    Args:
+        ws: The workspace.
+        user: The user name (a users-file entry).
+        reason: Why, for the audit trail (e.g. "password or role changed").
+    """
     with ws.transaction() as conn:
         cur = conn.execute("UPDATE web_sessions SET revoked_at = ? WHERE user = ? AND "
                            "revoked_at IS NULL", (_now().isoformat(), user))
+        if cur.rowcount:
+            ws.audit(user, "sign_out_everywhere", "web_session", user,
+                     after={"revoked": cur.rowcount, "reason": reason})
+    if cur.rowcount:
+        logger.info("signed %s out of %d browser session(s): %s", user, cur.rowcount, reason)
     return cur.rowcount
+
+
+def revoke_sessions_at(root: str | Path, user: str, *, reason: str = "") -> int:
+    """:func:`revoke_user_sessions` in the workspace at ``root``; 0 when ``root`` holds no
+    workspace (a users file kept elsewhere has no remembered sign-ins).
+
+    Raises:
+        CurationError: The workspace cannot be opened or written (the message says why).
+    """
+    if not is_workspace(Path(root)):
+        return 0
+    with Workspace.open(root) as ws:
+        return revoke_user_sessions(ws, user, reason=reason)
 
 
 class Handoffs:
