@@ -103,7 +103,7 @@ def retriever_controls(ctx: AppContext, schema: Schema) -> tuple[str, bool, int]
     rerank = st.sidebar.checkbox("Entity-aware rerank", key="rerank", disabled=ranked,
                                  help="Reorder the top hits by how many query entities they "
                                       "name (the learned ranker has this built in)")
-    st.sidebar.caption(default_caption(ctx, schema, default))
+    st.sidebar.caption(md(default_caption(ctx, schema, default)))
     k = st.sidebar.slider("Abstracts to show", 5, 50, step=5, key="top_k")
     return name, rerank and not ranked, k
 
@@ -111,13 +111,14 @@ def retriever_controls(ctx: AppContext, schema: Schema) -> tuple[str, bool, int]
 
 
 def default_caption(ctx: AppContext, schema: Schema, default: DefaultRanking) -> str:
-    """"Default: ranked · disease_gene-ranker@3, chosen by test NDCG@10 0.741 vs 0.661 for
-    bm25+rerank" (markdown, escaped)."""
+    """What the schema's default ranking is and why (plain text: the caller escapes it):
+    "Default: ranked · disease_gene-ranker@3, chosen by test NDCG@10 0.741 vs 0.661 for
+    bm25+rerank"."""
     what = default.configuration
     if is_ranked_choice(default.choice):
         version = active_version(ctx.ws, schema.name)
         what = f"{default.configuration} · {version.id if version else 'none active'}"
-    return f"Default: {md(what)}, {md(default.reason)}"
+    return f"Default: {what}, {default.reason}"
 
 
 def pick_relation(ctx: AppContext, schema: Schema) -> PartialRelation:

@@ -44,7 +44,7 @@ def main() -> None:
     rows = []
     for task in args.task or TASKS:
         report = evaluate_workspace(ws, task, ["bm25", "bm25+rerank"], progress=False)
-        base = {n: v["ndcg@10"] for n, v in report["retrievers"].items()}
+        fixed = {n: v["ndcg@10"] for n, v in report["retrievers"].items()}
         ctx = open_context(ws, task, dense=dense, base=base, progress=False)
         rnd = train_ranker(ws, task, actor="bench", options=RankerOptions(model=args.model),
                            progress=False, context=ctx, dense_version=args.dense_version)
@@ -66,8 +66,8 @@ def main() -> None:
             cold.rank(ranker, q.text, q.query, 10, q.qid)
             cold_ms.append(1000 * (time.perf_counter() - t))
         test = rnd.version.metrics["test"]["ndcg@10"]
-        rows.append((task, len(queries), base["bm25"], base["bm25+rerank"], test,
-                     100 * (test - base["bm25+rerank"]), rnd.seconds_features, rnd.seconds_fit,
+        rows.append((task, len(queries), fixed["bm25"], fixed["bm25+rerank"], test,
+                     100 * (test - fixed["bm25+rerank"]), rnd.seconds_features, rnd.seconds_fit,
                      statistics.median(feature_ms), statistics.median(cold_ms),
                      sorted(cold_ms)[int(0.95 * (len(cold_ms) - 1))], rnd.version.id))
     print(f"{'task':<16}{'q':>4}{'bm25':>7}{'+rerank':>8}{'ranked':>8}{'d pp':>7}"

@@ -124,7 +124,7 @@ def test_search_and_label_in_a_real_browser(served):
             browser.close()
     (row,) = label_rows(root)
     assert (row["user"], row["doc_id"], row["grade"], row["model_version"]) == (
-        "browser-test", "25265492", "complete", "bm25")
+        "browser-test", "25265492", "complete", "bm25+rerank")  # a new workspace's default
 
 
 @pytest.fixture
