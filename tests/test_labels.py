@@ -235,3 +235,53 @@ def test_outbox_record_that_is_not_a_label_does_not_block_the_rest(tmp_workspace
     assert sorted(lab.doc_id for lab in list_labels(ws)) == ["1", "2"]
     set_aside = (ws.root / "pending_labels.jsonl.unreadable").read_text()
     assert json.loads(set_aside) == {"user": None, "grade": "complete"}
+
+
+def test_a_label_does_not_wait_behind_the_outbox_lock_when_nothing_is_pending(tmp_workspace):
+    """Item 17 of issue 28: with an empty outbox, labels queue on the database lock only (each
+    bounded by LABEL_LOCK_WAIT_S), never behind another label's whole wait."""
+    import fcntl
+    import threading
+
+    from curation.store.outbox import Outbox
+
+    ws = tmp_workspace
+    outbox = Outbox(ws.root / "pending_labels.jsonl")
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with outbox.locked():
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(5)
+    try:
+        done = label(ws, "ann", "7", "complete")  # blocked until the holder gave up, before
+        assert done.doc_id == "7"
+        assert t.is_alive() and not release.is_set()  # stored while the outbox lock was held
+    finally:
+        release.set()
+        t.join()
+    with (ws.root / "pending_labels.jsonl.lock").open("ab") as fh:  # the lock is free again
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_a_pending_label_older_than_the_current_one_enters_the_history(tmp_workspace):
+    from curation.store.labels import PendingLabel
+    from curation.store.outbox import Outbox
+
+    ws = tmp_workspace
+    newer = label(ws, "ann", "9", "irrelevant", note="second look")
+    late = PendingLabel("x1", "2000-01-01T00:00:00+00:00", "ann", Q["schema"], Q["query_key"],
+                        Q["query_text"], "9", Grade.COMPLETE, "first look", "", None)
+    outbox = Outbox(ws.root / "pending_labels.jsonl")
+    with outbox.locked():
+        outbox.append(late.to_json())
+    assert flush_pending_labels(ws) == 1
+    rows = ws.conn.execute("SELECT id, grade, note, superseded_by FROM labels WHERE doc_id = '9' "
+                           "ORDER BY id").fetchall()
+    assert [tuple(r) for r in rows] == [(newer.id, "irrelevant", "second look", None),
+                                        (newer.id + 1, "complete", "first look", newer.id)]
+    assert labelled_grades(ws, Q["schema"], Q["query_key"], "ann") == {"9": Grade.IRRELEVANT}

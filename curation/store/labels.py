@@ -10,7 +10,11 @@ A label the database cannot take right now (another process holds the write lock
 :data:`LABEL_LOCK_WAIT_S`, or the disk is full) is kept in the workspace's outbox
 (``WS/pending_labels.jsonl``, fsynced) and :func:`record_label` raises :class:`LabelPending`.
 Pending labels are written, oldest first and before the new one, by the next label that reaches
-the database, or by :func:`flush_pending_labels`; :func:`pending_labels` lists them.
+the database, or by :func:`flush_pending_labels`; :func:`pending_labels` lists them. While the
+outbox is empty (the usual case) a label goes straight to the database: writers queue on the
+database's own lock, each waiting at most :data:`LABEL_LOCK_WAIT_S`, so no label waits behind
+another label's wait. A pending label written after a newer label of the same item (another tab
+got through first) enters the history already superseded: the latest label stays current.
 """
 
 from __future__ import annotations
@@ -76,7 +80,16 @@ def record_label(
                          grade, note.strip(), model_version, train_size)
     ws.check_writable()
     outbox = _outbox(ws)
-    with outbox.locked():
+    if not outbox.exists():  # the usual case: straight to the database, writers queue there
+        try:
+            with ws.lock_wait(LABEL_LOCK_WAIT_S), ws.transaction():
+                new_id = _insert_label(ws, label)
+        except (WorkspaceBusyError, WorkspaceFullError) as exc:
+            with outbox.locked():
+                _keep(outbox, label, exc)
+            raise LabelPending(label, exc) from exc
+        return get_label(ws, new_id)
+    with outbox.locked():  # labels wait in the outbox: they are written first
         try:
             _, new_id = _write_queued(ws, outbox, label)
         except (WorkspaceBusyError, WorkspaceFullError) as exc:
@@ -172,6 +185,8 @@ def _insert_label(ws: Workspace, label: PendingLabel, *, was_pending: bool = Fal
         if row is not None:
             return int(row[0])
     old = _active(ws, label.user, label.schema, label.query_key, label.doc_id)
+    if was_pending and old is not None and old.created_at > label.created_at:
+        return _insert_late(ws, label, old)
     cur = ws.conn.execute(
         "INSERT INTO labels(created_at, user, schema, query_key, query_text, doc_id, grade, "
         "note, model_version, train_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -187,6 +202,24 @@ def _insert_label(ws: Workspace, label: PendingLabel, *, was_pending: bool = Fal
         ws.audit(label.user, "label", "label", str(new_id),
                  after={"doc_id": label.doc_id, "grade": label.grade.value,
                         "query_key": label.query_key, **extra})
+    return new_id
+
+
+def _insert_late(ws: Workspace, label: PendingLabel, newer: Label) -> int:
+    """A pending label given before the item's current label (which reached the database
+    first, from another tab or process): kept in the history, already superseded by the newer
+    one, so the latest label stays the current one and none is lost."""
+    cur = ws.conn.execute(
+        "INSERT INTO labels(created_at, user, schema, query_key, query_text, doc_id, grade, "
+        "note, model_version, train_size, superseded_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (label.created_at, label.user, label.schema, label.query_key, label.query_text,
+         label.doc_id, label.grade.value, label.note, label.model_version, label.train_size,
+         newer.id))
+    new_id = int(cur.lastrowid)
+    ws.audit(label.user, "label", "label", str(new_id),
+             after={"doc_id": label.doc_id, "grade": label.grade.value,
+                    "query_key": label.query_key, "pending_since": label.created_at,
+                    "superseded_by": newer.id, "late": True})
     return new_id
 
 
