@@ -32,6 +32,7 @@ import tomli_w
 
 from curation.store.errors import PermissionDenied  # noqa: F401 (re-exported: the access wing's)
 from curation.store.safe_files import write_atomic
+from curation.store.sessions import revoke_sessions_at
 from kb_sources.errors import CurationError, parse_choice
 
 USERS_FILE = "users.toml"
@@ -202,9 +203,6 @@ class UserStore:
         """End the remembered browser sign-ins of ``name`` in the workspace holding this file:
         a session must not outlive the password or role it was signed in with (a user removed
         and added again as admin would otherwise find an old curator cookie an admin's)."""
-        # imported here: web_sessions imports this module (through curation.access.signin)
-        from curation.access.web_sessions import revoke_sessions_at
-
         revoke_sessions_at(self.path.parent, name, reason=reason)
 
     def authenticate(self, name: str, password: str) -> User | None:

@@ -35,7 +35,10 @@ from pathlib import Path
 from itsdangerous import BadSignature, SignatureExpired, TimestampSigner
 
 from curation.access.signin import AuthMode, Session
-from curation.store.backend import is_workspace
+from curation.store.sessions import (  # noqa: F401 (re-exported)
+    revoke_sessions_at,
+    revoke_user_sessions,
+)
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -195,38 +198,6 @@ def revoke_web_session(ws: Workspace, cookie: str | None) -> bool:
                      (_now().isoformat(), _hash(session_id)))
         ws.audit(row["user"], "sign_out", "web_session", _hash(session_id)[:12])
     return True
-
-
-def revoke_user_sessions(ws: Workspace, user: str, *, reason: str = "") -> int:
-    """Sign a user out everywhere (e.g. after a password change); returns the rows revoked.
-
-    Args:
-        ws: The workspace.
-        user: The user name (a users-file entry).
-        reason: Why, for the audit trail (e.g. "password or role changed").
-    """
-    with ws.transaction() as conn:
-        cur = conn.execute("UPDATE web_sessions SET revoked_at = ? WHERE user = ? AND "
-                           "revoked_at IS NULL", (_now().isoformat(), user))
-        if cur.rowcount:
-            ws.audit(user, "sign_out_everywhere", "web_session", user,
-                     after={"revoked": cur.rowcount, "reason": reason})
-    if cur.rowcount:
-        logger.info("signed %s out of %d browser session(s): %s", user, cur.rowcount, reason)
-    return cur.rowcount
-
-
-def revoke_sessions_at(root: str | Path, user: str, *, reason: str = "") -> int:
-    """:func:`revoke_user_sessions` in the workspace at ``root``; 0 when ``root`` holds no
-    workspace (a users file kept elsewhere has no remembered sign-ins).
-
-    Raises:
-        CurationError: The workspace cannot be opened or written (the message says why).
-    """
-    if not is_workspace(Path(root)):
-        return 0
-    with Workspace.open(root) as ws:
-        return revoke_user_sessions(ws, user, reason=reason)
 
 
 class Handoffs:
