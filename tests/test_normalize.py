@@ -262,3 +262,26 @@ def test_anchor_is_a_substring_of_every_match() -> None:
     for form, text in (("therapy", "therapies"), ("TNF-alpha", "TNFα"), ("HNF-6", "HNF6")):
         pattern = surface_pattern(form)
         assert pattern is not None and pattern.anchor in text.lower()
+
+
+def test_gene_symbols_in_the_case_forms_papers_use():
+    """Issue 29 item 1: Akt1 / akt1 for AKT1, B-Raf for BRAF, c-Met for MET; ordinary words
+    stay guarded."""
+    from curation.matching.matcher import EntityMatcher
+    from kb_sources.types import Entity
+
+    m = EntityMatcher()
+
+    def found(symbol: str, text: str) -> list[str]:
+        spans = m.find_spans({"gene": [Entity(symbol, "gene")]}, text)
+        return [text[s.start:s.end] for s in spans]
+
+    assert found("AKT1", "the level of Akt1 (S473); akt1 and AKT1") == ["Akt1", "akt1", "AKT1"]
+    assert found("BRAF", "B-Raf, B-RAF, BRaf, Braf and BRAF; not braf") == [
+        "B-Raf", "B-RAF", "BRaf", "Braf", "BRAF"]
+    assert found("MET", "Met in 1990 we met c-Met, c-MET and MET") == ["c-Met", "c-MET", "MET"]
+    assert found("MYC", "c-myc and c-Myc bind MYC") == ["c-myc", "c-Myc", "MYC"]
+    assert found("KRAS", "K-Ras and KRAS") == ["K-Ras", "KRAS"]
+    assert found("SET", "a set of SET proteins; Set") == ["SET"]
+    assert found("TP53", "Tp53 and tp53 knockout; TP53") == ["Tp53", "tp53", "TP53"]
+    assert found("AKT1", "makt1 and AKT10") == []  # never inside another word or symbol

@@ -3,8 +3,11 @@
 The matcher (:mod:`curation.matching.matcher`) never compares strings directly: every surface form
 of an entity is turned into a regular expression that accepts the spellings curators treat as equal.
 
-* Case: words match case-insensitively; short symbols ("CAT", "SET", "MET") only in their own
-  case, upper case, or (4+ letters) capitalised ("Braf"), so English words do not collide.
+* Case: words match case-insensitively; symbols in their own case, upper case, and the forms
+  papers use: capitalised when they have 3+ letters and digits ("Akt1", "Braf"), lower case
+  when they also have a digit ("akt1"), never for symbols that are ordinary words (MET, SET,
+  CAT: :data:`ORDINARY_WORDS`), so English words do not collide; "B-Raf" for BRAF, and the "c-"
+  prefix ("c-Met", "c-MYC").
 * Hyphens and spaces: "TNF-alpha" = "TNF alpha" = "TNFalpha"; "HNF-6" = "HNF6" = "HNF 6".
 * Greek letters: "TNF-alpha" = "TNFα", "PKCdelta" = "PKCδ".
 * Simple inflection: "kinase" = "kinases", "therapy" = "therapies", "ERK" = "ERKs".
@@ -182,12 +185,66 @@ def surface_pattern(form: str, *, inflect: bool = True) -> SurfacePattern | None
     if not symbol:
         return SurfacePattern(source, anchor, on_lower=True)
     variants = [toks, [t.upper() for t in toks]]
-    if sum(c.isalpha() for c in form) >= 4 and toks[0][:1].isalpha():
+    if _paper_cases(form, toks):  # Akt1, Braf: the case forms papers use
         variants.append([t[:1].upper() + t[1:].lower() if i == 0 else t.lower()
                          for i, t in enumerate(toks)])
+        if any(t.isdigit() for t in toks):  # akt1, tp53; an all-letter "braf" is left alone
+            variants.append([t.lower() for t in toks])
+    split = _letter_split(toks)
+    if split:  # B-Raf, B-RAF for BRAF
+        head, rest = split
+        variants += [[head, rest], [head, rest.capitalize()]]
+        source = _left_bounded(lower, "(?:" + _body(lower, suffix) + "|"
+                               + _body([head.lower(), rest.lower()], suffix) + ")") + right
+        anchor = anchor if anchor in rest.lower() else rest.lower()
     strict = "|".join(dict.fromkeys(_body(v, suffix) for v in variants))
+    if toks[0][:1].isalpha():  # "c-Met", "c-MYC": the cellular-gene prefix of a proto-oncogene
+        source = f"(?:c[{_HYPHENS}])?" + source
+        after_c = "|".join(dict.fromkeys(_body(v, suffix) for v in (
+            *variants, [t[:1].upper() + t[1:].lower() if i == 0 else t.lower()
+                        for i, t in enumerate(toks)], [t.lower() for t in toks])))
+        strict = f"[cC][{_HYPHENS}](?:{after_c})|(?:{strict})"
     return SurfacePattern(source, anchor, on_lower=True,
                           strict=f"{LEFT}(?:{strict}){_symbol_right(toks)}")
+
+
+#: Gene symbols that are ordinary English words: never matched in lower or capitalised case
+#: ("Met in 1990", "a set of", "the rest"), only as written or in upper case.
+ORDINARY_WORDS = frozenset("""
+act age aim air all and any apc arm art ask bad bag bar bat bed big bin bit box boy but can cap
+car cat clock cut day did die dog ear eat egg end era eye fat far few fit fix fly for fun gap
+gas get had has hat her him his hit hot how ice ink its jet job joy key kit lab lag law lay led
+let lid lip lot low mad man map mask max may met mix mod nap net new nod nor not now nut odd off
+old one out own pan par pat pay pen per pet pig pin pit pod pot put raw ray red rest ret rod
+row run sad sat saw say sea see set sex she shot sin sit six ski sky son spa spin star step sun
+tab tan tap tar tea ten the tie tin tip toe ton top try two use van via war was wax way web
+wet who why win yes yet you face gene hand hook iris lamp line ring rock rose scar side sink
+snap tube wasp wing grid mice best bank cast coin fast fish fold gain golf heat host lime mark
+melt nail nest pace park plot post rage raft sand seal slit soul tank tear well wine impact
+""".split())
+
+
+def _paper_cases(form: str, toks: list[str]) -> bool:
+    """Whether a symbol also matches capitalised ("Akt1" for AKT1; and in lower case, "akt1",
+    when it has a digit): 3+ letters and digits starting with a letter; an all-letter symbol
+    only with 4+ letters and when it is not an ordinary word (MET stays MET, "Met" is left
+    alone)."""
+    alnum = "".join(t for t in toks if t.isalnum())
+    if len(alnum) < 3 or not alnum[:1].isalpha():
+        return False
+    if any(c.isdigit() for c in alnum):
+        return True
+    return len(alnum) >= 4 and alnum.lower() not in ORDINARY_WORDS
+
+
+def _letter_split(toks: list[str]) -> tuple[str, str] | None:
+    """(first letter, the rest) of an all-letter upper-case symbol of 4+ letters that papers
+    also write with a hyphen after its first letter ("B-Raf" for BRAF), else None."""
+    if len(toks) != 1 or not toks[0].isalpha() or not toks[0].isupper() or len(toks[0]) < 4:
+        return None
+    if toks[0].lower() in ORDINARY_WORDS:
+        return None
+    return toks[0][0], toks[0][1:]
 
 
 def _body(toks: list[str], suffix: str) -> str:
