@@ -242,11 +242,14 @@ def load_sentence_transformer(model: str, pooling: str | None, max_seq_length: i
             raise FileNotFoundError(f"no folder {path}")
         profile_pooling = model_profile(model).pooling
         saved = None if pooling else has_sentence_transformers_config(path)
+        # weights only from safetensors: a pickle checkpoint (pytorch_model.bin) of a folder or
+        # of a Hugging Face name is never unpickled (transformers refuses to fall back to it)
+        safe = {"use_safetensors": True}
         if pooling is None and (saved or (saved is None and profile_pooling is None)):
-            st = SentenceTransformer(path, device=device)
+            st = SentenceTransformer(path, device=device, model_kwargs=safe)
         else:
             mode = pooling or profile_pooling or Pooling.MEAN.value
-            body = Transformer(path, max_seq_length=max_seq_length)
+            body = Transformer(path, max_seq_length=max_seq_length, model_kwargs=safe)
             st = SentenceTransformer(
                 modules=[body, PoolingModule(body.get_embedding_dimension(), mode)], device=device)
             logger.info("built %s with %s pooling (plain transformers model)", model, mode)

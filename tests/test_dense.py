@@ -217,3 +217,26 @@ def test_cpu_bfloat16_autocast_has_its_own_cache_key_and_close_vectors(tiny_mode
     assert bf16._cpu_bf16 and not fp32._cpu_bf16
     assert not np.array_equal(a, b)  # bf16 matmuls really ran
     assert np.all((a * b).sum(axis=1) > 0.99)
+
+
+def test_a_pickle_checkpoint_is_never_loaded(tiny_model_path, tmp_path):
+    """Issue 28 item 5, for any load path (a folder or a Hugging Face name): weights come only
+    from safetensors; a folder whose weights are a pickle (pytorch_model.bin) is refused."""
+    import shutil
+
+    import torch
+    from transformers import AutoModel
+
+    from retrievers.encoder import load_sentence_transformer
+    from retrievers.errors import RetrieverError
+
+    folder = tmp_path / "pickled"
+    shutil.copytree(tiny_model_path, folder)
+    model = AutoModel.from_pretrained(str(folder))
+    (folder / "model.safetensors").unlink()
+    torch.save(model.state_dict(), folder / "pytorch_model.bin")  # a pickle checkpoint
+    assert (folder / "pytorch_model.bin").is_file()
+    assert not (folder / "model.safetensors").exists()
+    with pytest.raises(RetrieverError, match="cannot load model"):
+        load_sentence_transformer(str(folder), None, 64, "cpu")
+    assert load_sentence_transformer(str(tiny_model_path), None, 64, "cpu") is not None
