@@ -16,6 +16,7 @@ from typing import Any
 from curation.store.synonyms import synonyms_by_key, with_synonyms
 from curation.store.workspace import Workspace
 from curation.templates import Query, render_query
+from kb_sources.errors import CurationError
 from kb_sources.schema import Schema, get_schema
 from kb_sources.types import Entity, Relation
 
@@ -80,8 +81,11 @@ def list_partial_relations(
 
     Raises:
         UnknownNameError: Unknown schema.
+        CurationError: A filter names neither a slot of the schema nor an attribute of its
+            relations (the message lists both).
     """
     sch = get_schema(schema, ws.schemas())
+    _check_filter_names(ws, sch, filters or {})
     sql, params = _select_relations(sch, filters or {}, source)
     groups: dict[str, list[Relation]] = {}
     for row in ws.conn.execute(sql, params):
@@ -105,6 +109,28 @@ def _with_workspace_synonyms(ws: Workspace,
 
     return [replace(p, query={slot: merged(ents) for slot, ents in p.query.items()},
                     answers=tuple(merged(ents) for ents in p.answers)) for p in partials]
+
+
+def relation_attributes(ws: Workspace, schema: str) -> list[str]:
+    """The attribute names the schema's relations carry (``evidence_level``, ...), sorted."""
+    names: set[str] = set()
+    for (data,) in ws.conn.execute("SELECT data FROM relations WHERE schema = ?", (schema,)):
+        attributes = json.loads(data).get("attributes") or {}
+        names.update(attributes)
+    return sorted(names)
+
+
+def _check_filter_names(ws: Workspace, schema: Schema, filters: Mapping[str, str]) -> None:
+    unknown = [n for n in filters if n not in schema.slot_names]
+    if not unknown:
+        return
+    attributes = relation_attributes(ws, schema.name)
+    unknown = [n for n in unknown if n not in attributes]
+    if unknown:
+        raise CurationError(
+            f"Schema {schema.name} has no slot or attribute {', '.join(map(repr, unknown))}; "
+            f"filter by a slot ({', '.join(schema.slot_names)}) or an attribute of its relations "
+            f"({', '.join(attributes) or 'none'}), e.g. {schema.slot_names[0]}=TEXT")
 
 
 def _select_relations(
