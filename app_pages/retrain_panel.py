@@ -12,7 +12,7 @@ import streamlit as st
 from app_pages.common import AppContext, flash, poll_job
 from app_pages.safe import md
 from curation.evaluation.reporting import evaluable_schemas
-from curation.jobs.queue import list_jobs
+from curation.jobs.queue import Job, JobStatus, list_jobs
 from curation.store.labels import Grade
 from curation.store.models import active_model
 from curation.training.edel import EdelOptions
@@ -52,10 +52,13 @@ def handle_retrain_request(ctx: AppContext) -> None:
 def retrain_sidebar(ctx: AppContext) -> None:
     """The sidebar block (see the module docstring)."""
     handle_retrain_request(ctx)
-    running = [j for j in list_jobs(ctx.ws, "retrain", limit=5) if not j.finished]
+    jobs = list_jobs(ctx.ws, "retrain", limit=5)
+    running = [j for j in jobs if not j.finished]
     with st.sidebar:
         if running:
             poll_job(ctx, running[0].id, "retrain")
+        else:
+            ended_lately(jobs)
         if not ctx.user.is_admin:
             return
         with st.expander("Retraining", expanded=False):
@@ -75,6 +78,23 @@ def retrain_sidebar(ctx: AppContext) -> None:
                         key="retrain_from_base")
             st.button("Retrain", key="retrain_start", type="primary", on_click=_request,
                       disabled=bool(running))
+
+
+#: Seconds a cancelled or failed round stays said in the sidebar.
+ENDED_SHOWN_S = 600
+
+
+def ended_lately(jobs: list[Job]) -> None:
+    """Say how the last round ended when it was cancelled or failed in the last ten minutes
+    (the progress bar is gone; without this the round just vanished)."""
+    last = jobs[0] if jobs else None
+    if last is None or last.status not in (JobStatus.CANCELLED, JobStatus.FAILED):
+        return
+    if last.idle_s > ENDED_SHOWN_S:
+        return
+    schema = last.params.get("schema", "")
+    st.caption(f"Retraining job {last.id:d} ({md(schema)}) {md(last.status.value)}: "
+               f"{md(last.error or 'no reason recorded')}")
 
 
 def _status(ctx: AppContext, schema: str) -> None:

@@ -99,3 +99,17 @@ def test_simulation_runs_as_an_admin_job_only(ws_root, tiny_model_path):
     assert not at.exception
     table = at.dataframe[-1].value
     assert list(table["round"]) == [0, 1] and list(table["labels"]) == [0, 4]
+
+
+def test_a_cancelled_round_says_who_cancelled_it(ws_root, tiny_model_path):
+    """Issue 29 item 6: a cancelled retrain no longer just vanishes from the sidebar."""
+    from curation.access.users import Role, User
+    from curation.jobs.queue import cancel_job, submit_job
+
+    boss = User("boss", Role.ADMIN)
+    with Workspace.open(ws_root) as ws:
+        job = submit_job(ws, "retrain", _request(tiny_model_path), user=boss, start=False)
+        cancel_job(ws, job.id, user=boss)
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    captions = [shown(c.value) for c in at.sidebar.caption]
+    assert f"Retraining job {job.id} (disease_gene) cancelled: cancelled by boss" in captions
