@@ -304,14 +304,14 @@ def job_status(ws: Workspace, job: Job, user: User, key: str) -> Job:
 PENDING_RETRY_WAIT_S = 0.2
 
 
-def store_label(ws: Workspace, **label: Any) -> Label | None:
+def store_label(ws: Workspace, *, user: User, **label: Any) -> Label | None:
     """:func:`~curation.store.labels.record_label` for a widget callback; the outcome is flashed.
 
     Returns the stored label, or None when it is pending (kept in the workspace's outbox and
     saved later: a warning says so) or was refused (an error says why)."""
     try:
         waiting = len(pending_labels(ws))  # written first by record_label
-        stored = record_label(ws, **label)
+        stored = record_label(ws, user=user.name, **label)
     except LabelPending as exc:
         flash("warning", md(exc))
         return None
@@ -320,19 +320,16 @@ def store_label(ws: Workspace, **label: Any) -> Label | None:
         return None
     if waiting:
         flash("success", f"{waiting:d} pending label(s) saved.")
-    learn_from_labels(ws, stored.schema)
+    learn_from_labels(ws, stored.schema, user)
     return stored
 
 
-def learn_from_labels(ws: Workspace, schema: str) -> None:
+def learn_from_labels(ws: Workspace, schema: str, user: User) -> None:
     """After a stored label: start a ranker round when enough new labels arrived (a job of a
     few seconds; the gate decides whether the next search uses its version). A failure to
     start it never costs the label: it is logged and said once."""
     from curation.training.ranker import maybe_learn
 
-    user = current_user(ws)
-    if user is None:
-        return
     try:
         job = maybe_learn(ws, schema, user=user)
     except CurationError as exc:

@@ -60,7 +60,7 @@ def _label(ws: Workspace, cards: Cards, doc: RankedDoc, keys: tuple[str, str]) -
     if user is None:
         flash("error", "Your session ended; sign in again to label.")
         return
-    store_label(ws, user=user.name, schema=cards.schema.name,
+    store_label(ws, user=user, schema=cards.schema.name,
                 query_key=cards.partial.query_key, query_text=cards.query_text,
                 doc_id=doc.doc_id, grade=grade, note=st.session_state.get(note_key, ""),
                 model_version=doc.model_version)

@@ -67,7 +67,7 @@ def _grade(ws: Workspace, cards: Cards, doc: RankedDoc, grade: Grade) -> None:
         flash("error", "Your session ended; sign in again to label.", where="screen")
         return
     drafts: dict[str, str] = st.session_state.setdefault(NOTE_DRAFT, {})
-    stored = store_label(ws, user=user.name, schema=cards.schema.name,
+    stored = store_label(ws, user=user, schema=cards.schema.name,
                          query_key=cards.partial.query_key, query_text=cards.query_text,
                          doc_id=doc.doc_id, grade=grade.value, note=drafts.get(doc.doc_id, ""),
                          model_version=doc.model_version)
@@ -89,7 +89,7 @@ def _note_saved(ws: Workspace, cards: Cards, doc: RankedDoc, grade: Grade | None
             flash("info", "Note kept: it is saved with the label you give this abstract.",
                   where="screen")
         return
-    store_label(ws, user=user.name, schema=cards.schema.name, query_key=cards.partial.query_key,
+    store_label(ws, user=user, schema=cards.schema.name, query_key=cards.partial.query_key,
                 query_text=cards.query_text, doc_id=doc.doc_id, grade=grade.value, note=note,
                 model_version=doc.model_version)
 

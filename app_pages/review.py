@@ -63,7 +63,7 @@ def _relabel(ctx: AppContext, label: Label) -> None:
     if user is None or user.name != label.user:
         flash("error", "You can relabel only your own labels.")
         return
-    new = store_label(ctx.ws, user=user.name, schema=label.schema, query_key=label.query_key,
+    new = store_label(ctx.ws, user=user, schema=label.schema, query_key=label.query_key,
                       query_text=label.query_text, doc_id=label.doc_id,
                       grade=st.session_state["rv_new_grade"],
                       note=st.session_state.get("rv_new_note", ""),

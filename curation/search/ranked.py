@@ -127,22 +127,16 @@ def open_first_stages(ws: Workspace, *, dense_version: str | None = None, base: 
     ``build``: build a missing index (encodes the whole corpus: minutes to hours on a CPU);
     otherwise a missing one is None (its features count as missing values) and logged.
     """
-    wanted = []
-    if dense_version:
-        wanted.append({"model": dense_version})
-    if base:
-        wanted.append({})
-    opened = []
-    for options in wanted:
+    def open_one(options: dict[str, Any]) -> Retriever | None:
         if build or index_ready(ws, "dense", options):
-            opened.append(get_index(ws, "dense", options, progress=progress))
-        else:
-            logger.warning("the dense index %s is not built; its ranker features count as "
-                           "missing (kbcurate index --retriever dense%s)", options or "(base)",
-                           f" --model {options['model']}" if options else "")
-            opened.append(None)
-    dense = opened.pop(0) if dense_version else None
-    return dense, (opened.pop(0) if base else None)
+            return get_index(ws, "dense", options, progress=progress)
+        logger.warning("the dense index %s is not built; its ranker features count as missing "
+                       "(kbcurate index --retriever dense%s)", options or "(base)",
+                       f" --model {options['model']}" if options else "")
+        return None
+
+    return (open_one({"model": dense_version}) if dense_version else None,
+            open_one({}) if base else None)
 
 
 def version_first_stages(ws: Workspace, version: RankerVersion, *, build: bool = False,

@@ -173,7 +173,7 @@ def train_ranker(ws: Workspace, schema: str, *, actor: str,
     ranker = fit(groups, ctx.names, options)
     seconds_fit = time.perf_counter() - started
     matcher = ctx.builder.matcher
-    texts = _texts(ctx)
+    texts = doc_texts(ctx)
     metrics: dict[str, Any] = {}
     for split, queries in (("dev", dev), ("test", test)):
         if queries:
@@ -206,7 +206,7 @@ def train_ranker(ws: Workspace, schema: str, *, actor: str,
                        manifest["train_rows"], tuple(used), tuple(held))
 
 
-def _texts(ctx: RankingContext) -> dict[str, str]:
+def doc_texts(ctx: RankingContext) -> dict[str, str]:
     """doc id -> title + abstract, read from the store when first asked for."""
     class _Lazy(dict):
         def __missing__(self, doc_id: str) -> str:

@@ -39,7 +39,7 @@ from curation.ranking.pipeline import RANKED, RankingContext
 from curation.store.rankers import document_parts
 from curation.store.workspace import Workspace
 from curation.training.gate import decide
-from curation.training.ranker import ranked_run
+from curation.training.ranker import doc_texts, ranked_run
 from kb_sources.errors import CurationError
 from kb_sources.schema import get_schema
 
@@ -114,7 +114,7 @@ def simulate_ranker(ws: Workspace, schema: str, config: RankerSimulation | None 
     started = time.perf_counter()
     queries = _prepare(ctx, order, table, progress)
     prepare_s = time.perf_counter() - started
-    texts = _Texts(ws)
+    texts = doc_texts(ctx)
     labels: dict[str, dict[str, int]] = {}
     rounds: list[dict[str, Any]] = []
 
@@ -123,13 +123,13 @@ def simulate_ranker(ws: Workspace, schema: str, config: RankerSimulation | None 
         t0 = time.perf_counter()
         groups = _groups(queries, covered, labels, table.kb["negative"])
         ranker = fit(groups, ctx.names, options)
-        dev_m = score_run(dev, ranked_run(ctx, ranker, dev), RANKED, texts.get,
+        dev_m = score_run(dev, ranked_run(ctx, ranker, dev), RANKED, texts.__getitem__,
                           ctx.builder.matcher).metrics
         seconds = time.perf_counter() - t0
         decision = decide(dev_m, active[1] if active else None,
                           tolerance_pp=config.tolerance_pp)
         now = (ranker, dev_m) if decision.promote or active is None else active
-        test_m = score_run(test, ranked_run(ctx, now[0], test), RANKED, texts.get,
+        test_m = score_run(test, ranked_run(ctx, now[0], test), RANKED, texts.__getitem__,
                            ctx.builder.matcher).metrics
         rounds.append({"round": r, "labels": spent, "train_groups": len(groups),
                        "seconds": round(seconds, 2), "promoted": bool(decision.promote),
@@ -149,8 +149,7 @@ def simulate_ranker(ws: Workspace, schema: str, config: RankerSimulation | None 
         goal = r * config.labels_per_round
         while spent < goal and cursor < len(queue):
             q = queries[queue[cursor].qid]
-            spent += _screen(q, active[0], labels, table, goal - spent, config, texts,
-                             ctx.builder.matcher)
+            spent += _screen(q, active[0], labels, table, goal - spent, config)
             if _screened(q, labels, config):
                 cursor += 1
         active = run_round(r, spent, active)
@@ -167,20 +166,6 @@ def simulate_ranker(ws: Workspace, schema: str, config: RankerSimulation | None 
                else rounds[0]["seconds"]}
     return {"config": asdict(config), "options": options.to_json(), "rounds": rounds,
             "summary": summary}
-
-
-class _Texts(dict):
-    """doc id -> title + abstract, read when first asked for."""
-
-    def __init__(self, ws: Workspace) -> None:
-        super().__init__()
-        self.ws = ws
-
-    def get(self, doc_id: str, default: str = "") -> str:  # type: ignore[override]
-        if doc_id not in self:
-            title, abstract = document_parts(self.ws, [doc_id]).get(doc_id, ("", ""))
-            self[doc_id] = f"{title} {abstract}"
-        return self[doc_id]
 
 
 def _prepare(ctx: RankingContext, queries: Sequence[EvalQuery], table: Any,
@@ -216,7 +201,7 @@ def _groups(queries: dict[str, _Query], covered: set[str], labels: dict[str, dic
 
 
 def _screen(item: _Query, ranker: Ranker, labels: dict[str, dict[str, int]], table: Any,
-            budget: int, config: RankerSimulation, texts: _Texts, matcher: Any) -> int:
+            budget: int, config: RankerSimulation) -> int:
     """Label the active ranker's best unlabelled candidates of one query; returns how many."""
     own = labels.setdefault(item.q.qid, {})
     scores = ranker.score(item.x)
