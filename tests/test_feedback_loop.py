@@ -209,7 +209,8 @@ def test_switch_is_atomic_for_concurrent_searches(loop_ws, tiny_model_path):
     from curation.search.choices import parse_retriever_choice, resolve_retriever_choice
     from curation.search.indexing import get_index
     from curation.store.workspace import Workspace
-    from curation.training.retrain import retrain, switch_active
+    from curation.training.activation import switch_active
+    from curation.training.retrain import retrain
 
     v1 = retrain(loop_ws, "disease_gene", _options(tiny_model_path), actor="root").version
     v2 = retrain(loop_ws, "disease_gene", _options(tiny_model_path, promote=False,

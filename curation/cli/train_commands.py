@@ -1,5 +1,6 @@
-"""``kbcurate train``, ``kbcurate models`` and ``kbcurate train-bench``: parsers and handlers
-(``train-speed`` in :mod:`curation.cli.speed_commands`)."""
+"""``kbcurate train``, ``retrain``, ``simulate`` and ``train-bench``: parsers and handlers
+(``models`` in :mod:`curation.cli.model_commands`, ``train-speed`` in
+:mod:`curation.cli.speed_commands`)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,12 @@ import argparse
 from dataclasses import fields
 from typing import Any
 
-from curation.cli import rank_commands, speed_commands
+from curation.cli import model_commands, rank_commands, speed_commands
 from curation.cli.common import CLI_ADMIN, given_or, print_json, workspace_path
 from curation.store.workspace import Workspace
 from curation.training.edel import EdelOptions
 from curation.training.examples import Ablation
 from curation.training.recipes import RECIPE_HELP, RECIPES
-from kb_sources.errors import CurationError
 
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -29,25 +29,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--evaluate", action="store_true",
                    help="evaluate the new version on the test split (encodes the whole corpus)")
 
-    p = sub.add_parser("models", parents=[common], help="the workspace's model versions")
-    p.add_argument("action", choices=("list", "show", "activate", "retire", "export", "promote",
-                                       "history", "import"))
-    p.add_argument("version", nargs="?", help="version id (e.g. disease_gene-edel@1); import: "
-                                              "a model folder or Hugging Face name")
-    p.add_argument("dest", nargs="?", help="export: destination folder")
-    p.add_argument("--schema", help="list/history: only this schema's versions")
-    p.add_argument("--reason", default="",
-                   help="activate/retire/promote: why (audited; promote requires it)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    g = p.add_argument_group("import (a published checkpoint, no training)")
-    g.add_argument("--name", default="imported",
-                   help="version id part: <schema>-<name>@n (e.g. bica_small, medcpt)")
-    g.add_argument("--query-model", help="separate query encoder (MedCPT), folder or HF name")
-    g.add_argument("--pooling", choices=("cls", "mean", "max", "lasttoken"),
-                   help="override the pooling (default: the folder's, else the name's profile)")
-    g.add_argument("--max-seq-length", type=int, default=256)
-    g.add_argument("--query-prefix", help="text put before each query (default: profile)")
-    g.add_argument("--doc-prefix", help="text put before each document (default: profile)")
+    model_commands.add_parser(sub, common)
 
     _loop_parsers(sub, common)
 
@@ -254,42 +236,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_models(args: argparse.Namespace) -> int:
-    from curation.store import models
-
-    with Workspace.open(workspace_path(args)) as ws:
-        if args.action in ("promote", "history"):
-            _models_promote_history(ws, args)
-            return 0
-        if args.action == "import":
-            _models_import(ws, args)
-            return 0
-        if args.action == "list":
-            versions = models.list_models(ws, schema=args.schema)
-            if args.json:
-                print_json([v.to_json() for v in versions])
-            else:
-                print(models.format_models_table(versions) if versions else
-                      "no model versions yet: train one with kbcurate train --schema S")
-            return 0
-        if not args.version:
-            raise CurationError(f"kbcurate models {args.action} needs a VERSION "
-                                "(see kbcurate models list)")
-        if args.action == "show":
-            print_json(models.get_model(ws, args.version).to_json())
-        elif args.action == "activate":
-            v = models.activate_model(ws, args.version, CLI_ADMIN, reason=args.reason)
-            print(f"{v.id} is now the active {v.schema} model")
-        elif args.action == "retire":
-            v = models.retire_model(ws, args.version, CLI_ADMIN, reason=args.reason)
-            print(f"{v.id} retired")
-        else:
-            if not args.dest:
-                raise CurationError("kbcurate models export needs VERSION and DEST")
-            print(models.export_model(ws, args.version, args.dest, user=CLI_ADMIN))
-    return 0
-
-
 def cmd_train_bench(args: argparse.Namespace) -> int:
     from curation.training.bench import DEFAULT_TASKS, train_bench
 
@@ -353,45 +299,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _models_import(ws: Workspace, args: argparse.Namespace) -> None:
-    from curation.training.imports import import_checkpoint
-
-    if not args.version or not args.schema:
-        raise CurationError("kbcurate models import needs a SOURCE (model folder or Hugging Face "
-                            "name) and --schema S, e.g. kbcurate models import ./BiCA-small "
-                            "--schema disease_gene --name bica_small")
-    v = import_checkpoint(ws, args.version, schema=args.schema, name=args.name,
-                          query_model=args.query_model, pooling=args.pooling,
-                          max_seq_length=args.max_seq_length, query_prefix=args.query_prefix,
-                          doc_prefix=args.doc_prefix, actor="cli")
-    print(f"imported {args.version} as {v.id} (candidate; evaluate it with kbcurate evaluate "
-          f"--schema {v.schema} --retriever dense --model {v.id}, activate it with kbcurate "
-          f"models activate {v.id})")
-
-
-def _models_promote_history(ws: Workspace, args: argparse.Namespace) -> None:
-    from curation.training.retrain import history, promote
-
-    if args.action == "promote":
-        if not args.version:
-            raise CurationError("kbcurate models promote needs a VERSION and --reason TEXT")
-        v = promote(ws, args.version, user=CLI_ADMIN, reason=args.reason)
-        print(f"{v.id} is now the active {v.schema} model (promoted by hand: {args.reason})")
-        return
-    if not args.schema:
-        raise CurationError("kbcurate models history needs --schema S")
-    rows = history(ws, args.schema)
-    if args.json:
-        print_json(rows)
-        return
-    for r in rows:
-        ndcg = f"{r['ndcg@10']:.4f}" if isinstance(r["ndcg@10"], float) else "-"
-        promoted = f"promoted by {r['promoted_by']}: {r['reason']}" if r["promoted_by"] else ""
-        print(f"{r['version']:<28}{r['status']:<11}NDCG@10 {ndcg:<8} "
-              f"labels {r['labels_used']:<5}{promoted}")
-
-
 #: ``kbcurate`` sub-command -> handler (merged into :func:`curation.cli.commands.dispatch`).
-HANDLERS = {"train": cmd_train, "models": cmd_models, "train-bench": cmd_train_bench,
+HANDLERS = {"train": cmd_train, **model_commands.HANDLERS, "train-bench": cmd_train_bench,
             "retrain": cmd_retrain, "simulate": cmd_simulate,
             "train-speed": speed_commands.cmd_train_speed}

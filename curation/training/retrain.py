@@ -29,13 +29,12 @@ from curation.evaluation.harness import EvalTask, build_task
 from curation.matching.matcher import EntityMatcher
 from curation.store.models import (
     ModelVersion,
-    activate_model,
     active_model,
-    get_model,
     list_models,
     update_metrics,
 )
 from curation.store.workspace import Workspace
+from curation.training.activation import promote, switch_active  # noqa: F401 (re-exported)
 from curation.training.edel import EdelOptions, edel_options, train_edel
 from curation.training.examples import build_examples
 from curation.training.feedback import (
@@ -233,35 +232,6 @@ def pool_spec(ws: Workspace, seed: int) -> str:
 
     return (f"test+bm25@{TEST_POOL_DEPTH}+random{TEST_POOL_RANDOM}/seed{seed}/"
             f"{corpus_fingerprint(ws)[:16]}")
-
-
-def switch_active(ws: Workspace, ident: str, *, user: User, reason: str,
-                  build_index: bool = True) -> ModelVersion:
-    """Build the version's dense index (from cached embeddings when present), then activate it.
-
-    The index is complete on disk before the registry changes, and the activation is one
-    transaction: a search that resolves the active version gets a version whose index exists.
-    """
-    from curation.search.indexing import get_index
-
-    version = get_model(ws, ident)
-    if build_index:
-        get_index(ws, "dense", {"model": version.id}, progress=False)
-    return activate_model(ws, version.id, user, reason=reason)
-
-
-def promote(ws: Workspace, ident: str, *, user: User | None, reason: str) -> ModelVersion:
-    """An admin promotes a version the gate refused (or rolls back to an older one).
-
-    Raises:
-        PermissionDenied: Not an admin.
-        CurationError: No written reason.
-    """
-    require_admin(user, "Promoting a model version")
-    if not reason.strip():
-        raise CurationError("Promoting a model version needs a written reason (it is audited)")
-    assert user is not None
-    return switch_active(ws, ident, user=user, reason=reason.strip())
 
 
 def labels_since_active(ws: Workspace, schema: str) -> dict[str, int]:
