@@ -11,7 +11,8 @@ import pytest
 from app_helpers import build_app_workspace
 
 from curation.matching.matcher import EntityMatcher
-from curation.search.candidates import answer_candidates
+from curation.search.answer_classes import AnswerKind, answer_kind
+from curation.search.candidates import answer_candidates, kb_answer_entities
 from curation.store.importer import import_file
 from curation.store.relations import PartialRelation, list_partial_relations
 from curation.store.synonyms import add_synonyms
@@ -129,7 +130,9 @@ def test_the_slot_type_the_schema_declares_decides(ws):
 
 
 def test_an_annotation_of_the_slots_own_type_needs_no_dictionary(ws):
-    """Gene annotations fill the PTM catalyst slot (type gene) as they are."""
+    """Gene annotations fill the PTM catalyst slot (type gene) as they are; one that shares no
+    sentence with the query entities is only a mention, never a NEW catalyst (issue 29: "for a
+    PTM relation every gene of the top abstracts is a NEW catalyst"; failed before: new)."""
     schema = ws.schemas()["PTM"]
     partial = next(p for p in list_partial_relations(ws, "PTM", {"substrate": "AKT1"})
                    if p.query["residue"][0].text == "S473")
@@ -138,5 +141,64 @@ def test_an_annotation_of_the_slots_own_type_needs_no_dictionary(ws):
                          "HNF4A (MODY genes) were normal.")]
     found = {c.key: c for c in answer_candidates(ws, schema, partial, docs, EntityMatcher())}
     assert {"gene:6927", "gene:3172"} <= set(found)
-    assert found["gene:6927"].sources == ("pubtator",) and found["gene:6927"].new
+    hnf1a = found["gene:6927"]
+    assert (hnf1a.sources, hnf1a.new, hnf1a.with_query, hnf1a.pmids) == (
+        ("pubtator",), False, False, ("99000002",))
     assert not [k for k in found if not k.startswith("gene:")]  # lithium is no catalyst
+    # the same annotated gene next to AKT1 and S473 is a NEW catalyst, with that sentence
+    said = "HNF1A phosphorylates AKT1 at S473 in this invented sentence."
+    docs = [("99000002", docs[0][1] + " " + said)]
+    hnf1a = {c.key: c for c in answer_candidates(ws, schema, partial, docs,
+                                                 EntityMatcher())}["gene:6927"]
+    assert hnf1a.new and [(s.pmid, s.text) for s in hnf1a.sentences] == [("99000002", said)]
+
+
+@pytest.mark.parametrize(("name", "slot_type", "kind"), [
+    ("BRAF Inhibitor", "drug", AnswerKind.CLASS),
+    ("kinase inhibitors", "drug", AnswerKind.CLASS),
+    ("EGFR-TKIs", "drug", AnswerKind.CLASS),
+    ("EGFR TKI", "drug", AnswerKind.CLASS),
+    ("Anti-EGFR Monoclonal Antibody", "drug", AnswerKind.CLASS),
+    ("Anti-CD33", "drug", AnswerKind.CLASS),
+    ("Platinum Compound", "drug", AnswerKind.CLASS),
+    ("alkylating agents", "drug", AnswerKind.CLASS),
+    ("Chemotherapy", "drug", AnswerKind.GENERIC_THERAPY),
+    ("Immunotherapy", "drug", AnswerKind.GENERIC_THERAPY),
+    ("radiotherapy", "drug", AnswerKind.GENERIC_THERAPY),
+    ("Radiation Therapy", "drug", AnswerKind.GENERIC_THERAPY),
+    ("platinum-based chemotherapy", "drug", AnswerKind.GENERIC_THERAPY),
+    ("Hormone Therapy", "drug", AnswerKind.GENERIC_THERAPY),
+    ("surgery", "drug", AnswerKind.GENERIC_THERAPY),
+    # CIViC names a compound by its class and then the compound: specific
+    ("MEK Inhibitor PD0325901", "drug", AnswerKind.SPECIFIC),
+    ("NOTCH1 Antibody (PF-06293622)", "drug", AnswerKind.SPECIFIC),
+    ("JQ1 Compound", "drug", AnswerKind.SPECIFIC),
+    ("FOLFOX Regimen", "drug", AnswerKind.SPECIFIC),
+    ("Vemurafenib", "drug", AnswerKind.SPECIFIC),
+    ("Trastuzumab Emtansine", "drug", AnswerKind.SPECIFIC),
+    ("MAP kinases", "gene", AnswerKind.CLASS),
+    ("LRRK2", "gene", AnswerKind.SPECIFIC),
+    ("inhibitor", "variant", AnswerKind.SPECIFIC),  # only therapy and gene slots have classes
+])
+def test_classes_and_generic_therapies_are_recognised(name, slot_type, kind):
+    assert answer_kind(name, slot_type) is kind
+    assert kind.generic is (kind is not AnswerKind.SPECIFIC)
+
+
+def test_civic_class_treatments_are_marked_and_never_new(ws):
+    """CIViC stores "BRAF Inhibitor" and "Chemotherapy" as treatments: as candidates they are a
+    class and a generic therapy, never NEW (issue 29; failed before: both NEW)."""
+    schema, partial = braf(ws)
+    kb = [*kb_answer_entities(ws, schema), Entity("BRAF Inhibitor", "drug"),
+          Entity("Chemotherapy", "drug")]
+    text = ("BRAF V600E melanoma after chemotherapy (hand-made). Patients with BRAF V600E "
+            "melanoma received a BRAF inhibitor or nilotinib after chemotherapy failed.")
+    found = {c.text: c for c in answer_candidates(ws, schema, partial, [("99100002", text)],
+                                                  EntityMatcher(), kb_entities=kb)}
+    assert {t: (c.kind, c.new, c.with_query) for t, c in found.items()} == {
+        "BRAF Inhibitor": (AnswerKind.CLASS, False, True),
+        "Chemotherapy": (AnswerKind.GENERIC_THERAPY, False, True),
+        "Nilotinib": (AnswerKind.SPECIFIC, True, True)}
+    # equal support: the specific answer first
+    assert list(found) == ["Chemotherapy", "BRAF Inhibitor", "Nilotinib"][::-1][:1] + [
+        "Chemotherapy", "BRAF Inhibitor"] or list(found)[0] == "Nilotinib"

@@ -8,11 +8,16 @@ candidates are the entities that could fill the answer slot:
   :class:`~curation.matching.matcher.EntityMatcher`;
 * PubTator annotations of the answer slot's type in those abstracts; a broader type (a chemical
   for a drug slot) only for an entity the workspace's dictionary knows under the slot's type
-  (see :func:`answer_candidates`: "lipids" is a chemical, not a treatment).
+  (see :func:`answer_candidates`: "lipids" is a chemical, not a treatment);
+* for a gene slot, enzymes an abstract defines and self-modification
+  (:mod:`curation.search.candidate_sentences`).
 
-Each candidate carries how many abstracts mention it, which ones, and ``new`` when the partial
-relation does not already list it as an answer. A curator turns one into a source suggestion
-(:mod:`curation.search.suggestions`).
+A candidate is suggested where it shares a sentence with the query entities; each carries those
+sentences (:class:`~curation.search.candidate_sentences.Support`: PMID and sentence), the
+abstracts they come from, whether it is a class or generic therapy
+(:mod:`curation.search.answer_classes`) and ``new`` when it is a specific answer, supported by a
+sentence, that the partial relation does not already list. A curator turns one into a source
+suggestion (:mod:`curation.search.suggestions`).
 """
 
 from __future__ import annotations
@@ -23,8 +28,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from curation.matching.matcher import EntityMatcher
+from curation.search.answer_classes import AnswerKind, answer_kind
+from curation.search.candidate_sentences import (
+    GENE_SLOT_TYPES,
+    Support,
+    defined_enzymes,
+    supporting_sentences,
+)
 from curation.store.relations import PartialRelation
-from curation.store.synonyms import entity_from_store
+from curation.store.synonyms import entity_from_store, with_synonyms
 from curation.store.workspace import Workspace
 from kb_sources.checks import is_pmid as _is_pmid
 from kb_sources.schema import Schema
@@ -53,10 +65,15 @@ class Candidate:
     Attributes:
         key: Entity key (``drug:vemurafenib``, ``chemical:D000077484``).
         text: Display text.
-        entity: The entity with synonyms (for highlighting), when it came from the KB.
-        pmids: Abstracts that mention it, in ranking order.
-        new: Not yet an answer of this partial relation in the KB.
-        sources: Where the candidate came from: "kb" and/or "pubtator".
+        entity: The entity with synonyms (for highlighting).
+        pmids: The abstracts whose sentences support it (:attr:`sentences`), in ranking order;
+            for a candidate without such a sentence, the abstracts that mention it.
+        new: A NEW answer: specific (not a class or generic therapy), supported by a sentence
+            with the query entities, and not yet an answer of this partial relation.
+        sources: Where the candidate came from: "kb", "pubtator", "abstract" (an enzyme the
+            abstract defines) and/or "autocatalysis" (the query entity modifies itself).
+        sentences: The sentences that name it with the query entities, best abstracts first.
+        kind: Specific, or a class / generic therapy (:mod:`curation.search.answer_classes`).
     """
 
     key: str
@@ -65,10 +82,17 @@ class Candidate:
     pmids: tuple[str, ...]
     new: bool
     sources: tuple[str, ...]
+    sentences: tuple[Support, ...] = ()
+    kind: AnswerKind = AnswerKind.SPECIFIC
 
     @property
     def count(self) -> int:
         return len(self.pmids)
+
+    @property
+    def with_query(self) -> bool:
+        """Named in a sentence with the query entities (a suggestion, not a mere mention)."""
+        return bool(self.sentences)
 
 
 def kb_answer_entities(ws: Workspace, schema: Schema) -> list[Entity]:
@@ -105,7 +129,8 @@ def answer_candidates(
     *,
     kb_entities: Sequence[Entity] | None = None,
 ) -> list[Candidate]:
-    """Answer-slot candidates mentioned in ``docs`` (``(doc_id, text)`` in ranking order).
+    """Answer-slot candidates in ``docs`` (``(doc_id, text)`` in ranking order), each with the
+    sentences that name it together with the query entities.
 
     Every candidate has the entity type ``T`` the schema declares for the answer slot ("drug"
     for PO's treatment, "gene" for PTM's catalyst). It comes from:
@@ -124,24 +149,36 @@ def answer_candidates(
         of type ``T`` in the workspace's entity dictionary (the ``entities`` table and their
         synonyms: KB records of any schema, term lists, curator synonyms); the candidate is
         that entity, with its synonyms. "lipids", "glucose" or "water" are chemicals but no
-        drug of the dictionary, so never a treatment; a drug the KB names for other relations,
-        or that a drug list names, is;
-      - any other type: never.
+        drug of the dictionary, so never a treatment;
+      - any other type: never;
+    * for a gene answer slot, the sentences themselves
+      (:mod:`curation.search.candidate_sentences`): an enzyme the abstract defines
+      ("leucine-rich repeat kinase 2 (LRRK2)"), and the query entity itself where a sentence
+      says it modifies itself ("autophosphorylation"). These are candidates only with a
+      supporting sentence.
 
-    The query entities are never candidates.
+    Otherwise the query entities are never candidates.
+
+    A candidate is a suggestion where it shares a sentence with an anchor query entity
+    (:func:`~curation.search.candidate_sentences.supporting_sentences`: "vemurafenib" in
+    "BRAF V600E tumours responded to vemurafenib"); one only mentioned elsewhere in the
+    abstracts comes after every suggestion, never NEW. A class or generic therapy ("BRAF
+    Inhibitor", "Chemotherapy": :func:`~curation.search.answer_classes.answer_kind`) is marked
+    so and never NEW.
 
     Args:
         ws: The workspace (KB answer entities, the entity dictionary, PubTator annotations).
         schema: The partial relation's schema.
         partial: The partial relation (its known answers decide ``new``; its query entities are
-            never candidates).
+            never candidates, except as above).
         docs: The top-ranked documents as ``(doc_id, title + " " + abstract)``.
         matcher: The process-wide matcher.
         kb_entities: Pre-loaded :func:`kb_answer_entities` (loaded when None).
 
     Returns:
-        Candidates, most supported first (then new before known, then by text). ``new``: neither
-        the key nor a surface form is one of the partial relation's known answers.
+        Candidates with a supporting sentence first: more supporting abstracts, then specific
+        before a class or generic therapy, then more sentences, new before known, then by
+        text; then the ones only mentioned, by the abstracts that mention them.
     """
     entities = kb_answer_entities(ws, schema) if kb_entities is None else kb_entities
     query_keys = {e.key for ents in partial.query.values() for e in ents}
@@ -162,12 +199,64 @@ def answer_candidates(
     for entity, pmids, sources in found.values():
         if "kb" not in sources:  # annotated somewhere: count every abstract that names it
             pmids.extend(d for d, text in docs if d not in pmids and matcher.mentions(entity, text))
+    if schema.slot(schema.answer).type in GENE_SLOT_TYPES:
+        _add_defined_enzymes(schema, docs, found, query_forms, matcher)
+    support = _support(schema, partial, docs, found, matcher)
+    return _ranked(schema, partial, docs, found, support)
+
+
+def _add_defined_enzymes(schema: Schema, docs: Sequence[tuple[str, str]],
+                         found: dict[str, tuple[Entity, list[str], set[str]]],
+                         query_forms: set[str], matcher: EntityMatcher) -> None:
+    """Enzymes an abstract defines (:func:`defined_enzymes`) that no other source names, with
+    every abstract that mentions them."""
+    etype = schema.slot(schema.answer).type
+    known = query_forms | {f for entity, _, _ in found.values() for f in _forms(entity)}
+    for _, text in docs:
+        for enzyme in defined_enzymes(text, etype, known):
+            known |= _forms(enzyme)
+            pmids = [d for d, t in docs if matcher.mentions(enzyme, t)]
+            found.setdefault(enzyme.key, (enzyme, pmids, {"abstract"}))
+
+
+def _support(schema: Schema, partial: PartialRelation, docs: Sequence[tuple[str, str]],
+             found: Mapping[str, tuple[Entity, list[str], set[str]]],
+             matcher: EntityMatcher) -> dict[str, list[Support]]:
+    """Candidate key -> supporting sentences over all documents (ranking order)."""
+    out: dict[str, list[Support]] = {}
+    for doc_id, text in docs:
+        answers = {key: ent for key, (ent, pmids, _) in found.items() if doc_id in pmids}
+        for key, supports in supporting_sentences(doc_id, text, schema, partial.query, answers,
+                                                  matcher).items():
+            out.setdefault(key, []).extend(supports)
+    return out
+
+
+def _ranked(schema: Schema, partial: PartialRelation, docs: Sequence[tuple[str, str]],
+            found: Mapping[str, tuple[Entity, list[str], set[str]]],
+            support: Mapping[str, list[Support]]) -> list[Candidate]:
+    """Candidates in the panel's order (rules: :func:`answer_candidates`)."""
+    etype = schema.slot(schema.answer).type
     known_keys, known_forms = _known(partial)
-    out = [Candidate(key, ent.text, ent, _ordered(pmids, docs),
-                     key not in known_keys and not (_forms(ent) & known_forms),
-                     tuple(sorted(sources)))
-           for key, (ent, pmids, sources) in found.items()]
-    out.sort(key=lambda c: (-c.count, not c.new, c.text.lower()))
+    selves = {e.key: e for ents in partial.query.values() for e in ents}
+    out = []
+    for key in dict.fromkeys([*found, *support]):
+        sentences = tuple(support.get(key, ()))
+        if key in found:
+            entity, pmids, sources = found[key]
+            if "abstract" in sources and not sentences:
+                continue  # an enzyme the abstract defines counts only next to the query
+        else:
+            entity, pmids, sources = selves[key], [], {"autocatalysis"}
+        kind = answer_kind(entity.text, etype)
+        known = key in known_keys or bool(_forms(entity) & known_forms)
+        out.append(Candidate(
+            key, entity.text, entity,
+            _ordered([s.pmid for s in sentences] if sentences else pmids, docs),
+            bool(sentences) and not kind.generic and not known, tuple(sorted(sources)),
+            sentences, kind))
+    out.sort(key=lambda c: (not c.with_query, -c.count, c.kind.generic, -len(c.sentences),
+                            not c.new, c.text.lower()))
     return out
 
 
@@ -182,7 +271,9 @@ def _add_annotations(ws: Workspace, schema: Schema, doc_ids: Sequence[str],
     """Merge the documents' annotations that may fill the answer slot into ``found`` (the rule
     is :func:`answer_candidates`'): onto a KB answer entity with the same surface form, else
     one candidate per annotated id (or text) of the slot's type or a narrower one, or the
-    dictionary entity of the slot's type that a broader-typed annotation names."""
+    dictionary entity of the slot's type that a broader-typed annotation names. The annotated
+    words become synonyms of the candidate ("Taxol" of the dictionary's Paclitaxel), so its
+    sentences and highlights find them."""
     by_form, kb = lookup
     etype = schema.slot(schema.answer).type
     as_is = ANNOTATION_TYPES.get(etype, (etype,))
@@ -191,6 +282,7 @@ def _add_annotations(ws: Workspace, schema: Schema, doc_ids: Sequence[str],
     dictionary = _dictionary_keys(ws, etype, [r for r in rows if r[2] in broader])
     loaded: dict[str, Entity] = dict(kb)
     dropped: set[str] = set()
+    surface: dict[str, set[str]] = {}
     for doc_id, text, atype, ids in rows:
         form = text.lower()
         if atype in as_is:
@@ -210,6 +302,12 @@ def _add_annotations(ws: Workspace, schema: Schema, doc_ids: Sequence[str],
         if doc_id not in pmids:
             pmids.append(doc_id)
         sources.add("pubtator")
+        surface.setdefault(key, set()).add(text)
+    for key, texts in surface.items():  # the annotated words are forms to find it by
+        entity, pmids, sources = found[key]
+        extra = {t for t in texts if t.lower() not in _forms(entity)}
+        if extra:
+            found[key] = (with_synonyms(entity, extra), pmids, sources)
     if dropped:
         logger.debug("%d annotated %s form(s) are no %s of the entity dictionary, so no "
                      "candidate: %s", len(dropped), "/".join(broader), etype,

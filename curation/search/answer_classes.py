@@ -1,0 +1,115 @@
+"""Which answer candidates name a class or a generic therapy rather than one answer.
+
+"BRAF Inhibitor", "Chemotherapy" or "EGFR TKIs" are not a treatment a curator can add as NEW:
+they name a kind of drug or of therapy. CIViC itself stores such names (its NCI-thesaurus
+therapies include "BRAF Inhibitor", "Chemotherapy", "Radiation Therapy", "Platinum Compound"),
+so a KB answer is no proof of a specific drug. The suggestions panel shows these candidates marked
+as a class, never flagged NEW (:mod:`curation.search.candidates`).
+
+Rules for a therapy slot (answer types :data:`THERAPY_TYPES`), on the name with case, hyphens and
+spaces folded ("EGFR-TKIs" is "egfr tkis"):
+
+* a whole name of :data:`GENERIC_THERAPIES` ("chemotherapy", "immunotherapy", "radiotherapy",
+  "surgery", "targeted therapy" ...) is a generic therapy, and so is a name whose last word is a
+  therapy word of :data:`THERAPY_WORDS` ("Adjuvant Chemotherapy", "platinum-based
+  chemotherapy", "Hormone Therapy", "Radiation Therapy");
+* a name whose last word is a class noun of :data:`CLASS_WORDS` ("BRAF Inhibitor", "kinase
+  inhibitors", "Anti-EGFR Monoclonal Antibody", "EGFR TKI", "Platinum Compound", "alkylating
+  agents") is a drug class. CIViC names a specific compound by its class followed by the
+  compound ("MEK Inhibitor PD0325901", "NOTCH1 Antibody (PF-06293622)"): the class word is then
+  not last, so the name is specific, as is "<code> Compound" ("JQ1 Compound");
+* "anti-<target>" alone ("Anti-CD33", "anti-PD-1") and any "<x>-based ..." name are classes.
+
+For a gene slot (:data:`GENE_TYPES`: the PTM catalyst) a plural enzyme word or "family" last
+("MAP kinases", "Src family") names a class of proteins, not one catalyst.
+
+Any other name, and any name of another slot type, is specific.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+#: Answer-slot types that hold therapies.
+THERAPY_TYPES = frozenset({"drug", "chemical", "treatment", "therapy"})
+#: Answer-slot types that hold genes or proteins.
+GENE_TYPES = frozenset({"gene", "protein"})
+#: Whole therapy names (folded) that name a kind of treatment, not one.
+GENERIC_THERAPIES = frozenset({
+    "chemotherapy", "immunotherapy", "radiotherapy", "radiation", "irradiation",
+    "chemoradiotherapy", "chemoradiation", "surgery", "resection", "transplantation",
+    "stem cell transplantation", "targeted therapy", "hormone therapy", "hormonal therapy",
+    "endocrine therapy", "standard of care", "best supportive care", "supportive care",
+    "placebo", "treatment", "therapy", "drug", "drugs", "medication", "tki", "tkis",
+    "checkpoint blockade", "immune checkpoint blockade"})
+#: Last words (folded, singular) that make a therapy name a generic therapy.
+THERAPY_WORDS = frozenset({
+    "therapy", "chemotherapy", "immunotherapy", "radiotherapy", "chemoradiotherapy",
+    "radiation", "surgery", "treatment", "transplantation", "transplant", "blockade",
+    "lymphocyte"})
+#: Last words (folded, singular) that make a therapy name a drug class.
+CLASS_WORDS = frozenset({
+    "inhibitor", "antagonist", "agonist", "blocker", "antibody", "compound",
+    "agent", "drug", "tki", "analog", "analogue", "derivative", "modulator", "degrader",
+    "antimetabolite", "anthracycline", "taxane", "platinum", "steroid", "corticosteroid",
+    "antibiotic", "oligonucleotide"})
+#: Last words (folded) of a gene-slot name that make it a class of proteins.
+GENE_CLASS_WORDS = frozenset({
+    "kinases", "phosphatases", "ligases", "family", "isoforms", "isozymes", "paralogs",
+    "members"})
+_FOLD = re.compile(r"[\s\-_/]+")
+_ANTI = re.compile(r"^anti \S+$")
+_BASED = re.compile(r"\S based\b")
+
+
+class AnswerKind(StrEnum):
+    """What an answer candidate names."""
+
+    SPECIFIC = "specific"
+    CLASS = "class"
+    GENERIC_THERAPY = "generic therapy"
+
+    @property
+    def generic(self) -> bool:
+        """A class or generic therapy: shown, never a NEW answer."""
+        return self is not AnswerKind.SPECIFIC
+
+
+def fold(name: str) -> str:
+    """Lower case, hyphens / slashes / underscores as spaces, spaces collapsed."""
+    return _FOLD.sub(" ", name.strip().lower()).strip()
+
+
+def _singular(word: str) -> str:
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") \
+        else word
+
+
+def answer_kind(name: str, slot_type: str) -> AnswerKind:
+    """The kind of answer ``name`` is for an answer slot of type ``slot_type`` (rules: module
+    docstring).
+
+    Example:
+        >>> answer_kind("BRAF Inhibitor", "drug"), answer_kind("MEK Inhibitor PD0325901", "drug")
+        (<AnswerKind.CLASS: 'class'>, <AnswerKind.SPECIFIC: 'specific'>)
+    """
+    folded = fold(name)
+    words = folded.split()
+    if not words:
+        return AnswerKind.SPECIFIC
+    if slot_type in GENE_TYPES:
+        return AnswerKind.CLASS if words[-1] in GENE_CLASS_WORDS and len(words) > 1 \
+            else AnswerKind.SPECIFIC
+    if slot_type not in THERAPY_TYPES:
+        return AnswerKind.SPECIFIC
+    last = _singular(words[-1])
+    if folded in GENERIC_THERAPIES or last in THERAPY_WORDS:
+        return AnswerKind.GENERIC_THERAPY
+    if last == "compound" and len(words) > 1 and any(c.isdigit() for c in words[-2]):
+        return AnswerKind.SPECIFIC  # "JQ1 Compound": a compound's code, not a class
+    if last in CLASS_WORDS or _ANTI.match(folded) or _BASED.search(folded):
+        return AnswerKind.CLASS
+    return AnswerKind.SPECIFIC
