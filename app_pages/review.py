@@ -41,6 +41,9 @@ from curation.store.labels import Grade, Label, agreement, list_labels
 from kb_sources.errors import CurationError
 
 ALL = "(all)"
+EXPORT_HELP = ("One row per listed label, with its item's final grade: final_grade, final_source "
+               "(adjudicated or unanimous), adjudicated_by, adjudicated_at, adjudication_reason; "
+               "empty while the item's grades disagree")
 
 
 def _filters(ctx: AppContext) -> list[Label]:
@@ -114,13 +117,15 @@ def agreement_panel(ctx: AppContext) -> None:
 
 
 def export_panel(ctx: AppContext, labels: list[Label]) -> None:
+    """Downloads of the listed labels, each with its item's final grade (adjudicated, else
+    unanimous; blind mode applies to it as to the labels), and of the source suggestions."""
     cols = st.columns(3)
     cols[0].download_button("Labels as CSV", key="rv_export_csv", file_name="labels.csv",
-                            data=lambda: export_labels_bytes(ctx.ws, labels, "csv"),
-                            mime="text/csv", on_click="ignore")
+                            data=lambda: export_labels_bytes(ctx.ws, labels, "csv", ctx.user),
+                            mime="text/csv", on_click="ignore", help=EXPORT_HELP)
     cols[1].download_button("Labels as JSONL", key="rv_export_jsonl", file_name="labels.jsonl",
-                            data=lambda: export_labels_bytes(ctx.ws, labels, "jsonl"),
-                            mime="application/jsonl", on_click="ignore")
+                            data=lambda: export_labels_bytes(ctx.ws, labels, "jsonl", ctx.user),
+                            mime="application/jsonl", on_click="ignore", help=EXPORT_HELP)
     suggestions = list_suggestions(ctx.ws)
     cols[2].download_button(f"CIViC source suggestions ({len(suggestions)})",
                             key="rv_export_suggestions", file_name="source_suggestions.csv",
@@ -171,7 +176,8 @@ def labels_panel(ctx: AppContext) -> None:
                          selection_mode="single-row")
     rows = event.selection.rows if event else []
     if rows and rows[0] < len(labels):
-        document_view(ctx, labels[rows[0]].doc_id, "rv_doc")
+        picked = labels[rows[0]]
+        document_view(ctx, picked.doc_id, "rv_doc", (picked.schema, picked.query_key))
     relabel_panel(ctx, labels)
     if sees_all_labels(ctx.ws, ctx.user):  # kappa compares other users' grades
         st.markdown("**Agreement between two annotators** (shared items, skips left out)")

@@ -5,13 +5,22 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sqlite3
 
 import pytest
-from app_helpers import APP, add_users, build_app_workspace, label_rows, shown, sign_in
+from app_helpers import (
+    APP,
+    add_users,
+    build_app_workspace,
+    label_rows,
+    live_markdown,
+    shown,
+    sign_in,
+)
 from streamlit.testing.v1 import AppTest
 
-from curation.access.adjudication import blind_mode, set_blind_mode
+from curation.access.adjudication import adjudicate, blind_mode, set_blind_mode
 from curation.access.users import Role, User
 from curation.evaluation import reporting
 from curation.evaluation.reporting import export_labels_bytes
@@ -49,6 +58,17 @@ def review(user: str) -> AppTest:
 def log(at: AppTest):
     """The label log table (the page's first dataframe)."""
     return at.dataframe[0].value
+
+
+def abstract_html(at: AppTest) -> str:
+    """The highlighted title and abstract (curation.matching.highlight) the page shows."""
+    (html,) = [m.value for m in at.markdown if m.value.startswith('<div class="kb-doc">')]
+    return html
+
+
+def marked(html: str) -> list[tuple[str, str]]:
+    """(slot, text) of each highlight mark, in reading order."""
+    return re.findall(r'<mark [^>]*data-slot="([^"]+)"[^>]*>([^<]*)</mark>', html)
 
 
 def table_with(at: AppTest, column: str):
@@ -163,9 +183,13 @@ def test_log_shows_relation_and_title_and_opens_the_abstract(ws_root):
     at.session_state["rv_table"] = {"selection": {"rows": [0], "columns": []}}
     at.run()
     assert not at.exception
-    title = next(m.value for m in at.markdown if "90100002" in m.value)
-    assert "<script>" not in title and "\\<script\\>" in title  # escaped, shown literally
-    assert shown(title).startswith("**BRAF V600E <script>alert(1)</script> resistance")
+    text = abstract_html(at)  # highlighted as on the Curate page (issue 29 item 5)
+    assert "<script>" not in text and "<img" not in text  # escaped, shown literally
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; resistance" in text
+    assert marked(text) == 2 * [("gene", "BRAF"), ("variant", "V600E"),
+                                ("treatment", "trametinib")]  # title, then abstract
+    assert any(shown(c.value) == "90100002 (2020) · <b>Evil</b> [journal](javascript:alert(1))"
+               for c in at.caption)  # the journal escaped too
     (link,) = at.get("link_button")
     assert link.proto.url == "https://pubmed.ncbi.nlm.nih.gov/90100002/"
 
@@ -223,7 +247,9 @@ def test_disagreements_list_the_differing_items_and_an_admin_records_a_final_gra
     at.text_input(key="dg_reason").input("the abstract names the response")
     at.button(key="dg_save").click().run()
     assert not at.exception
-    assert any("Final grade of 3 recorded: complete." == shown(s.value) for s in at.success)
+    assert [shown(s.value) for s in at.success] == [
+        "Final grade of 3 (BRAF?) recorded: complete. Next open item: 2 · BRAF?."]
+    assert at.selectbox(key="dg_item").value == "PO\x1fq\x1f2"  # wrapped round to the first
     with Workspace.open(ws_root) as ws:
         rows = [dict(r) for r in ws.conn.execute("SELECT * FROM adjudications")]
         audit = ws.audit_log("adjudication")[0]
@@ -255,3 +281,115 @@ def test_blind_mode_hides_other_grades_until_the_annotator_gave_hers(ws_root):
     with Workspace.open(ws_root) as ws:
         assert not blind_mode(ws)
         assert ws.audit_log("setting")[0]["actor"] == "boss"
+
+
+# -- issue 29 item 5: the disagreements view highlights, shows notes, moves on; exports ----------
+HOSTILE_NOTE = "see ![x](http://e.vil/x.png) <b>bold</b> :material/home:"
+
+
+@pytest.fixture
+def braf_disagreements(ws_root):
+    """alice and bob disagree on two abstracts of the BRAF V600E relation, with notes."""
+    add_users(ws_root, cur="curator")
+    with Workspace.open(ws_root) as ws:
+        (braf,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
+        for doc, (a, note_a), (b, note_b) in (
+                ("90100001", ("partial", "no response data"), ("complete", "")),
+                ("90100002", ("irrelevant", HOSTILE_NOTE), ("partial", "resistance only"))):
+            for user, grade, note in (("alice", a, note_a), ("bob", b, note_b)):
+                record_label(ws, user=user, schema="PO", query_key=braf.query_key,
+                             query_text="BRAF V600E treatment", doc_id=doc, grade=grade,
+                             note=note)
+    return braf.query_key
+
+
+def test_disagreement_view_highlights_shows_notes_and_moves_to_the_next_open_item(
+        ws_root, braf_disagreements):
+    key = braf_disagreements
+    at = review("cur")
+    table = table_with(at, "decided_by").set_index("doc_id")
+    assert table.loc["90100002", "grades"] == "alice: irrelevant · bob: partial"
+    assert table.loc["90100002", "notes"] == f"alice: {HOSTILE_NOTE} · bob: resistance only"
+    grid = next(d for d in at.dataframe if "decided_by" in d.value.columns)
+    config = json.loads(grid.proto.columns)
+    longest = max(len(g) for g in table["grades"])  # "alice: partial · bob: partial" and kin
+    assert config["grades"]["width"] >= 7 * longest and config["grades"]["pinned"] is True
+    first = f"PO\x1f{key}\x1f90100002"  # the newest labelled open item
+    assert at.selectbox(key="dg_item").value == first
+    lines = [m.value for m in at.markdown if m.value.startswith("- **")]
+    assert [shown(line) for line in lines] == [
+        f"- **alice**: irrelevant · note: {HOSTILE_NOTE}",
+        "- **bob**: partial · note: resistance only"]
+    assert live_markdown(lines[0].partition("note: ")[2]) == []  # the note shows literally
+    text = abstract_html(at)
+    assert ("gene", "BRAF") in marked(text) and ("variant", "V600E") in marked(text)
+    assert "&lt;img src=x onerror=alert(1)&gt;" in text and "<img" not in text
+    at.selectbox(key="dg_grade").set_value("irrelevant").run()
+    at.text_input(key="dg_reason").input("resistance, no treatment response")
+    at.button(key="dg_save").click().run()
+    assert not at.exception
+    assert [shown(s.value) for s in at.success] == [
+        "Final grade of 90100002 (BRAF V600E treatment) recorded: irrelevant. "
+        "Next open item: 90100001 · BRAF V600E treatment."]
+    assert at.selectbox(key="dg_item").value == f"PO\x1f{key}\x1f90100001"
+    assert at.text_input(key="dg_reason").value == ""
+    assert [shown(m.value) for m in at.markdown if m.value.startswith("- **")] == [
+        "- **alice**: partial · note: no response data", "- **bob**: complete · *no note*"]
+    assert ("gene", "BRAF") in marked(abstract_html(at))  # the next abstract, highlighted
+    at.selectbox(key="dg_grade").set_value("complete").run()
+    at.text_input(key="dg_reason").input("vemurafenib response")
+    at.button(key="dg_save").click().run()
+    assert [shown(s.value) for s in at.success] == [
+        "Final grade of 90100001 (BRAF V600E treatment) recorded: complete. "
+        "Next open item: 3 · BRAF?."]  # the fixture's own disagreement (query q)
+    assert "Document 3 is not in the workspace." in [c.value for c in at.caption]
+    at.text_input(key="dg_reason").input("both read it; complete")
+    at.button(key="dg_save").click().run()
+    assert [shown(s.value) for s in at.success] == [
+        "Final grade of 3 (BRAF?) recorded: complete. No open disagreement is left."]
+    assert any("3 items graded differently, 0 without a final grade (skips are not grades): "
+               "every disagreement is settled" == shown(c.value) for c in at.caption)
+
+
+def exported(data: bytes, fmt: str) -> list[dict]:
+    if fmt == "csv":
+        return list(csv.DictReader(io.StringIO(data.decode())))
+    return [json.loads(line) for line in data.decode().splitlines()]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_app_exports_carry_the_final_grade(ws_root, braf_disagreements, fmt):
+    key = braf_disagreements
+    with Workspace.open(ws_root) as ws:
+        adj = adjudicate(ws, "PO", key, "90100002", "irrelevant", "no treatment response",
+                         user=User("cur", Role.CURATOR))
+        rows = exported(export_labels_bytes(ws, list_labels(ws), fmt, User("cur", Role.CURATOR)),
+                        fmt)
+    empty = "" if fmt == "csv" else None
+    final = {(r["user"], r["doc_id"]): (r["final_grade"], r["final_source"], r["adjudicated_by"],
+                                        r["adjudicated_at"], r["adjudication_reason"])
+             for r in rows}
+    assert final[("alice", "90100002")] == final[("bob", "90100002")] == (
+        "irrelevant", "adjudicated", "cur", adj.created_at, "no treatment response")
+    assert final[("alice", "90100001")] == (empty,) * 5  # still open
+    assert final[("alice", "1")] == final[("bob", "1")] == ("complete", "unanimous", "", "", "")
+    assert final[("alice", "4")] == ("partial", "unanimous", "", "", "")  # the skip is no grade
+    assert final[("alice", "3")] == (empty,) * 5  # partial against complete, not decided
+    assert len(rows) == 12 and list(rows[0])[-5:] == [
+        "final_grade", "final_source", "adjudicated_by", "adjudicated_at", "adjudication_reason"]
+
+
+def test_blind_mode_export_gives_an_annotator_final_grades_of_her_items_only(ws_root):
+    with Workspace.open(ws_root) as ws:
+        record_label(ws, user="bob", schema="PO", query_key="q", query_text="BRAF?",
+                     doc_id="5", grade="complete")
+        set_blind_mode(ws, True, user=User("boss", Role.ADMIN))
+        alice = User("alice", Role.ANNOTATOR)
+        rows = exported(export_labels_bytes(ws, list_labels(ws, user="alice"), "csv", alice),
+                        "csv")
+        everything = exported(export_labels_bytes(ws, list_labels(ws), "csv"), "csv")
+    # alice skipped 4: bob's partial there is hidden from her, and so is the final grade
+    assert {r["doc_id"]: r["final_grade"] for r in rows} == {
+        "1": "complete", "2": "irrelevant", "3": "", "4": ""}
+    assert {r["doc_id"]: r["final_grade"] for r in everything if r["user"] == "bob"} == {
+        "1": "complete", "2": "irrelevant", "3": "", "4": "partial", "5": "complete"}

@@ -20,7 +20,7 @@ An *item* is one (schema, query_key, doc_id): a document judged for a partial re
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,11 +28,13 @@ from curation.access.users import PermissionDenied, Role, User, require_admin
 from curation.store.labels import Grade, Label, list_labels
 from curation.store.workspace import Workspace, utcnow
 from kb_sources.errors import CurationError
+from kb_sources.schema import Schema
 
-__all__ = ["BLIND_REVIEW_KEY", "REVIEWER_ROLES", "Adjudication", "Disagreement", "Item",
-           "adjudicate", "adjudication_history", "blind_mode", "current_adjudications",
-           "disagreements", "document_titles", "final_grade", "relation_texts", "require_reviewer",
-           "sees_all_labels", "set_blind_mode", "visible_labels"]
+__all__ = ["BLIND_REVIEW_KEY", "REVIEWER_ROLES", "Adjudication", "Disagreement", "FinalGrade",
+           "Item", "adjudicate", "adjudication_history", "blind_mode", "current_adjudications",
+           "disagreements", "document_titles", "final_grade", "final_grades", "next_open_item",
+           "relation_slot_texts", "relation_texts", "require_reviewer", "sees_all_labels",
+           "set_blind_mode", "visible_labels"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +87,8 @@ class Disagreement:
         query_text: The query of the newest label on it.
         grades: (user, grade) of each current non-skip label, by user name.
         adjudication: The current final grade, when one was recorded.
+        notes: (user, note) of the same labels, in the same order ("" when a label has none;
+            untrusted text).
     """
 
     schema: str
@@ -93,6 +97,7 @@ class Disagreement:
     query_text: str
     grades: tuple[tuple[str, Grade], ...]
     adjudication: Adjudication | None = None
+    notes: tuple[tuple[str, str], ...] = ()
 
     @property
     def item(self) -> Item:
@@ -135,9 +140,22 @@ def disagreements(ws: Workspace, schema: str | None = None, *,
     for item, labels in graded.items():
         if len({lab.grade for lab in labels}) < 2:
             continue
-        grades = tuple(sorted((lab.user, lab.grade) for lab in labels))
-        out.append(Disagreement(*item, labels[0].query_text, grades, current.get(item)))
+        by_user = sorted(labels, key=lambda lab: lab.user)
+        out.append(Disagreement(*item, labels[0].query_text,
+                                tuple((lab.user, lab.grade) for lab in by_user),
+                                current.get(item), tuple((lab.user, lab.note) for lab in by_user)))
     return sorted(out, key=lambda d: (d.resolved, -graded[d.item][0].id))
+
+
+def next_open_item(items: Sequence[Disagreement], after: Item) -> Disagreement | None:
+    """The first unresolved item after ``after`` in the order of ``items`` (wrapping around to
+    the start); None when every other item is resolved. ``after`` itself is never returned."""
+    keys = [d.item for d in items]
+    start = keys.index(after) + 1 if after in keys else 0
+    for d in (*items[start:], *items[:start]):
+        if not d.resolved and d.item != after:
+            return d
+    return None
 
 
 def current_adjudications(ws: Workspace, schema: str | None = None) -> dict[Item, Adjudication]:
@@ -201,14 +219,57 @@ def adjudicate(ws: Workspace, schema: str, query_key: str, doc_id: str, grade: s
     return adjudication_history(ws, schema, query_key, doc_id)[0]
 
 
+@dataclass(frozen=True)
+class FinalGrade:
+    """The settled grade of an item.
+
+    Attributes:
+        grade: The adjudicated grade, else the one grade every current non-skip label gives.
+        source: ``adjudicated`` or ``unanimous`` (one label counts as unanimous).
+        adjudication: The current decision when ``source`` is ``adjudicated``.
+    """
+
+    grade: Grade
+    source: str
+    adjudication: Adjudication | None = None
+
+
+def _settle(adjudication: Adjudication | None, labels: Iterable[Label]) -> FinalGrade | None:
+    """The rule of :func:`final_grade`: a decision beats every label; else one shared grade."""
+    if adjudication is not None:
+        return FinalGrade(adjudication.grade, "adjudicated", adjudication)
+    grades = {lab.grade for lab in labels if lab.grade is not Grade.SKIP}
+    return FinalGrade(grades.pop(), "unanimous") if len(grades) == 1 else None
+
+
 def final_grade(ws: Workspace, schema: str, query_key: str, doc_id: str) -> Grade | None:
     """The adjudicated grade, else the one grade all current labels agree on, else None."""
     history = adjudication_history(ws, schema, query_key, doc_id)
-    if history:
-        return history[0].grade
-    grades = {lab.grade for lab in list_labels(ws, schema=schema, query_key=query_key)
-              if lab.doc_id == doc_id and lab.grade is not Grade.SKIP}
-    return grades.pop() if len(grades) == 1 else None
+    labels = [lab for lab in list_labels(ws, schema=schema, query_key=query_key)
+              if lab.doc_id == doc_id]
+    settled = _settle(history[0] if history else None, labels)
+    return settled.grade if settled else None
+
+
+def final_grades(ws: Workspace, schema: str | None = None, *,
+                 viewer: User | None = None) -> dict[Item, FinalGrade]:
+    """Item -> its final grade (:func:`final_grade`'s rule), for every item that has one.
+
+    Open disagreements and items with only skips are left out. With ``viewer`` given, blind
+    mode applies: an annotator gets only the items they graded themselves (their own grade
+    given, the others' may show).
+    """
+    current = current_adjudications(ws, schema)
+    graded = _graded(ws, schema)
+    items = set(graded) | set(current)
+    if viewer is not None and not sees_all_labels(ws, viewer):
+        items &= _graded_by(ws, viewer.name)
+    out = {}
+    for item in items:
+        settled = _settle(current.get(item), graded.get(item, ()))
+        if settled is not None:
+            out[item] = settled
+    return out
 
 
 # -- blind mode ----------------------------------------------------------------------------------
@@ -276,11 +337,19 @@ def relation_texts(ws: Workspace,
     schemas = ws.schemas()
     out = {}
     for schema, query_key in set(keys):
-        slots = schemas[schema].query_slots if schema in schemas else ()
-        by_slot = _record_slots(ws, schema, query_key, slots) or _key_slots(ws, query_key)
+        by_slot = relation_slot_texts(ws, schema, query_key, schemas)
         out[schema, query_key] = " · ".join(f"{slot}: {' + '.join(texts)}"
                                             for slot, texts in by_slot.items())
     return out
+
+
+def relation_slot_texts(ws: Workspace, schema: str, query_key: str,
+                        schemas: Mapping[str, Schema] | None = None) -> dict[str, list[str]]:
+    """Query slot -> entity texts of one relation (:func:`relation_texts`, unjoined): from a KB
+    record of it, else read from a typed query's key; {} for a key of neither form."""
+    schemas = ws.schemas() if schemas is None else schemas
+    slots = schemas[schema].query_slots if schema in schemas else ()
+    return _record_slots(ws, schema, query_key, slots) or _key_slots(ws, query_key)
 
 
 def _record_slots(ws: Workspace, schema: str, query_key: str,

@@ -261,7 +261,8 @@ def cmd_users(args: argparse.Namespace) -> int:
 
 
 def cmd_labels(args: argparse.Namespace) -> int:
-    from curation.store.labels import agreement, export_labels, list_labels
+    from curation.access.label_export import export_labels_with_final_grades
+    from curation.store.labels import agreement, list_labels
 
     with Workspace.open(workspace_path(args)) as ws:
         if args.action == "agreement":
@@ -274,8 +275,8 @@ def cmd_labels(args: argparse.Namespace) -> int:
         if len(args.args) != 1:
             raise CurationError("labels export needs one output file (.csv, .tsv or .jsonl)")
         labels = list_labels(ws, user=args.user, schema=args.schema, grade=args.grade)
-        path = export_labels(labels, args.args[0])
-    print(f"{len(labels)} labels written to {path}")
+        path = export_labels_with_final_grades(ws, labels, args.args[0])
+    print(f"{len(labels)} labels written to {path} (with each item's final grade)")
     return 0
 
 

@@ -282,7 +282,12 @@ def _users_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentPars
 
 
 def _labels_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("labels", parents=[common], help="export labels or show agreement")
+    from curation.store.labels import EXPORT_COLUMNS_HELP
+
+    p = sub.add_parser("labels", parents=[common], help="export labels or show agreement",
+                       description="export: every current label matching --user, --schema and "
+                                   "--grade, with its item's final grade. "
+                                   + EXPORT_COLUMNS_HELP)
     p.add_argument("action", choices=("export", "agreement"))
     p.add_argument("args", nargs="*", help="export: FILE(.csv|.tsv|.jsonl); agreement: USER USER")
     p.add_argument("--user")

@@ -14,12 +14,13 @@ from typing import Any
 
 import pandas as pd
 
+from curation.access.label_export import export_labels_with_final_grades
 from curation.access.users import User
 from curation.evaluation.harness import SPLITS
 from curation.evaluation.runner import check_retriever_names
 from curation.jobs.queue import Job, submit_job
 from curation.search.rerank import RERANK_SUFFIX
-from curation.store.labels import Label, export_labels, list_labels
+from curation.store.labels import Label, list_labels
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from retrievers.registry import retriever_names
@@ -54,12 +55,17 @@ def label_history(ws: Workspace, label: Label) -> list[Label]:
             if lab.doc_id == label.doc_id]
 
 
-def export_labels_bytes(ws: Workspace, labels: Sequence[Label], fmt: str) -> bytes:
-    """Write ``labels`` to ``WS/exports/labels-<time>.<fmt>`` (csv or jsonl); return the bytes."""
+def export_labels_bytes(ws: Workspace, labels: Sequence[Label], fmt: str,
+                        viewer: User | None = None) -> bytes:
+    """Write ``labels`` with their items' final grades to ``WS/exports/labels-<time>.<fmt>``
+    (csv or jsonl; :func:`curation.access.label_export.export_labels_with_final_grades`, blind
+    mode applied for ``viewer``); return the bytes."""
     if fmt not in ("csv", "jsonl"):
         raise CurationError(f"Unknown export format {fmt!r}. Available options: csv, jsonl")
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-    path = export_labels(labels, ws.root / "exports" / f"labels-{stamp}.{fmt}")
+    path = export_labels_with_final_grades(ws, labels,
+                                           ws.root / "exports" / f"labels-{stamp}.{fmt}",
+                                           viewer=viewer)
     return path.read_bytes()
 
 

@@ -23,7 +23,7 @@ import csv
 import json
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -329,12 +329,43 @@ def agreement(ws: Workspace, user_a: str, user_b: str) -> Agreement:
 
 _EXPORT_FIELDS: Sequence[str] = ("id", "created_at", "user", "schema", "query_key", "query_text",
                                  "doc_id", "grade", "note", "model_version", "train_size")
+#: The item's final grade beside each label (empty where the item has none).
+FINAL_FIELDS: Sequence[str] = ("final_grade", "final_source", "adjudicated_by", "adjudicated_at",
+                               "adjudication_reason")
+#: What each exported column holds (the ``kbcurate labels export`` help prints it).
+EXPORT_COLUMNS_HELP = (
+    "Exported columns (CSV/TSV header, JSONL keys), one row per label: id, created_at (UTC), "
+    "user, schema, query_key, query_text, doc_id, grade (complete / partial / irrelevant / "
+    "skip), note, model_version and train_size (what ranked the abstract when it was "
+    "labelled); then the item's (schema, query_key, doc_id) final grade, the same on every "
+    "label of the item: final_grade (a curator's adjudicated grade, else the grade every "
+    "current non-skip label gives), final_source (adjudicated or unanimous), adjudicated_by, "
+    "adjudicated_at (UTC) and adjudication_reason (empty unless adjudicated). The final "
+    "columns are empty (JSONL: null) for an open disagreement or an item with only skips.")
 
 
-def export_labels(labels: Sequence[Label], path: str | Path) -> Path:
-    """Write labels as CSV or JSONL (by the file suffix)."""
+def export_labels(labels: Sequence[Label], path: str | Path, *,
+                  finals: Mapping[tuple[str, str, str], Mapping[str, Any]] | None = None) -> Path:
+    """Write labels as CSV, TSV or JSONL (by the file suffix), with the final-grade columns.
+
+    Args:
+        labels: The labels, one row each (the columns: :data:`EXPORT_COLUMNS_HELP`).
+        path: The file to write.
+        finals: (schema, query_key, doc_id) -> the item's :data:`FINAL_FIELDS` values
+            (:func:`curation.access.label_export.export_labels_with_final_grades` fills it);
+            items not in it, or every item when None, get empty final columns.
+
+    Raises:
+        CurationError: A suffix other than .csv, .tsv or .jsonl.
+    """
     path = Path(path)
-    rows = [{k: lab.to_json()[k] for k in _EXPORT_FIELDS} for lab in labels]
+    finals = finals or {}
+    fields = [*_EXPORT_FIELDS, *FINAL_FIELDS]
+    rows = []
+    for lab in labels:
+        final = finals.get((lab.schema, lab.query_key, lab.doc_id), {})
+        rows.append({**{k: lab.to_json()[k] for k in _EXPORT_FIELDS},
+                     **{k: final.get(k) for k in FINAL_FIELDS}})
     if path.suffix.lower() == ".jsonl":
         with open(path, "w", encoding="utf-8") as fh:
             for row in rows:
@@ -342,7 +373,7 @@ def export_labels(labels: Sequence[Label], path: str | Path) -> Path:
     elif path.suffix.lower() in (".csv", ".tsv"):
         delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
         with open(path, "w", encoding="utf-8", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(_EXPORT_FIELDS), delimiter=delimiter)
+            writer = csv.DictWriter(fh, fieldnames=fields, delimiter=delimiter)
             writer.writeheader()
             writer.writerows(rows)
     else:
