@@ -2,6 +2,11 @@
 
 The tool suggests, the curator decides: a candidate becomes a source-suggestion row (PMID, the
 relation's slots, the answer, a required comment, who confirmed it) only by the curator's click.
+
+What the panel shows (rules: :func:`curation.search.candidates.answer_candidates`): the
+candidates named in a sentence with the query entities, flagged NEW (an answer the KB lacks) or
+marked as a class / generic therapy (never NEW), each with its supporting sentences; below them,
+in one caption, the candidates only mentioned elsewhere in the abstracts.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import streamlit as st
 from app_pages.common import AppContext, current_user, flash, short_hash, show_flash
 from app_pages.safe import md
 from curation.search.candidates import Candidate, is_pmid
+from curation.search.cards import PUBMED_URL
 from curation.search.session import SearchResult
 from curation.search.suggestions import add_suggestion, list_suggestions, suggestions_csv
 from curation.store.relations import PartialRelation
@@ -19,14 +25,44 @@ from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
 
 SHOWN = 15
+#: Mentioned-only candidates named in the caption under the table.
+MENTIONED_SHOWN = 10
+#: Supporting sentences shown for the chosen candidate.
+SENTENCES_SHOWN = 6
+COLUMNS = ["candidate", "flag", "abstracts", "sentences", "PubMed", "PMIDs", "from"]
+#: Column widths (pixels or Streamlit's names): a PMID (up to 10 digits) is never cut.
+COLUMN_CONFIG = {
+    "candidate": st.column_config.TextColumn("candidate", width="medium"),
+    "flag": st.column_config.TextColumn(
+        "flag", width="small", help="NEW: a specific answer this relation lacks, named in a "
+        "sentence with the query. class / generic therapy: a kind of answer, never NEW"),
+    "abstracts": st.column_config.NumberColumn("abstracts", width="small",
+                                               help="abstracts with a supporting sentence"),
+    "sentences": st.column_config.NumberColumn("sentences", width="small"),
+    "PubMed": st.column_config.LinkColumn(
+        "PubMed", width=110, help="the best-ranked supporting abstract on PubMed",
+        display_text=r"https://pubmed\.ncbi\.nlm\.nih\.gov/(\d+)/"),
+    "PMIDs": st.column_config.TextColumn("PMIDs", width="large"),
+    "from": st.column_config.TextColumn("from", width="small"),
+}
+
+
+def flag(candidate: Candidate) -> str:
+    """What the flag column says: NEW, the class kind, or nothing (a known answer)."""
+    if candidate.kind.generic:
+        return candidate.kind.value
+    return "NEW" if candidate.new else ""
 
 
 def candidates_frame(candidates: list[Candidate]) -> pd.DataFrame:
+    """One row per candidate: flag, supporting abstracts and sentences, the first abstract as a
+    PubMed link (an id that is no PMID gets no link) and every PMID."""
     return pd.DataFrame.from_records(
-        [{"candidate": c.text, "abstracts": c.count, "new": "NEW" if c.new else "",
-          "PMIDs": ", ".join(c.pmids[:6]) + (" ..." if c.count > 6 else ""),
-          "from": "+".join(c.sources)} for c in candidates],
-        columns=["candidate", "abstracts", "new", "PMIDs", "from"])
+        [{"candidate": c.text, "flag": flag(c), "abstracts": c.count,
+          "sentences": len(c.sentences),
+          "PubMed": next((PUBMED_URL.format(pmid=p) for p in c.pmids if is_pmid(p)), None),
+          "PMIDs": ", ".join(c.pmids), "from": "+".join(c.sources)} for c in candidates],
+        columns=COLUMNS)
 
 
 def _confirm(ctx: AppContext, schema: Schema, partial: PartialRelation,
@@ -45,23 +81,44 @@ def _confirm(ctx: AppContext, schema: Schema, partial: PartialRelation,
                      f"{md(row.answer)}.", where="suggestion")
 
 
+def _option_label(candidate: Candidate) -> str:
+    mark = flag(candidate) or ("" if candidate.with_query else "not with the query")
+    return f"{candidate.text} ({candidate.count})" + (f" · {mark}" if mark else "")
+
+
+def supporting_sentences(candidate: Candidate, pmid: str | None = None) -> None:
+    """The sentences that name ``candidate`` with the query entities (those of ``pmid`` first),
+    escaped, each after its PMID."""
+    if not candidate.sentences:
+        st.caption(f"{md(candidate.text)} is mentioned in these abstracts, but in no sentence "
+                   "with the query entities.")
+        return
+    ordered = sorted(candidate.sentences, key=lambda s: s.pmid != pmid)
+    with st.expander(f"Sentences supporting {md(candidate.text)} ({len(ordered)})",
+                     expanded=True, key=f"sugg_sent_{short_hash(candidate.key)}"):
+        for support in ordered[:SENTENCES_SHOWN]:
+            st.markdown(f"**PMID {md(support.pmid)}** · {md(support.text)}")
+        if len(ordered) > SENTENCES_SHOWN:
+            st.caption(f"and {len(ordered) - SENTENCES_SHOWN:d} more")
+
+
 def _confirm_form(ctx: AppContext, schema: Schema, partial: PartialRelation,
                   candidates: list[Candidate]) -> None:
     by_key = {c.key: c for c in candidates}
     pick_key = f"sugg_pick_{short_hash(partial.query_key)}"
     if st.session_state.get(pick_key) not in by_key:
         st.session_state[pick_key] = candidates[0].key
-    chosen = by_key[st.selectbox(
-        "Candidate", list(by_key), key=pick_key,
-        format_func=lambda k: f"{by_key[k].text} ({by_key[k].count})"
-                              + (" · NEW" if by_key[k].new else ""))]
+    chosen = by_key[st.selectbox("Candidate", list(by_key), key=pick_key,
+                                 format_func=lambda k: _option_label(by_key[k]))]
     pmids = [p for p in chosen.pmids if is_pmid(p)]
     if not pmids:
+        supporting_sentences(chosen)
         st.caption("No PubMed abstract supports this candidate.")
         return
     suffix = short_hash(partial.query_key + chosen.key)
     pmid_key, comment_key = f"sugg_pmid_{suffix}", f"sugg_comment_{suffix}"
-    st.selectbox("Supporting PMID", pmids, key=pmid_key)
+    pmid = st.selectbox("Supporting PMID", pmids, key=pmid_key)
+    supporting_sentences(chosen, pmid)
     st.text_area("Comment (required)", key=comment_key, height=70,
                  placeholder=comment_placeholder(schema, partial, chosen.text))
     st.button("Add source suggestion", key="sugg_add", type="primary", on_click=_confirm,
@@ -77,25 +134,44 @@ def comment_placeholder(schema: Schema, partial: PartialRelation, candidate: str
             "e.g. the sentence that says so")
 
 
+def _mentioned(mentioned: list[Candidate]) -> None:
+    if not mentioned:
+        return
+    names = ", ".join(f"{c.text} ({c.count})" for c in mentioned[:MENTIONED_SHOWN])
+    more = len(mentioned) - MENTIONED_SHOWN
+    st.caption(f"Also mentioned in these abstracts, but in no sentence with the query (not "
+               f"suggested): {md(names)}" + (f" and {more:d} more" if more > 0 else ""))
+
+
 def suggestions_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
                       result: SearchResult) -> None:
-    """Candidates with counts and PMIDs, NEW when the KB lacks them; confirm one; export."""
+    """Candidates named with the query (flags, sentences, PMIDs); mentions; confirm; export."""
     st.markdown(f"**Suggested {md(schema.answer)}** in the top {len(result.docs)} abstracts")
-    candidates = list(result.candidates[:SHOWN])
-    if not candidates:
-        st.caption(f"No {md(schema.answer)} candidate found in these abstracts.")
+    suggested = [c for c in result.candidates if c.with_query][:SHOWN]
+    mentioned = [c for c in result.candidates if not c.with_query]
+    if not suggested:
+        st.caption(f"No {md(schema.answer)} candidate named in a sentence with the query "
+                   "entities in these abstracts.")
     else:
-        st.dataframe(candidates_frame(candidates), hide_index=True, key="candidates_table",
-                     width="stretch")
-        _confirm_form(ctx, schema, partial, candidates)
+        st.dataframe(candidates_frame(suggested), hide_index=True, key="candidates_table",
+                     width="stretch", column_config=COLUMN_CONFIG)
+    _mentioned(mentioned)
+    if suggested or mentioned:
+        _confirm_form(ctx, schema, partial, suggested + mentioned[:MENTIONED_SHOWN])
+    _saved(ctx, schema, partial)
+
+
+def _saved(ctx: AppContext, schema: Schema, partial: PartialRelation) -> None:
+    """This relation's source suggestions (every status) and their CSV export."""
     saved = list_suggestions(ctx.ws, schema=schema.name, query_key=partial.query_key)
-    if saved:
-        st.caption(f"{len(saved)} source suggestion(s) for this relation")
-        st.dataframe(pd.DataFrame([{"PMID": s.pmid, schema.answer: s.answer,
-                                    "comment": s.comment, "by": s.confirmed_by}
-                                   for s in saved]),
-                     hide_index=True, key="saved_suggestions", width="stretch")
-        st.download_button("Export suggestions (CSV)", key="sugg_export",
-                           data=lambda: suggestions_csv(saved, ctx.ws.schemas()),
-                           file_name="source_suggestions.csv", mime="text/csv",
-                           on_click="ignore")
+    if not saved:
+        return
+    st.caption(f"{len(saved)} source suggestion(s) for this relation")
+    st.dataframe(pd.DataFrame([{"PMID": s.pmid, schema.answer: s.answer, "status": s.status.value,
+                                "comment": s.comment, "by": s.confirmed_by} for s in saved]),
+                 hide_index=True, key="saved_suggestions", width="stretch",
+                 column_config={"PMID": st.column_config.TextColumn("PMID", width=100)})
+    st.download_button("Export suggestions (CSV)", key="sugg_export",
+                       data=lambda: suggestions_csv(saved, ctx.ws.schemas()),
+                       file_name="source_suggestions.csv", mime="text/csv",
+                       on_click="ignore")

@@ -66,18 +66,35 @@ def _moderation_form(ctx: AppContext, rows: list[SourceSuggestion]) -> None:
                    disabled=chosen.status is SuggestionStatus.REJECTED)
 
 
+def _export(ctx: AppContext, rows: list[SourceSuggestion]) -> None:
+    """The CSV export, shown whenever the workspace has a suggestion: the listed ones, or all of
+    them when none has the chosen status (accepting the last new suggestion empties the "new"
+    list; the export stays, now of every suggestion)."""
+    if rows:
+        st.download_button("These suggestions as CSV", key="sg_export",
+                           file_name="source_suggestions.csv", mime="text/csv",
+                           on_click="ignore", data=lambda: suggestions_csv(rows,
+                                                                           ctx.ws.schemas()))
+        return
+    every = list_suggestions(ctx.ws)
+    if every:
+        st.download_button(f"All {len(every):,} suggestions as CSV", key="sg_export",
+                           file_name="source_suggestions.csv", mime="text/csv",
+                           on_click="ignore", data=lambda: suggestions_csv(every,
+                                                                           ctx.ws.schemas()))
+
+
 def suggestions_panel(ctx: AppContext) -> None:
     """Source suggestions by status; curators and admins accept or reject them."""
     status = st.selectbox("Status", STATUS_CHOICES, key="sg_status")
     rows = list_suggestions(ctx.ws, status=None if status == ALL else status)
     st.caption(f"{len(rows):,} source suggestion(s)")
     show_flash("moderation")
+    _export(ctx, rows)
     if not rows:
         return
-    st.dataframe(suggestions_frame(rows), hide_index=True, key="sg_table", width="stretch")
-    st.download_button("These suggestions as CSV", key="sg_export",
-                       file_name="source_suggestions.csv", mime="text/csv", on_click="ignore",
-                       data=lambda: suggestions_csv(rows, ctx.ws.schemas()))
+    st.dataframe(suggestions_frame(rows), hide_index=True, key="sg_table", width="stretch",
+                 column_config={"pmid": st.column_config.TextColumn("pmid", width=100)})
     if ctx.user.role in REVIEWER_ROLES:
         _moderation_form(ctx, rows)
     else:
