@@ -23,8 +23,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
-from curation.matching.abbreviations import find_abbreviations
+from curation.matching.abbreviations import Abbreviation, find_abbreviations
 from curation.matching.evidence import select_evidence, split_sentences
 from curation.matching.matcher import EntityMatcher
 from kb_sources.schema import Schema
@@ -152,12 +153,19 @@ def _self_modification(doc_id: str, text: str, schema: Schema,
                 out.setdefault(selves[entity_id].key, []).append(Support(doc_id, sentence, slots))
 
 
+@lru_cache(maxsize=2048)
+def _abbreviations(text: str) -> tuple[Abbreviation, ...]:
+    """:func:`find_abbreviations`, once per text (the same top abstracts come back as the
+    curator moves between relations; scispacy takes ~4 ms an abstract)."""
+    return find_abbreviations(text)
+
+
 def defined_enzymes(text: str, answer_type: str, excluded: set[str]) -> list[Entity]:
     """Enzymes the text defines by an abbreviation ("leucine-rich repeat kinase 2 (LRRK2)"):
     one entity of ``answer_type`` per short form that looks like a gene symbol, with the long
     form as its synonym; none whose short or long form (lower case) is in ``excluded``."""
     out: dict[str, Entity] = {}
-    for abbr in find_abbreviations(text):
+    for abbr in _abbreviations(text):
         short, long = abbr.short.strip(), " ".join(abbr.long.split())
         if not (_SYMBOL.fullmatch(short) and any(c.isupper() for c in short)
                 and ENZYME_WORDS.search(long)):
