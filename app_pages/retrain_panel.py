@@ -15,20 +15,22 @@ from curation.evaluation.reporting import evaluable_schemas
 from curation.jobs.queue import Job, JobStatus, list_jobs
 from curation.store.labels import Grade
 from curation.store.models import active_model
-from curation.training.edel import EdelOptions
 from curation.training.jobs import start_retrain
+from curation.training.recipes import get_recipe, options_class, recipe_names
 from curation.training.retrain import RetrainOptions, labels_since_active
 from kb_sources.errors import CurationError
 
 
 def _request() -> None:
+    recipe = st.session_state.get("retrain_recipe") or "edel"
     st.session_state["retrain_request"] = {
         "schema": st.session_state.get("retrain_schema"),
         "options": {
-            "edel": {"epochs": int(st.session_state.get("retrain_epochs", 1)),
-                     "negatives_per_class": int(st.session_state.get("retrain_negatives", 2))},
+            "recipe": recipe,
+            "training": {"epochs": int(st.session_state.get(f"retrain_epochs_{recipe}", 1))},
             "warm_start": not st.session_state.get("retrain_from_base", False),
             "tolerance_pp": float(st.session_state.get("retrain_tolerance", 0.5)),
+            "small_test_reason": st.session_state.get("retrain_small_reason") or "",
         },
     }
 
@@ -68,14 +70,21 @@ def retrain_sidebar(ctx: AppContext) -> None:
                 return
             schema = st.selectbox("Schema", schemas, key="retrain_schema")
             _status(ctx, schema)
-            edel, loop = EdelOptions(), RetrainOptions()
-            st.number_input("Epochs", 1, 20, edel.epochs, key="retrain_epochs")
-            st.number_input("Negatives / class", 1, 50, edel.negatives_per_class,
-                            key="retrain_negatives")
+            recipe = st.selectbox("Recipe", recipe_names(), key="retrain_recipe",
+                                  help=md("; ".join(f"{k}: {get_recipe(k).labels}"
+                                                    for k in recipe_names())))
+            st.caption(md(f"Labels become: {get_recipe(recipe).labels}"))
+            loop = RetrainOptions()
+            st.number_input("Epochs", 1, 20, options_class(recipe)().epochs,
+                            key=f"retrain_epochs_{recipe}")
             st.number_input("Gate tolerance (pp)", 0.0, 10.0, loop.tolerance_pp, step=0.5,
                             key="retrain_tolerance")
             st.checkbox("Start from the base model (not the active version)",
                         key="retrain_from_base")
+            st.text_input("Reason to promote on < 20 test queries (optional)",
+                          key="retrain_small_reason",
+                          help="the gate does not promote on fewer than 20 held-out queries "
+                               "unless an admin writes why (audited)")
             st.button("Retrain", key="retrain_start", type="primary", on_click=_request,
                       disabled=bool(running))
 

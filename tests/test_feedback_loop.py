@@ -155,6 +155,22 @@ def test_gate_decisions(candidate, active, promote, why):
     assert any(why in r for r in decision.reasons), decision.reasons
 
 
+def test_gate_wants_a_written_reason_below_20_test_queries():
+    from curation.training.gate import decide
+
+    better = ({"ndcg@10": 0.6, "entity_recall@10": 0.5}, {"ndcg@10": 0.4, "entity_recall@10": 0.5})
+    assert decide(*better, test_queries=20).promote  # 20 is enough
+    few = decide(*better, test_queries=19)
+    assert not few.promote and few.reasons[0] == "ndcg@10 improves by 20.00 pp"
+    assert few.reasons[-1].startswith("only 19 test queries (< 20): too few to trust")
+    ok = decide(*better, test_queries=19, small_test_reason="pilot schema, checked by hand")
+    assert ok.promote and ok.reasons[-2] == (
+        "only 19 test queries (< 20), promoted on an admin's written reason: pilot schema, "
+        "checked by hand")
+    worse = decide(better[1], better[0], test_queries=3, small_test_reason="anyway")
+    assert not worse.promote and worse.reasons[-1] == "kept as a candidate: a metric dropped"
+
+
 def test_gate_refuses_bad_input():
     with pytest.raises(CurationError, match="has no entity_recall@10; evaluate it first"):
         decide({"ndcg@10": 0.5}, {"ndcg@10": 0.4, "entity_recall@10": 0.1})
@@ -163,12 +179,13 @@ def test_gate_refuses_bad_input():
 
 
 def _options(tiny_model_path, **kw):
-    from curation.training.edel import EdelOptions
+    from curation.training.recipes.edel import EdelOptions
     from curation.training.retrain import RetrainOptions
 
     edel = EdelOptions(base=str(tiny_model_path), epochs=1, batch_size=4, max_seq_length=32,
                        negatives_per_class=2, dev_depth=0, seed=3)
-    return RetrainOptions(edel=edel, **kw)
+    kw.setdefault("small_test_reason", "test fixture: a handful of test queries")
+    return RetrainOptions(training=edel, **kw)
 
 
 def test_retrain_warm_starts_gates_and_switches(loop_ws, tiny_model_path):
@@ -340,7 +357,7 @@ def test_killed_retrain_worker_leaves_the_active_model_and_resumes(loop_ws, tiny
     q = _train_query(loop_ws, "")
     _label(loop_ws, q, q.gold[0], "complete", user="root")
     opts = _options(tiny_model_path).to_json()
-    opts["edel"].update(epochs=2, batch_size=1)  # many small steps: time to kill in epoch 2
+    opts["training"].update(epochs=2, batch_size=1)  # many small steps: time to kill in epoch 2
     job = start_retrain(loop_ws, ADMIN, "disease_gene", opts)
     deadline = time.time() + 240
     while time.time() < deadline:
@@ -371,17 +388,29 @@ def test_cli_retrain_history_and_promote(loop_ws, tiny_model_path, capsys):
     common = ["-w", str(loop_ws.root), "--quiet"]
     tiny = ["--base", str(tiny_model_path), "--batch-size", "4", "--max-seq-length", "32",
             "--dev-depth", "0", "--negatives-per-class", "2"]
+    # 2 test queries: the gate keeps the first version a candidate, and says so, unless an
+    # admin writes why it may promote anyway
     assert main(["retrain", *common, "--schema", "disease_gene", *tiny, "--json"]) == 0
+    refused = json.loads(capsys.readouterr().out)
+    assert refused["version"] == "disease_gene-edel@1" and not refused["promoted"]
+    assert refused["gate"]["reasons"][-1].startswith("only 2 test queries (< 20): too few")
+    assert "Evaluated on only 2 test queries (< 20)" in refused["warnings"][-1]
+    reason = ["--small-test-reason", "fixture: a handful of queries"]
+    assert main(["retrain", *common, "--schema", "disease_gene", *tiny, *reason, "--json"]) == 0
     first = json.loads(capsys.readouterr().out)
-    assert first["version"] == "disease_gene-edel@1" and first["promoted"]
-    assert main(["retrain", *common, "--schema", "disease_gene", *tiny, "--no-promote"]) == 0
+    assert first["version"] == "disease_gene-edel@2" and first["promoted"]
+    assert "promoted on an admin's written reason: fixture" in " ".join(first["gate"]["reasons"])
+    assert main(["retrain", *common, "--schema", "disease_gene", *tiny, *reason,
+                 "--no-promote"]) == 0
     out = capsys.readouterr().out
-    assert "disease_gene-edel@2 stays a candidate" in out and "kbcurate models promote" in out
-    assert main(["models", "promote", "disease_gene-edel@2", *common]) == 2
+    assert "disease_gene-edel@3 stays a candidate" in out and "kbcurate models promote" in out
+    assert main(["models", "promote", "disease_gene-edel@3", *common]) == 2
     assert "needs a written reason" in capsys.readouterr().err
-    assert main(["models", "promote", "disease_gene-edel@2", *common, "--reason", "manual"]) == 0
+    assert main(["models", "promote", "disease_gene-edel@3", *common, "--reason", "manual"]) == 0
+    assert "disease_gene-edel@3 is now the active disease_gene model" in capsys.readouterr().out
     assert main(["models", "history", *common, "--schema", "disease_gene", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out.split("\n", 1)[1])
+    rows = json.loads(capsys.readouterr().out)
     assert [(r["version"], r["status"]) for r in rows] == [
-        ("disease_gene-edel@1", "candidate"), ("disease_gene-edel@2", "active")]
-    assert rows[1]["reason"] == "manual" and rows[1]["promoted_by"] == "cli"
+        ("disease_gene-edel@1", "candidate"), ("disease_gene-edel@2", "candidate"),
+        ("disease_gene-edel@3", "active")]
+    assert rows[2]["reason"] == "manual" and rows[2]["promoted_by"] == "cli"

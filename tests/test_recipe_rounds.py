@@ -9,7 +9,8 @@ import pytest
 
 from curation.cli.main import main
 from curation.store.models import get_model, list_models, model_options, verify_weights
-from curation.training.recipes import recipe_options, train_recipe
+from curation.training.recipes import recipe_options
+from curation.training.rounds import run_round
 from kb_sources.errors import CurationError
 from tests.loop_fixtures import PAIRS, make_loop_workspace
 
@@ -48,8 +49,16 @@ def test_bica_round_on_a_knn_graph_registers_a_usable_version(tmp_workspace, tin
     ws = make_loop_workspace(tmp_workspace)
     options = recipe_options("bica", {**SMALL, "base": str(tiny_model_path), "graph": "knn",
                                       "knn_k": 4})
-    version = train_recipe(ws, "disease_gene", "bica", options, actor="root", progress=False)
+    result = run_round(ws, "disease_gene", "bica", options, actor="root", progress=False)
+    version = result.version
     assert version.id == "disease_gene-bica@1" and version.recipe == "bica"
+    # the round ends with the test metrics of kbcurate evaluate (whole corpus)
+    from curation.evaluation.runner import evaluate_workspace
+
+    report = evaluate_workspace(ws, "disease_gene", ["dense"], split="test",
+                                options={"dense": {"model": version.id}}, progress=False)
+    assert result.test_queries == report["retrievers"]["dense"]["queries"] > 0
+    assert version.metrics["test_ndcg@10"] == report["retrievers"]["dense"]["ndcg@10"]
     m = version.manifest
     assert m["recipe"] == "bica" and m["options"]["graph"] == "knn"
     assert m["examples"]["graph"]["kind"] == "knn"
@@ -67,7 +76,7 @@ def test_bica_citation_graph_without_edges_falls_back_and_counts(tmp_workspace,
                                                                   tiny_model_path):
     ws = make_loop_workspace(tmp_workspace)  # no citation edges at all
     options = recipe_options("bica", {**SMALL, "base": str(tiny_model_path), "dev_depth": 0})
-    version = train_recipe(ws, "disease_gene", "bica", options, actor="root", progress=False)
+    version = run_round(ws, "disease_gene", "bica", options, actor="root", progress=False).version
     data = version.manifest["examples"]
     assert data["queries_with_citation_edges"] == 0
     assert sum(data["fallbacks"].values()) == data["queries"] > 0
@@ -80,7 +89,8 @@ def test_biohicl_round_merges_lora_and_changes_the_model(tmp_workspace, tiny_mod
     ws = _with_mesh(tmp_workspace)
     options = recipe_options("biohicl", {**SMALL, "base": str(tiny_model_path),
                                          "batch_size": 8, "learning_rate": 1e-2})
-    version = train_recipe(ws, "disease_gene", "biohicl", options, actor="root", progress=False)
+    version = run_round(ws, "disease_gene", "biohicl", options, actor="root",
+                        progress=False).version
     assert version.id == "disease_gene-biohicl@1"
     m = version.manifest
     assert m["examples"]["documents"] == 44  # 24 disease documents with headings + 20 cohorts
@@ -103,7 +113,8 @@ def test_biohicl_entity_mesh_with_names_derived_from_mentions(tmp_workspace, tin
                           ("303", "skin lesion", '["D012871"]')])  # spells no heading
     options = recipe_options("biohicl", {**SMALL, "base": str(tiny_model_path), "batch_size": 8,
                                          "entity_mesh": True, "mesh_descriptors": "annotations"})
-    version = train_recipe(ws, "disease_gene", "biohicl", options, actor="root", progress=False)
+    version = run_round(ws, "disease_gene", "biohicl", options, actor="root",
+                        progress=False).version
     m = version.manifest["examples"]
     assert m["entity_mesh"] is True
     assert m["descriptor_names"] == {"source": "annotations", "descriptor_ids": 2,
@@ -117,7 +128,7 @@ def test_biohicl_entity_mesh_with_names_derived_from_mentions(tmp_workspace, tin
 def test_biohicl_without_mesh_is_a_clear_error(tmp_workspace, tiny_model_path):
     ws = make_loop_workspace(tmp_workspace)
     with pytest.raises(CurationError, match="MeSH"):
-        train_recipe(ws, "disease_gene", "biohicl",
+        run_round(ws, "disease_gene", "biohicl",
                      recipe_options("biohicl", {**SMALL, "base": str(tiny_model_path)}),
                      actor="root", progress=False)
     with pytest.raises(CurationError, match="entity_mesh needs mesh_descriptors"):
@@ -140,7 +151,7 @@ def test_cli_train_recipe_biohicl_full_finetune(tmp_workspace, tiny_model_path, 
 
 def test_train_bench_reports_variants_and_gains(tmp_workspace, tiny_model_path, tmp_path):
     from curation.training.bench import train_bench
-    from curation.training.edel import EdelOptions
+    from curation.training.recipes.edel import EdelOptions
 
     ws = _with_mesh(tmp_workspace)
     tiny = {**SMALL, "base": str(tiny_model_path)}

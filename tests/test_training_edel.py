@@ -190,12 +190,24 @@ def test_no_train_query_is_a_clear_error(tmp_workspace):
 def test_train_register_and_use_a_version(po_workspace, tiny_model_path):
     from curation.search.indexing import get_index, with_workspace_defaults
     from curation.store.models import get_model
-    from curation.training.edel import EdelOptions, train_edel
+    from curation.training.recipes.edel import EdelOptions
+    from curation.training.rounds import run_round
 
     options = EdelOptions(base=str(tiny_model_path), epochs=2, batch_size=4, max_seq_length=32,
                           negatives_per_class=2, dev_depth=5, dev_random=5, seed=1)
-    version = train_edel(po_workspace, "PO", options, actor="alice", progress=False)
+    result = run_round(po_workspace, "PO", "edel", options, actor="alice", progress=False)
+    version = result.version
     assert version.id == "PO-edel@1" and version.status == "candidate"
+    # tiny data is named with its numbers (this fixture has no test query: no test metrics)
+    assert result.test_queries == len(build_task(po_workspace, "PO").split("test")) == 0
+    assert "test_ndcg@10" not in version.metrics
+    n = get_model(po_workspace, version.id).manifest["examples"]["examples"]
+    assert result.warnings == tuple(version.metrics["warnings"]) == (
+        f"Trained on only {n} examples (< 200): the version may be no better than its base "
+        "model; import more KB records or label more",
+        "Trained on only 3 train queries (< 20): too few to learn the schema's queries",
+        "No test query cites a document of the workspace: the version has no test metrics and "
+        "the gate cannot compare it; import the cited abstracts")
     m = get_model(po_workspace, version.id).manifest
     assert m["recipe"] == "edel" and m["seed"] == 1 and m["document_format"].endswith(
         "[SEP] {abstract}")
@@ -241,7 +253,8 @@ def test_training_job_is_admin_only_and_checked_before_queueing(po_workspace, ti
 
 
 def test_interrupted_round_resumes_from_its_epoch_checkpoint(po_workspace, tiny_model_path):
-    from curation.training.edel import EdelOptions, train_edel
+    from curation.training.recipes.edel import EdelOptions
+    from curation.training.rounds import run_round
 
     options = EdelOptions(base=str(tiny_model_path), epochs=2, batch_size=4, max_seq_length=32,
                           negatives_per_class=2, dev_depth=0, seed=5)
@@ -256,12 +269,13 @@ def test_interrupted_round_resumes_from_its_epoch_checkpoint(po_workspace, tiny_
                 raise Stop(message)
 
     with pytest.raises(Stop):
-        train_edel(po_workspace, "PO", options, actor="root", progress=False, report=interrupt)
+        run_round(po_workspace, "PO", "edel", options, actor="root", progress=False,
+                  report=interrupt)
     (run_dir,) = (po_workspace.root / "cache" / "training").iterdir()
     assert [p.name for p in (run_dir / "checkpoints").iterdir()]  # epoch 1 kept
-    version = train_edel(po_workspace, "PO", options, actor="root", progress=False)
+    version = run_round(po_workspace, "PO", "edel", options, actor="root", progress=False).version
     assert version.manifest["epochs_run"] == 2 and not run_dir.exists()
-    fresh = train_edel(po_workspace, "PO", options, actor="root", progress=False)
+    fresh = run_round(po_workspace, "PO", "edel", options, actor="root", progress=False).version
     from safetensors.numpy import load_file
 
     a = load_file(version.model_dir / "model.safetensors")

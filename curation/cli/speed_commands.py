@@ -6,7 +6,7 @@ import argparse
 
 from curation.cli.common import workspace_path
 from curation.store.workspace import Workspace
-from curation.training.edel import EdelOptions
+from curation.training.recipes.edel import EdelOptions
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

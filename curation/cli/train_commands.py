@@ -5,15 +5,16 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import fields
 from typing import Any
 
 from curation.cli import model_commands, rank_commands, speed_commands
 from curation.cli.common import CLI_ADMIN, given_or, print_json, workspace_path
+from curation.cli.recipe_flags import add_recipe_argument, add_recipe_flags, option_values
 from curation.store.workspace import Workspace
-from curation.training.edel import EdelOptions
-from curation.training.examples import Ablation
-from curation.training.recipes import RECIPE_HELP, RECIPES
+from curation.training.recipes.edel import EdelOptions
+from curation.training.scoring import EVALUATIONS
 
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -21,13 +22,13 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p = sub.add_parser("train", parents=[common],
                        help="train a dense retriever on a schema's KB (a new model version)")
     p.add_argument("--schema", required=True, help="schema whose KB records are the data")
-    p.add_argument("--recipe", default="edel", choices=RECIPES,
-                   help="; ".join(RECIPE_HELP.values()))
-    _recipe_options(p)
+    add_recipe_argument(p)
+    add_recipe_flags(p)
+    p.add_argument("--evaluation", default="corpus", choices=EVALUATIONS,
+                   help="test metrics of the new version: the whole corpus (as kbcurate "
+                        "evaluate) or a pool (test gold + BM25 top 30 + 500 random; faster)")
     p.add_argument("--activate", action="store_true",
-                   help="make the new version the schema's active one")
-    p.add_argument("--evaluate", action="store_true",
-                   help="evaluate the new version on the test split (encodes the whole corpus)")
+                   help="make the new version the schema's active one (builds its index first)")
 
     model_commands.add_parser(sub, common)
 
@@ -51,7 +52,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--mesh-descriptors", metavar="FILE",
                    help="biohicl-entity: descriptor id -> name file (d2019.bin or a TSV), or "
                         "'annotations' to derive the names from the mentions (an adaptation)")
-    _training_options(p)
+    add_recipe_flags(p, only="edel", with_defaults=True)
     speed_commands.add_parser(sub, common)
 
 
@@ -94,131 +95,62 @@ def _loop_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentPars
 
 def _retrain_options(p: argparse.ArgumentParser, evaluation: str = "corpus") -> None:
     from curation.training.feedback import LabelMapping
-    from curation.training.retrain import EVALUATIONS, RetrainOptions
+    from curation.training.retrain import RetrainOptions
 
     d, m = RetrainOptions(), LabelMapping()
+    add_recipe_argument(p)
     p.add_argument("--from-base", action="store_true",
                    help="start from the base model instead of the active version")
     p.add_argument("--tolerance", type=float, default=d.tolerance_pp,
                    help="largest allowed drop of NDCG@10 / EntityRecall@10 in pp")
     p.add_argument("--no-promote", action="store_true",
                    help="only report the gate's decision; never switch the active version")
+    p.add_argument("--small-test-reason", default="", metavar="TEXT",
+                   help="an admin's written reason to let the gate promote on fewer than 20 "
+                        "test queries (audited)")
     p.add_argument("--evaluation", default=evaluation, choices=EVALUATIONS,
                    help="score on the whole corpus (as kbcurate evaluate) or on a pool")
-    p.add_argument("--partial-mu", type=float, default=m.partial_mu)
-    p.add_argument("--irrelevant-mu", type=float, default=m.irrelevant_mu)
-    _training_options(p)
+    p.add_argument("--partial-mu", type=float, default=m.partial_mu,
+                   help="edel: margin of a partial label whose pattern is complete")
+    p.add_argument("--irrelevant-mu", type=float, default=m.irrelevant_mu,
+                   help="edel: margin of an irrelevant label (hard negative)")
+    add_recipe_flags(p)
 
 
 def retrain_options(args: argparse.Namespace) -> Any:
     from curation.training.feedback import LabelMapping
+    from curation.training.recipes import recipe_options
     from curation.training.retrain import RetrainOptions
 
-    return RetrainOptions(edel=edel_options(args), warm_start=not args.from_base,
-                          tolerance_pp=args.tolerance, promote=not args.no_promote,
+    return RetrainOptions(recipe=args.recipe,
+                          training=recipe_options(args.recipe, option_values(args)),
+                          warm_start=not args.from_base, tolerance_pp=args.tolerance,
+                          promote=not args.no_promote,
                           mapping=LabelMapping(args.partial_mu, args.irrelevant_mu),
-                          evaluation=args.evaluation)
-
-
-def _training_options(p: argparse.ArgumentParser) -> None:
-    d = EdelOptions()
-    p.add_argument("--base", default=d.base,
-                   help="base model: HF name or local folder (default: packaged MiniLM)")
-    p.add_argument("--epochs", type=int, default=d.epochs)
-    p.add_argument("--batch-size", type=int, default=d.batch_size)
-    p.add_argument("--learning-rate", type=float, default=d.learning_rate)
-    p.add_argument("--warmup-ratio", type=float, default=d.warmup_ratio)
-    p.add_argument("--max-seq-length", type=int, default=d.max_seq_length)
-    p.add_argument("--precision", default=d.precision, choices=("auto", "fp32", "bf16"),
-                   help="auto: bf16 on a CUDA GPU, fp32 on CPU; bf16 on CPU uses autocast")
-    p.add_argument("--margin-function", default=d.margin_function, choices=("angle", "distance"))
-    p.add_argument("--negatives-per-class", type=int, default=d.negatives_per_class,
-                   help="cap per negative class per query, times its positives (EDEL code: 20)")
-    p.add_argument("--bm25-depth", type=int, default=d.bm25_depth)
-    p.add_argument("--ablation", default=d.ablation, choices=[a.value for a in Ablation])
-    p.add_argument("--dev-depth", type=int, default=d.dev_depth,
-                   help="BM25 hits per dev query in the dev pool that picks the epoch")
-    p.add_argument("--max-queries", type=int, default=None, help="train on at most N queries")
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--group-by-length", action=argparse.BooleanOptionalAction,
-                   default=d.group_by_length,
-                   help="EDEL: batches of similar-length pairs; saves padding (6%% of token "
-                        "slots at 128-256 tokens on the pool, 31%% at 512)")
-
-
-def _recipe_options(p: argparse.ArgumentParser) -> None:
-    """``kbcurate train``'s options for every recipe; only those given are passed on, so each
-    recipe keeps its own defaults, and an option the recipe lacks is a clear error."""
-    g = p.add_argument_group("all recipes")
-    add = {"default": argparse.SUPPRESS}
-    g.add_argument("--base", help="base model: HF name, local folder or a registry version "
-                                  "(default: packaged MiniLM)", **add)
-    for name, kind in (("epochs", int), ("batch-size", int), ("learning-rate", float),
-                       ("warmup-ratio", float), ("max-seq-length", int), ("seed", int),
-                       ("dev-depth", int), ("dev-random", int)):
-        g.add_argument(f"--{name}", type=kind, **add)
-    g.add_argument("--precision", choices=("auto", "fp32", "bf16"), **add,
-                   help="auto: bf16 on a CUDA GPU, fp32 on CPU; bf16 on CPU uses autocast")
-    g.add_argument("--max-queries", type=int, help="edel/bica: train on at most N queries",
-                   **add)
-    g = p.add_argument_group("edel")
-    g.add_argument("--margin-function", choices=("angle", "distance"), **add)
-    g.add_argument("--negatives-per-class", type=int, **add,
-                   help="cap per negative class per query, times its positives (EDEL code: 20)")
-    g.add_argument("--bm25-depth", type=int, **add)
-    g.add_argument("--ablation", choices=[a.value for a in Ablation], **add)
-    g.add_argument("--group-by-length", action=argparse.BooleanOptionalAction, **add,
-                   help="batches of similar-length pairs; saves padding (6%% of token slots at "
-                        "128-256 tokens on the pool, 31%% at 512; default off)")
-    g = p.add_argument_group("bica")
-    g.add_argument("--graph", choices=("citations", "knn", "both"), **add,
-                   help="walk the citation graph (paper), a base-encoder kNN graph of the corpus "
-                        "(adaptation), or both (default citations)")
-    for name, kind in (("knn-k", int), ("n-paths", int), ("path-length", int), ("top-k", int),
-                       ("bm25-fallback", int), ("scale", float)):
-        g.add_argument(f"--{name}", type=kind, **add)
-    g.add_argument("--query-source", choices=("template", "title", "both"), **add)
-    g.add_argument("--no-random-negative", dest="include_random", action="store_false", **add)
-    g = p.add_argument_group("biohicl")
-    for name, kind in (("beta", float), ("lam", float), ("tau", float), ("lora-rank", int),
-                       ("lora-alpha", int), ("lora-dropout", float)):
-        g.add_argument(f"--{name}", type=kind, **add)
-    g.add_argument("--variant", choices=("printed", "tempered"), **add)
-    g.add_argument("--lora-targets", help="comma-separated modules (default query,value)", **add)
-    g.add_argument("--full-finetune", action="store_true", **add,
-                   help="train all weights instead of LoRA")
-    g.add_argument("--entity-mesh", action="store_true", **add,
-                   help="also label documents by the MeSH ids of their entity annotations")
-    g.add_argument("--mesh-descriptors", metavar="FILE", **add,
-                   help="descriptor id -> name: NLM d2019.bin, a TSV with descriptor_ui and "
-                        "descriptor columns, or 'annotations' (names derived from the "
-                        "mentions, an adaptation; needed by --entity-mesh)")
-
-
-#: ``kbcurate train`` arguments that are not training options.
-_TRAIN_ARGS = {"schema", "recipe", "activate", "evaluate", "workspace", "quiet", "verbose",
-               "command", "func", "data"}
+                          evaluation=args.evaluation,
+                          small_test_reason=args.small_test_reason)
 
 
 def train_values(args: argparse.Namespace) -> dict[str, Any]:
     """The training options given on the command line (recipe-neutral names)."""
-    return {k: v for k, v in vars(args).items() if k not in _TRAIN_ARGS}
+    return option_values(args)
 
 
 def edel_options(args: argparse.Namespace) -> EdelOptions:
+    """EDEL's options from the flags given (its defaults for the others)."""
     names = {f.name for f in fields(EdelOptions)}
-    return EdelOptions(**{k: v for k, v in vars(args).items() if k in names})
+    return EdelOptions(**{k: v for k, v in option_values(args).items() if k in names})
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from curation.store.models import activate_model
-    from curation.training.edel import evaluate_version
-    from curation.training.recipes import recipe_options, train_recipe
+    from curation.training.recipes import recipe_options
+    from curation.training.rounds import run_round
 
     options = recipe_options(args.recipe, train_values(args))
     with Workspace.open(workspace_path(args)) as ws:
-        version = train_recipe(ws, args.schema, args.recipe, options, actor="cli",
-                               progress=not args.quiet)
+        result = run_round(ws, args.schema, args.recipe, options, actor="cli",
+                           evaluation=args.evaluation, progress=not args.quiet)
+        version = result.version
         m = version.manifest
         data = m["examples"]
         detail = data.get("classes") or data.get("negatives_by_source") or data.get("labels")
@@ -226,14 +158,27 @@ def cmd_train(args: argparse.Namespace) -> int:
               f"{f' ({detail})' if detail else ''}, {m['epochs_run']} epoch(s), best epoch "
               f"{m['best_epoch']}, dev NDCG@10 {m['dev_scores']}, {m['seconds']:.0f} s, "
               f"{m['examples_per_second']:.1f} rows/s ({m['precision']}, {m['device']})")
-        if args.evaluate:
-            from curation.evaluation.harness import format_table
-
-            print(format_table(evaluate_version(ws, version, progress=not args.quiet)))
+        print(format_test_metrics(version, result.test_queries))
+        for warning in result.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         if args.activate:
-            activate_model(ws, version.id, CLI_ADMIN, reason="kbcurate train --activate")
+            from curation.training.activation import switch_active
+
+            switch_active(ws, version.id, user=CLI_ADMIN, reason="kbcurate train --activate")
             print(f"{version.id} is now the active {version.schema} model")
     return 0
+
+
+def format_test_metrics(version: Any, test_queries: int) -> str:
+    """One line: the version's test metrics and how many queries they come from."""
+    m = version.metrics
+    kind = "test" if "test_ndcg@10" in m else "testpool"
+    if f"{kind}_ndcg@10" not in m:
+        return f"{version.id}: no test metrics ({test_queries} test queries)"
+    where = "corpus" if kind == "test" else "pool"
+    return (f"{version.id} on {test_queries} test queries ({where}): NDCG@10 "
+            f"{m[f'{kind}_ndcg@10']:.4f}, EntityRecall@10 "
+            f"{m.get(f'{kind}_entity_recall@10', float('nan')):.4f}")
 
 
 def cmd_train_bench(args: argparse.Namespace) -> int:
@@ -261,11 +206,14 @@ def cmd_retrain(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"version": result.version.id, "previous": result.previous,
                     "promoted": result.promoted, "labels_used": result.labels_used,
-                    "gate": result.decision.to_json()})
+                    "gate": result.decision.to_json() if result.decision else None,
+                    "warnings": list(result.warnings)})
         return 0
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     print(f"trained {result.version.id} on {result.labels_used} label(s) "
           f"(parent: {result.previous or 'base model'})")
-    for reason in result.decision.reasons:
+    for reason in (result.decision.reasons if result.decision else ()):
         print(f"  {reason}")
     print(f"{result.version.id} is now the active {result.version.schema} model"
           if result.promoted else f"{result.version.id} stays a candidate; promote it anyway "
@@ -287,7 +235,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                               labels_per_round=given_or(args.labels_per_round, d.labels_per_round),
                               labels_per_query=given_or(args.labels_per_query, d.labels_per_query),
                               strategy=args.strategy,
-                              pool_depth=args.pool_depth, seed=args.seed, start=args.start,
+                              pool_depth=args.pool_depth, seed=getattr(args, "seed", d.seed),
+                              start=args.start,
                               zero_shot=not args.no_zero_shot)
     with Workspace.open(workspace_path(args)) as ws:
         out = Path(args.out) if args.out else (

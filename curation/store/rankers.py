@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from curation.store.documents import document_parts  # noqa: F401 (re-exported)
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -44,19 +45,6 @@ def entity_forms(ws: Workspace, types: Sequence[str]) -> dict[str, list[str]]:
         if synonym not in out[key]:
             out[key].append(synonym)
     return dict(out)
-
-
-def document_parts(ws: Workspace, doc_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
-    """doc_id -> (title, abstract) for the ids that exist."""
-    ids = list(dict.fromkeys(doc_ids))
-    out: dict[str, tuple[str, str]] = {}
-    for i in range(0, len(ids), _CHUNK):
-        chunk = ids[i:i + _CHUNK]
-        for doc_id, title, abstract in ws.conn.execute(
-                f"SELECT doc_id, title, abstract FROM documents WHERE doc_id IN "
-                f"({','.join('?' * len(chunk))})", tuple(chunk)):
-            out[doc_id] = (title or "", abstract or "")
-    return out
 
 
 def cited_by_query(ws: Workspace, schema: str) -> dict[str, set[str]]:

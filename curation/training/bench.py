@@ -25,8 +25,9 @@ from typing import Any
 from curation.evaluation.harness import format_table
 from curation.evaluation.runner import evaluate_workspace
 from curation.store.workspace import Workspace
-from curation.training.edel import EdelOptions, train_edel
 from curation.training.examples import Ablation
+from curation.training.recipes.edel import EdelOptions
+from curation.training.rounds import run_round
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def train_bench(ws: Workspace, tasks: Sequence[str] = DEFAULT_TASKS,
             ``mesh_descriptors`` for ``biohicl-entity``.
         emit: Receives each task's table as soon as it is done (the CLI prints it).
     """
-    from curation.training.recipes import recipe_options, train_recipe
+    from curation.training.recipes import recipe_options
 
     options = options or EdelOptions()
     unknown = [v for v in variants if v not in VARIANTS]
@@ -79,8 +80,8 @@ def train_bench(ws: Workspace, tasks: Sequence[str] = DEFAULT_TASKS,
                 [a.value for a in Ablation if a is not Ablation.NONE] if ablations and n == 0
                 else []):
             started = time.perf_counter()
-            version = train_edel(ws, schema, replace(options, ablation=ablation), actor="bench",
-                                 progress=progress)
+            version = run_round(ws, schema, "edel", replace(options, ablation=ablation),
+                                actor="bench", progress=progress).version
             entry["training"][ablation] = _training_entry(version, started)
             dense = {"model": version.id, "dtype": dtype}
             if ablation == Ablation.NONE:
@@ -101,9 +102,9 @@ def train_bench(ws: Workspace, tasks: Sequence[str] = DEFAULT_TASKS,
                 values["base"] = start
             started = time.perf_counter()
             reuse = recipe == "biohicl" and start is None and label in shared
-            version = shared[label] if reuse else train_recipe(
+            version = shared[label] if reuse else run_round(
                 ws, schema, recipe, recipe_options(recipe, values), actor="bench",
-                progress=progress)
+                progress=progress).version
             if recipe == "biohicl" and start is None:
                 shared[label] = version
             entry["training"][label] = {**_training_entry(version, started), "reused": reuse}

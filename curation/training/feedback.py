@@ -75,6 +75,11 @@ class LabelExamples:
     overruled: tuple[int, ...]  # labels that lost a conflict
     skipped: tuple[int, ...]  # grade skip
     missing: tuple[int, ...]  # document no longer in the workspace
+    last_label_id: int = 0  # the newest label read (the next round starts after it)
+
+    def used_examples(self) -> list[tuple[int, Example]]:
+        """(label id, example) of every label that became an example."""
+        return list(zip(self.used, self.examples, strict=True))
 
 
 def resolve_conflicts(labels: Sequence[Label], roles: Mapping[str, Role | str]
@@ -145,7 +150,8 @@ def label_examples(ws: Workspace, sch: Schema, task: EvalTask, table: MarginTabl
     logger.info("labels -> examples: %d used, %d held out, %d overruled, %d skip, %d missing",
                 len(used), len(held), len(overruled), len(skipped), len(missing))
     return LabelExamples(tuple(out), texts, tuple(used), tuple(held),
-                         tuple(lb.id for lb in overruled), tuple(skipped), tuple(missing))
+                         tuple(lb.id for lb in overruled), tuple(skipped), tuple(missing),
+                         max((lb.id for lb in labels), default=0))
 
 
 def merge_examples(kb: ExampleSet, labelled: LabelExamples,

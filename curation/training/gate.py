@@ -5,17 +5,19 @@ KB example and no label of the loop touches) with the metrics of ``kbcurate eval
 candidate is promoted when neither NDCG@10 nor EntityRecall@10 drops by more than the tolerance
 (default 0.5 pp) **and** at least one of them improves; otherwise it stays a candidate and the
 decision says why, metric by metric. An admin may promote anyway with a written reason
-(:func:`curation.training.retrain.promote`), which the audit log keeps.
+(:func:`curation.training.activation.promote`), which the audit log keeps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kb_sources.errors import CurationError
 
+#: Below this many test queries the gate does not promote without an admin's written reason.
+MIN_TEST_QUERIES = 20
 #: The metrics the gate compares.
 GATE_METRICS: tuple[str, ...] = ("ndcg@10", "entity_recall@10")
 
@@ -47,7 +49,8 @@ class GateDecision:
 
 
 def decide(candidate: Mapping[str, float], active: Mapping[str, float] | None, *,
-           tolerance_pp: float = 0.5, metrics: Sequence[str] = GATE_METRICS) -> GateDecision:
+           tolerance_pp: float = 0.5, metrics: Sequence[str] = GATE_METRICS,
+           test_queries: int | None = None, small_test_reason: str = "") -> GateDecision:
     """The gate's decision for a candidate's metrics against the active version's.
 
     Args:
@@ -56,6 +59,10 @@ def decide(candidate: Mapping[str, float], active: Mapping[str, float] | None, *
             version (then the candidate is promoted: anything beats no trained model).
         tolerance_pp: Largest allowed drop per metric, in percentage points.
         metrics: The metrics compared.
+        test_queries: How many test queries the metrics come from; below
+            :data:`MIN_TEST_QUERIES` the gate does not promote unless ``small_test_reason``
+            (an admin's written reason, audited with the switch) is given.
+        small_test_reason: That reason.
 
     Raises:
         CurationError: A negative tolerance or a metric missing from the candidate.
@@ -65,6 +72,21 @@ def decide(candidate: Mapping[str, float], active: Mapping[str, float] | None, *
     missing = [m for m in metrics if m not in candidate]
     if missing:
         raise CurationError(f"The candidate has no {', '.join(missing)}; evaluate it first")
+    decision = _compare(candidate, active, tolerance_pp, metrics)
+    if test_queries is None or test_queries >= MIN_TEST_QUERIES or not decision.promote:
+        return decision
+    if small_test_reason.strip():
+        why = (f"only {test_queries} test queries (< {MIN_TEST_QUERIES}), promoted on an "
+               f"admin's written reason: {small_test_reason.strip()}")
+        return replace(decision, reasons=(*decision.reasons[:-1], why, decision.reasons[-1]))
+    why = (f"only {test_queries} test queries (< {MIN_TEST_QUERIES}): too few to trust the "
+           "comparison; kept as a candidate (an admin may promote it with a written reason: "
+           "kbcurate models promote VERSION --reason TEXT)")
+    return replace(decision, promote=False, reasons=(*decision.reasons[:-1], why))
+
+
+def _compare(candidate: Mapping[str, float], active: Mapping[str, float] | None,
+             tolerance_pp: float, metrics: Sequence[str]) -> GateDecision:
     if not active:
         return GateDecision(True, ("no active version: the candidate becomes the first",),
                             dict(candidate), {}, {}, tolerance_pp)

@@ -16,7 +16,8 @@ from typing import Any
 from curation.access.users import User
 from curation.jobs.queue import Job, submit_job
 from curation.store.workspace import Workspace
-from curation.training.recipes import recipe_options, train_recipe
+from curation.training.recipes import recipe_options
+from curation.training.rounds import run_round
 from kb_sources.schema import get_schema
 
 
@@ -36,11 +37,14 @@ def start_training(ws: Workspace, user: User | None, schema: str,
 
 def run_training(ctx: Any, schema: str, options: dict[str, Any],
                  recipe: str = "edel") -> dict[str, Any]:
-    """Worker entry point: train, register a candidate version, report it."""
-    version = train_recipe(ctx.ws, schema, recipe, recipe_options(recipe, options),
-                           actor=_job_owner(ctx), progress=False, report=ctx.progress)
+    """Worker entry point: train, register a candidate version, score it on the test split."""
+    result = run_round(ctx.ws, schema, recipe, recipe_options(recipe, options),
+                       actor=_job_owner(ctx), progress=False, report=ctx.progress)
+    version = result.version
     return {"version": version.id, "schema": version.schema, "recipe": recipe,
             "dev_ndcg@10": version.metrics.get("dev_ndcg@10"),
+            "test_ndcg@10": version.metrics.get("test_ndcg@10"),
+            "test_queries": result.test_queries, "warnings": list(result.warnings),
             "examples": version.manifest["examples"]["examples"],
             "seconds": version.manifest["seconds"]}
 
@@ -84,7 +88,8 @@ def run_retrain(ctx: Any, schema: str, options: dict[str, Any]) -> dict[str, Any
                      progress=False, report=ctx.progress)
     return {"version": result.version.id, "previous": result.previous,
             "promoted": result.promoted, "labels_used": result.labels_used,
-            "gate": result.decision.to_json()}
+            "gate": result.decision.to_json() if result.decision else None,
+            "warnings": list(result.warnings)}
 
 
 def start_simulation(ws: Workspace, user: User | None, schema: str,

@@ -19,6 +19,7 @@ from pathlib import Path
 from curation.evaluation.harness import EvalQuery, score_run
 from curation.matching.matcher import EntityMatcher
 from curation.search.indexing import get_index
+from curation.store.documents import document_text
 from curation.store.workspace import Workspace
 from retrievers.base import Hit
 
@@ -39,7 +40,7 @@ def build_pool(ws: Workspace, queries: Sequence[EvalQuery], document_format: str
                depth: int = 20, n_random: int = 500, seed: int = 42) -> DocumentPool:
     """Gold documents + BM25 top ``depth`` per query + ``n_random`` random documents."""
     rows = ws.conn.execute("SELECT doc_id, title, abstract FROM documents").fetchall()
-    raw = {r[0]: f"{r[1]} {r[2]}".strip() for r in rows}
+    raw = {r[0]: document_text(r[1], r[2]) for r in rows}
     pool = {d for q in queries for d in q.gold if d in raw}
     if depth > 0:
         bm25 = get_index(ws, "bm25", progress=False)
@@ -47,7 +48,7 @@ def build_pool(ws: Workspace, queries: Sequence[EvalQuery], document_format: str
     rest = sorted(set(raw) - pool)
     pool |= set(random.Random(seed).sample(rest, min(n_random, len(rest))))
     chosen = sorted((r for r in rows if r[0] in pool), key=lambda r: r[0])
-    texts = tuple(document_format.format(title=r[1], abstract=r[2]).strip() for r in chosen)
+    texts = tuple(document_text(r[1], r[2], document_format) for r in chosen)
     logger.info("pool: %d queries, %d documents", len(queries), len(chosen))
     return DocumentPool(tuple(queries), tuple(r[0] for r in chosen), texts, raw)
 
@@ -57,14 +58,13 @@ def score_model(folder: str | Path, pool: DocumentPool, *, max_seq_length: int,
                 ) -> dict[str, float]:
     """Every metric of ``kbcurate evaluate`` for a sentence-transformers folder on a pool."""
     import numpy as np
-    from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(str(folder), device=device or "cpu")
-    model.max_seq_length = max_seq_length
-    docs = model.encode(list(pool.texts), batch_size=32, normalize_embeddings=True,
-                        convert_to_numpy=True, show_progress_bar=False)  # (n_docs, dim)
-    qv = model.encode([q.text for q in pool.queries], normalize_embeddings=True,
-                      convert_to_numpy=True, show_progress_bar=False)  # (n_q, dim)
+    from retrievers.encoder import Encoder, EncoderConfig
+
+    encoder = Encoder(EncoderConfig(model=str(folder), max_seq_length=max_seq_length,
+                                    device=device or "auto"))
+    docs = encoder.encode_documents(list(pool.texts))  # (n_docs, dim)
+    qv = encoder.encode_queries([q.text for q in pool.queries])  # (n_q, dim)
     sims = qv @ docs.T  # (n_q, n_docs)
     run = {}
     for i, q in enumerate(pool.queries):

@@ -1,12 +1,22 @@
-"""What every training recipe's round shares: the base model's folder, the run folder that makes
-an interrupted round resume, dev scoring that picks the epoch, and registering the result.
+"""One training round for every recipe: data -> train -> dev choice -> register -> test
+metrics -> gate (-> switch).
 
-A recipe (:mod:`curation.training.edel`, :mod:`curation.training.bica_train`,
-:mod:`curation.training.hicl_train`) builds its data, trains with the engine
-(:mod:`retrievers.training.engine`) in :func:`run_folder`, and hands the
-:class:`~retrievers.training.config.TrainResult` to :func:`register_result`, which writes one
-manifest layout for all recipes (recipe, base model, options, train config, data manifest, curve,
-dev scores, speed) so evaluation, the app and the feedback loop read every version alike.
+:func:`run_round` is the only round there is: ``kbcurate train``, ``kbcurate retrain``, the
+simulation and the ``train`` / ``retrain`` jobs call it with a recipe
+(:mod:`curation.training.recipes`), which builds the rows (:meth:`~Recipe.build_data`: KB, corpus,
+labels) and trains (:meth:`~Recipe.train`: its loss). The rest is shared:
+
+- the run folder that makes an interrupted round resume (:func:`run_folder`);
+- dev scoring that picks the epoch (:func:`dev_scorer`, a pool of the dev queries);
+- one manifest layout for every version (:func:`register_result`);
+- **test metrics for every version** before the round ends (:func:`evaluate_candidate`: the whole
+  corpus, or a test pool in the simulation), so the Models page and the gate always have them;
+- **tiny data is named**: fewer than :data:`MIN_EXAMPLES` rows or :data:`MIN_TRAIN_QUERIES` train
+  queries, or fewer than :data:`MIN_TEST_QUERIES` test queries, is a warning in the log, the
+  result, the version's metrics (``warnings``) and the app; the gate will not promote on fewer
+  than :data:`MIN_TEST_QUERIES` test queries without an admin's written reason;
+- the gate and the atomic switch (:mod:`curation.training.gate`,
+  :mod:`curation.training.activation`).
 """
 
 from __future__ import annotations
@@ -16,7 +26,7 @@ import json
 import logging
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,23 +46,6 @@ from kb_sources.errors import CurationError
 logger = logging.getLogger(__name__)
 
 Report = Callable[[float, str], None]
-
-
-#: The TrainConfig fields every recipe's options carry under the same names.
-_SHARED = ("epochs", "batch_size", "learning_rate", "warmup_ratio", "max_seq_length", "seed",
-           "precision")
-
-
-def train_config_of(options: Any, **extra: Any) -> Any:
-    """The engine's :class:`~retrievers.training.config.TrainConfig` from a recipe's options
-    (the shared hyperparameters plus ``extra``); bad values are :class:`CurationError`."""
-    from retrievers.errors import RetrieverError
-    from retrievers.training.config import TrainConfig
-
-    try:
-        return TrainConfig(**{k: getattr(options, k) for k in _SHARED}, **extra)
-    except RetrieverError as exc:
-        raise CurationError(str(exc)) from exc
 
 
 def base_path(ws: Workspace, base: str) -> str:
@@ -139,3 +132,180 @@ def register_result(ws: Workspace, *, schema: str, recipe: str, options: Any, re
     if report:
         report(1.0, f"registered {version.id}")
     return version
+
+
+#: Below these a round warns that the data is tiny (module docstring).
+MIN_EXAMPLES, MIN_TRAIN_QUERIES = 200, 20
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """How a round's candidate may replace the active version (None in :func:`run_round`: it is
+    only registered and scored, as ``kbcurate train`` does).
+
+    Attributes:
+        tolerance_pp: The gate's allowed drop per metric (percentage points).
+        promote: Switch when the gate passes (False: only report the decision).
+        build_index: Build the promoted version's index before the switch.
+        small_test_reason: An admin's written reason to promote on fewer than 20 test queries.
+        user: Who the switch is audited for (an admin; default: the round's actor as admin).
+    """
+
+    tolerance_pp: float = 0.5
+    promote: bool = True
+    build_index: bool = True
+    small_test_reason: str = ""
+    user: Any = None
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """What a round produced.
+
+    Attributes:
+        version: The new version, with its test metrics (and the gate's decision).
+        previous: The active version before the round (None: there was none).
+        decision: The gate's decision (None without a gate or without test queries).
+        promoted: Whether the new version is now active.
+        labels_used: Labels that became training rows.
+        warnings: Tiny-data warnings, in words with the numbers.
+        test_queries: Test queries the metrics come from.
+    """
+
+    version: ModelVersion
+    previous: str | None
+    decision: Any
+    promoted: bool
+    labels_used: int
+    warnings: tuple[str, ...]
+    test_queries: int
+
+
+def data_warnings(data: Any, uses_queries: bool) -> list[str]:
+    """The tiny-training-data warnings of a recipe's rows."""
+    out = []
+    if data.examples < MIN_EXAMPLES:
+        out.append(f"Trained on only {data.examples} examples (< {MIN_EXAMPLES}): the version may "
+                   "be no better than its base model; import more KB records or label more")
+    if uses_queries and data.train_queries < MIN_TRAIN_QUERIES:
+        out.append(f"Trained on only {data.train_queries} train queries (< {MIN_TRAIN_QUERIES}): "
+                   "too few to learn the schema's queries")
+    return out
+
+
+def test_warning(n_test: int) -> str | None:
+    from curation.training.gate import MIN_TEST_QUERIES
+
+    if n_test >= MIN_TEST_QUERIES:
+        return None
+    if n_test == 0:
+        return ("No test query cites a document of the workspace: the version has no test "
+                "metrics and the gate cannot compare it; import the cited abstracts")
+    return (f"Evaluated on only {n_test} test queries (< {MIN_TEST_QUERIES}): its test metrics "
+            "are noisy, and the gate will not promote on them without an admin's written reason")
+
+
+def run_round(ws: Workspace, schema: str, recipe: str, options: Any = None, *, actor: str,
+              labels: Any = None, task: EvalTask | None = None, evaluation: str = "corpus",
+              gate: GateSettings | None = None, extra_manifest: dict[str, Any] | None = None,
+              progress: bool = True, report: Report | None = None) -> RoundResult:
+    """One round of ``recipe`` on ``schema`` (see the module docstring).
+
+    Args:
+        options: The recipe's options (its defaults when None).
+        actor: Who starts it (``created_by``, the audit).
+        labels: :class:`~curation.training.feedback.LabelExamples` to learn from (None: KB only).
+        task: The schema's queries and split (built when None).
+        evaluation: "corpus" or "pool" (:mod:`curation.training.scoring`).
+        gate: Compare with the active version and switch when it passes (None: register and
+            score only).
+        extra_manifest: More manifest fields (retraining: parent, warm start).
+
+    Raises:
+        CurationError: Unknown recipe, bad options, no training data, training failed.
+    """
+    from curation.access.users import Role, User
+    from curation.evaluation.harness import build_task
+    from curation.store.models import active_model, update_metrics
+    from curation.training.activation import switch_active
+    from curation.training.gate import decide
+    from curation.training.recipes import RoundInput, get_recipe, recipe_options
+    from curation.training.scoring import check_evaluation, prefixed, score_versions
+    from retrievers.errors import RetrieverError
+
+    check_evaluation(evaluation)
+    rec = get_recipe(recipe)
+    options = options if options is not None else recipe_options(recipe)
+    options.validate()
+    task = task or build_task(ws, schema)
+    matcher = EntityMatcher()
+    _say(report, 0.02, f"building the {recipe} training data")
+    data = rec.build_data(RoundInput(ws, task.schema, task, matcher, labels,
+                                     progress and not report), options)
+    warnings = data_warnings(data, rec.uses_queries)
+    for w in warnings:
+        logger.warning("%s %s: %s", task.schema, recipe, w)
+    run_dir = run_folder(ws, task.schema, recipe, data.manifest["sha256"], options)
+    resume = (run_dir / "checkpoints").is_dir()
+    if resume:
+        logger.warning("resuming the interrupted run in %s", run_dir)
+    try:
+        result = rec.train(base_path(ws, options.base), data, options, run_dir=run_dir,
+                           resume=resume, progress=step_reporter(_sub(report, 0.0, 0.8), progress),
+                           eval_fn=dev_scorer(ws, task, options, data.document_format, matcher))
+    except RetrieverError as exc:
+        raise CurationError(f"{recipe} training of {task.schema} failed: {exc}") from exc
+    version = register_result(
+        ws, schema=task.schema, recipe=recipe, options=options, result=result,
+        train_config=options.train_config(), data_manifest=data.manifest,
+        document_format=data.document_format, resumed=resume, actor=actor, run_dir=run_dir,
+        extra_manifest={**data.extra_manifest, **(extra_manifest or {})},
+        report=_sub(report, 0.0, 0.8))
+    active = active_model(ws, task.schema)
+    active = active if active is not None and active.id != version.id else None
+    n_test = len(task.split("test"))
+    _say(report, 0.82, f"scoring {version.id} on {n_test} test queries ({evaluation})")
+    roles = {"candidate": version, **({"active": active} if gate and active else {})}
+    scores = score_versions(ws, task, roles, evaluation=evaluation, seed=options.seed,
+                            matcher=matcher, progress=progress and not report)
+    if (w := test_warning(n_test)) is not None:
+        warnings.append(w)
+        logger.warning("%s: %s", version.id, w)
+    metrics: dict[str, Any] = {**prefixed(ws, scores.get("candidate", {}), evaluation,
+                                          options.seed), "warnings": warnings}
+    decision = None
+    if gate is not None and "candidate" in scores:
+        decision = decide(scores["candidate"], scores.get("active"),
+                          tolerance_pp=gate.tolerance_pp, test_queries=n_test,
+                          small_test_reason=gate.small_test_reason)
+        metrics["gate"] = decision.to_json()
+    elif gate is not None:
+        from curation.training.gate import GateDecision
+
+        decision = GateDecision(False, (f"{task.schema} has no held-out (test split) query "
+                                        "with a cited abstract in the workspace, so the gate "
+                                        "cannot compare; kept as a candidate",), {}, {})
+        metrics["gate"] = decision.to_json()
+    version = update_metrics(ws, version.id, metrics, actor=actor)
+    promoted = False
+    if gate is not None and decision is not None and decision.promote and gate.promote:
+        _say(report, 0.9, f"building the index of {version.id} before the switch")
+        version = switch_active(ws, version.id, user=gate.user or User(actor, Role.ADMIN),
+                                reason="gate: " + "; ".join(decision.reasons),
+                                build_index=gate.build_index)
+        promoted = True
+    _say(report, 1.0, f"{version.id}: " + (decision.reasons[-1] if decision else "registered"))
+    return RoundResult(version, active.id if active else None, decision, promoted,
+                       len(data.labels_used), tuple(warnings), n_test)
+
+
+def _say(report: Report | None, fraction: float, message: str) -> None:
+    logger.info(message)
+    if report:
+        report(fraction, message)
+
+
+def _sub(report: Report | None, start: float, end: float) -> Report | None:
+    if report is None:
+        return None
+    return lambda f, m: report(start + (end - start) * f, m)

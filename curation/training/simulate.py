@@ -35,6 +35,7 @@ from curation.access.users import Role, User
 from curation.evaluation.harness import EvalQuery, EvalTask, build_task
 from curation.matching.matcher import EntityMatcher
 from curation.search.indexing import get_index
+from curation.store.documents import document_texts
 from curation.store.labels import record_label
 from curation.store.models import (
     activate_model,
@@ -46,15 +47,10 @@ from curation.store.models import (
 )
 from curation.store.transfer import clone_database
 from curation.store.workspace import DB_NAME, Workspace
-from curation.training.edel import train_edel
 from curation.training.pool import build_pool, score_model
-from curation.training.retrain import (
-    TEST_POOL_DEPTH,
-    TEST_POOL_RANDOM,
-    RetrainOptions,
-    pool_spec,
-    retrain,
-)
+from curation.training.retrain import RetrainOptions, retrain
+from curation.training.rounds import run_round
+from curation.training.scoring import TEST_POOL_DEPTH, TEST_POOL_RANDOM, pool_spec
 from curation.training.simulate_report import targets, write_outputs, wss_at
 from kb_sources.errors import CurationError, parse_choice
 
@@ -121,6 +117,7 @@ class _Screening:
     labels: list[dict[str, Any]] = field(default_factory=list)
     labelled: dict[str, dict[str, str]] = field(default_factory=dict)  # qid -> doc -> grade
     cursor: int = 0
+    scorer: _Scorer = field(default_factory=lambda: _Scorer())
 
 
 def simulate(ws: Workspace, schema: str, config: SimulationConfig | None = None,
@@ -137,12 +134,12 @@ def simulate(ws: Workspace, schema: str, config: SimulationConfig | None = None,
     run_dir = ws.root / "cache" / "simulations" / f"{schema}-{stamp}"
     started = time.perf_counter()
     with _clone(ws, run_dir / "workspace") as sim:
-        task = build_task(sim, schema, seed=options.edel.example_config().split_seed)
+        task = build_task(sim, schema)
         matcher = EntityMatcher()
         v0 = _start_version(ws, sim, schema, config, options, progress)
         fmt = v0.manifest.get("document_format", "{title} [SEP] {abstract}")
         test_pool = build_pool(sim, task.split("test"), fmt, depth=TEST_POOL_DEPTH,
-                               n_random=TEST_POOL_RANDOM, seed=options.edel.seed)
+                               n_random=TEST_POOL_RANDOM, seed=options.training.seed)
         seq = int(v0.manifest.get("max_seq_length", 128))
         rows = [_round0(sim, v0, test_pool, seq, matcher, config, options)]
         screening = _Screening(_query_order(task, config.seed))
@@ -193,8 +190,8 @@ def _start_version(ws: Workspace, sim: Workspace, schema: str, config: Simulatio
                                            if k not in {"files", "metrics", "id"}},
                                  metrics={}, created_by=SIMULATOR)
     else:
-        version = train_edel(sim, schema, replace(options.edel), actor=SIMULATOR,
-                             progress=progress)
+        version = run_round(sim, schema, options.recipe, options.training, actor=SIMULATOR,
+                            evaluation="pool", progress=progress).version
     return activate_model(sim, version.id, _SIMULATOR, reason="simulation round 0")
 
 
@@ -202,7 +199,7 @@ def _round0(sim: Workspace, v0: Any, test_pool: Any, seq: int, matcher: EntityMa
             config: SimulationConfig, options: RetrainOptions) -> dict[str, Any]:
     kb = score_model(v0.model_dir, test_pool, max_seq_length=seq, matcher=matcher)
     update_metrics(sim, v0.id, {**{f"testpool_{k}": v for k, v in kb.items()},
-                                "testpool_spec": pool_spec(sim, options.edel.seed)},
+                                "testpool_spec": pool_spec(sim, options.training.seed)},
                    actor=SIMULATOR)  # round 1's gate reuses it
     row: dict[str, Any] = {"round": 0, "version": v0.id, "labels": 0, "promoted": True,
                            "ndcg@10": kb["ndcg@10"], "entity_recall@10": kb["entity_recall@10"],
@@ -211,7 +208,7 @@ def _round0(sim: Workspace, v0: Any, test_pool: Any, seq: int, matcher: EntityMa
     if config.zero_shot:
         from retrievers.encoder import resolve_model_path
 
-        zero = score_model(resolve_model_path(options.edel.base), test_pool,
+        zero = score_model(resolve_model_path(options.training.base), test_pool,
                            max_seq_length=seq, matcher=matcher)
         row["zero_shot_ndcg@10"] = zero["ndcg@10"]
         row["zero_shot_entity_recall@10"] = zero["entity_recall@10"]
@@ -239,7 +236,8 @@ def _label_round(sim: Workspace, schema: str, s: _Screening, config: SimulationC
             s.pools[q.qid] = [h.doc_id for h in bm25.search(q.text, config.pool_depth)]
         seen = s.labelled.setdefault(q.qid, {})
         want = min(config.labels_per_query - len(seen), config.labels_per_round - given)
-        picks = _pick(sim, active, q, s.pools[q.qid], seen, want, config.strategy, fmt)
+        picks = _pick(sim, active, q, s.pools[q.qid], seen, want, config.strategy, fmt,
+                      s.scorer)
         for doc_id in picks:
             grade = "complete" if doc_id in q.gold else "irrelevant"
             label = record_label(sim, user=SIMULATOR, schema=schema, query_key=q.qid,
@@ -255,7 +253,7 @@ def _label_round(sim: Workspace, schema: str, s: _Screening, config: SimulationC
 
 
 def _pick(sim: Workspace, active: Any, q: EvalQuery, pool: Sequence[str], seen: dict[str, str],
-          n: int, strategy: str, fmt: str) -> list[str]:
+          n: int, strategy: str, fmt: str, _scores: _Scorer) -> list[str]:
     todo = [d for d in pool if d not in seen]
     if n <= 0 or not todo:
         return []
@@ -263,7 +261,7 @@ def _pick(sim: Workspace, active: Any, q: EvalQuery, pool: Sequence[str], seen: 
     ranked = sorted(zip(todo, scores, strict=True), key=lambda x: (-x[1], x[0]))
     if strategy == "top":
         return [d for d, _ in ranked[:n]]
-    boundary = _boundary(active, q, seen, ranked, sim, fmt)
+    boundary = _boundary(active, q, seen, ranked, sim, fmt, _scores)
     uncertain = [d for d, _ in sorted(ranked, key=lambda x: (abs(x[1] - boundary), x[0]))]
     if strategy == "uncertain":
         return uncertain[:n]
@@ -272,7 +270,7 @@ def _pick(sim: Workspace, active: Any, q: EvalQuery, pool: Sequence[str], seen: 
 
 
 def _boundary(active: Any, q: EvalQuery, seen: dict[str, str], ranked: list[tuple[str, float]],
-              sim: Workspace, fmt: str) -> float:
+              sim: Workspace, fmt: str, _scores: _Scorer) -> float:
     """Midpoint between the mean score of complete and irrelevant labels (else the median)."""
     pos = [d for d, g in seen.items() if g == "complete"]
     neg = [d for d, g in seen.items() if g == "irrelevant"]
@@ -285,30 +283,29 @@ def _boundary(active: Any, q: EvalQuery, seen: dict[str, str], ranked: list[tupl
 
 
 def _texts(sim: Workspace, ids: Sequence[str], fmt: str) -> list[str]:
-    marks = ",".join("?" * len(ids))
-    rows = {r[0]: fmt.format(title=r[1], abstract=r[2]).strip() for r in sim.conn.execute(
-        f"SELECT doc_id, title, abstract FROM documents WHERE doc_id IN ({marks})", list(ids))}
-    return [rows[d] for d in ids]
+    return document_texts(sim, list(ids), fmt)
 
 
-_MODELS: dict[str, Any] = {}
+class _Scorer:
+    """Cosine of a query against texts with a version's model, through
+    :class:`retrievers.encoder.Encoder` (the one encoding path: device, dtype, backends); the
+    encoder of the latest version is kept for the simulation's life, never in module state."""
 
+    def __init__(self) -> None:
+        self.key: str | None = None
+        self.encoder: Any = None
 
-def _scores(version: Any, query: str, texts: list[str]) -> list[float]:
-    """Cosine of the query against each text with the version's model (cached per version)."""
-    from sentence_transformers import SentenceTransformer
+    def __call__(self, version: Any, query: str, texts: list[str]) -> list[float]:
+        from retrievers.encoder import Encoder, EncoderConfig
 
-    key = str(version.model_dir)
-    if key not in _MODELS:
-        _MODELS.clear()
-        model = SentenceTransformer(key, device="cpu")
-        model.max_seq_length = int(version.manifest.get("max_seq_length", 128))
-        _MODELS[key] = model
-    model = _MODELS[key]
-    qv = model.encode([query], normalize_embeddings=True, show_progress_bar=False)  # (1, dim)
-    dv = model.encode(texts, batch_size=32, normalize_embeddings=True,
-                      show_progress_bar=False)  # (n, dim)
-    return [float(x) for x in (dv @ qv[0])]
+        if self.key != version.id:
+            self.encoder = Encoder(EncoderConfig(
+                model=str(version.model_dir), model_version=version.id,
+                max_seq_length=int(version.manifest.get("max_seq_length", 128))))
+            self.key = version.id
+        qv = self.encoder.encode_queries([query])  # (1, dim)
+        dv = self.encoder.encode_documents(texts)  # (n, dim)
+        return [float(x) for x in (dv @ qv[0])]
 
 
 def _round_row(sim: Workspace, r: int, result: Any, s: _Screening, spent: int, seconds: float,
@@ -349,7 +346,7 @@ def _wss95(sim: Workspace, active: Any, s: _Screening, fmt: str) -> float | None
         relevant = set(q.gold) & set(pool)
         if not relevant:
             continue
-        scores = _scores(active, q.text, _texts(sim, pool, fmt))
+        scores = s.scorer(active, q.text, _texts(sim, pool, fmt))
         ranked = [d for d, _ in sorted(zip(pool, scores, strict=True), key=lambda x: -x[1])]
         values.append(wss_at(ranked, relevant, 0.95))
     return round(sum(values) / len(values), 4) if values else None
