@@ -162,7 +162,8 @@ def write_store_settings(root: Path, url: str) -> Path:
     check_url(url, f"the URL for {path}")
     escaped = url.replace("\\", "\\\\").replace('"', '\\"')
     tmp = path.with_suffix(".toml.tmp")
-    tmp.write_text("# Where this workspace's database lives (see README, \"PostgreSQL\").\n"
+    tmp.write_text("# Where this workspace's database lives (see docs/operations.md, \"A shared "
+                   "workspace on PostgreSQL\").\n"
                    "# Delete this file to use WS/workspace.sqlite again.\n"
                    f'url = "{escaped}"\n', encoding="utf-8")
     tmp.replace(path)
