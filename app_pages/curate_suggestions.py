@@ -88,7 +88,8 @@ def _option_label(candidate: Candidate) -> str:
 
 def supporting_sentences(candidate: Candidate, pmid: str | None = None) -> None:
     """The sentences that name ``candidate`` with the query entities (those of ``pmid`` first),
-    escaped, each after its PMID."""
+    each after its PMID, as plain text (``st.text``: no markdown or HTML is parsed, so the
+    abstract's own characters show as they are)."""
     if not candidate.sentences:
         st.caption(f"{md(candidate.text)} is mentioned in these abstracts, but in no sentence "
                    "with the query entities.")
@@ -96,8 +97,8 @@ def supporting_sentences(candidate: Candidate, pmid: str | None = None) -> None:
     ordered = sorted(candidate.sentences, key=lambda s: s.pmid != pmid)
     with st.expander(f"Sentences supporting {md(candidate.text)} ({len(ordered)})",
                      expanded=True, key=f"sugg_sent_{short_hash(candidate.key)}"):
-        for support in ordered[:SENTENCES_SHOWN]:
-            st.markdown(f"**PMID {md(support.pmid)}** · {md(support.text)}")
+        for support in ordered[:SENTENCES_SHOWN]:  # plain text: never parsed as markdown
+            st.text(f"PMID {support.pmid} · {support.text}", width="stretch")
         if len(ordered) > SENTENCES_SHOWN:
             st.caption(f"and {len(ordered) - SENTENCES_SHOWN:d} more")
 

@@ -118,9 +118,9 @@ def test_the_chosen_candidate_shows_its_sentences_escaped(ws_root):
     assert labels[-1].startswith("Gefitinib (") and labels[-1].endswith(" · not with the query")
     (expander,) = [e for e in at.expander if "Sentences supporting" in e.label]
     assert shown(expander.label) == "Sentences supporting Nilotinib (1)"
-    (line,) = [m.value for m in expander.markdown]
-    assert shown(line) == f"**PMID {PMID}** · {SENTENCE}"
-    assert "<b>" not in line and "](" not in line  # escaped: shown, not rendered
+    (line,) = [t.value for t in expander.text]  # plain text: no markdown, no HTML parsed
+    assert line == f"PMID {PMID} · {SENTENCE}"
+    assert not [m for m in expander.markdown if "javascript" in m.value]
 
 
 def test_curate_export_stays_after_adding_and_accepting(ws_root):
