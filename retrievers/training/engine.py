@@ -20,7 +20,10 @@ Every epoch's weights are kept, so a dev score can pick the epoch. Resuming also
 scheduler and RNG state, which the trainer writes with ``torch.save`` (``optimizer.pt``,
 ``scheduler.pt``, ``rng_state.pth``, ``training_args.bin``); weights are never pickled. To keep
 disk use near one model per epoch, optimizer and scheduler state is deleted from each checkpoint
-once a newer one is written: resume always continues from the newest.
+once a newer one is written: resume always continues from the newest. Checkpoints are written
+atomically (a temporary folder renamed once complete, :mod:`retrievers.training.checkpoints`), and
+a resume skips and removes torn ones left by a run killed mid-save, so a ``kill -9`` costs at most
+the epoch in progress.
 """
 
 from __future__ import annotations
@@ -37,12 +40,21 @@ from typing import TYPE_CHECKING, Any
 
 from retrievers.base import Progress, progress_reporter
 from retrievers.errors import RetrieverError, unknown_name
+from retrievers.training.checkpoints import (
+    EvalFn,
+    atomic_trainer,
+    checkpoint_folders,
+    epoch_of,
+    recover,
+    score_checkpoint,
+    score_epochs,
+    write_json,
+)
 from retrievers.training.config import (
     PRECISIONS,
     CurvePoint,
     TrainConfig,
     TrainResult,
-    is_number,
 )
 
 if TYPE_CHECKING:
@@ -53,9 +65,7 @@ logger = logging.getLogger(__name__)
 
 #: Checkpoint files needed only to resume; deleted from all checkpoints but the newest.
 RESUME_ONLY = ("optimizer.pt", "scheduler.pt")
-SCORE_FILE = "dev_score.json"
 CONFIG_FILE = "train_config.json"
-EvalFn = Callable[[Path, int], float]
 LossFactory = Callable[["SentenceTransformer"], "nn.Module"]
 ModelHook = Callable[["SentenceTransformer"], "SentenceTransformer"]
 
@@ -177,7 +187,7 @@ def train_model(base: str | Path | SentenceTransformer, dataset: Any,
         logger.warning("group_by_length ignored: this recipe draws its own batches (%r)",
                        batch_sampler)
     monitor = _step_monitor(progress)
-    trainer = SentenceTransformerTrainer(
+    trainer = atomic_trainer(SentenceTransformerTrainer)(
         model=model,
         args=_training_args(config, out / "checkpoints", device, bf16, batch_sampler),
         train_dataset=dataset, loss=loss_factory(model),
@@ -187,7 +197,7 @@ def train_model(base: str | Path | SentenceTransformer, dataset: Any,
     logger.info("training on %d rows, %d epoch(s), %s, %s%s%s", len(dataset), config.epochs,
                 device, precision, ", length-grouped batches" if grouped else "",
                 f", resuming {resume_from}" if resume_from else "")
-    epochs_before = _epoch_of(Path(resume_from)) if resume_from else 0
+    epochs_before = epoch_of(Path(resume_from)) if resume_from else 0
     try:
         trainer.train(resume_from_checkpoint=resume_from)
     except KeyboardInterrupt:
@@ -196,7 +206,7 @@ def train_model(base: str | Path | SentenceTransformer, dataset: Any,
         raise
     finally:
         monitor.close()
-    epochs = _score_epochs(out / "checkpoints", eval_fn)
+    epochs = score_epochs(out / "checkpoints", eval_fn)
     best_epoch, best, _ = epochs[-1] if eval_fn is None else max(
         epochs, key=lambda e: (e[2], -e[0]))  # highest score, earliest epoch on ties
     epochs_run = round(trainer.state.epoch)
@@ -240,18 +250,25 @@ def _training_args(config: TrainConfig, checkpoints: Path, device: str, bf16: bo
 
 
 def _prepare_output(out: Path, config: TrainConfig, resume: bool) -> str | None:
-    """Check the run folder against ``resume``; return the checkpoint to resume from."""
-    from transformers.trainer_utils import get_last_checkpoint
+    """Check the run folder against ``resume``; return the checkpoint to resume from.
 
+    Unfinished saves, and with ``resume`` torn checkpoints, are removed first (:func:`recover`).
+    """
     checkpoints = out / "checkpoints"
-    last = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
-    config_file = out / CONFIG_FILE
-    if last is not None and not resume:
+    earlier = checkpoint_folders(checkpoints)
+    if earlier and not resume:
         raise RetrieverError(
-            f"{out} already holds checkpoints of an earlier run ({Path(last).name}); pass "
+            f"{out} already holds checkpoints of an earlier run ({earlier[-1].name}); pass "
             "resume=True to continue it, or choose an empty output_dir")
+    last = recover(checkpoints)
+    config_file = out / CONFIG_FILE
     if last is not None and config_file.is_file():
-        saved = {**_BEFORE_OPTION, **json.loads(config_file.read_text(encoding="utf-8"))}
+        try:
+            saved = {**_BEFORE_OPTION, **json.loads(config_file.read_text(encoding="utf-8"))}
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise RetrieverError(
+                f"{config_file} is not valid JSON ({exc}): it records the config the run "
+                f"started with; delete {out} to train from the start") from exc
         changed = [f"{k} ({saved.get(k)!r} -> {v!r})" for k, v in config.to_dict().items()
                    if saved.get(k) != v]
         if changed:
@@ -261,8 +278,8 @@ def _prepare_output(out: Path, config: TrainConfig, resume: bool) -> str | None:
     if resume and last is None:
         logger.info("no checkpoint in %s: training from the start", checkpoints)
     out.mkdir(parents=True, exist_ok=True)
-    config_file.write_text(json.dumps(config.to_dict(), indent=2) + "\n", encoding="utf-8")
-    return last
+    write_json(config_file, config.to_dict())
+    return None if last is None else str(last)
 
 
 def _load_model(base: str | Path | SentenceTransformer, device: str) -> SentenceTransformer:
@@ -274,44 +291,6 @@ def _load_model(base: str | Path | SentenceTransformer, device: str) -> Sentence
         return SentenceTransformer(str(base), device=device)
     raise RetrieverError(f"base must be a model name, a model folder or a SentenceTransformer, "
                          f"got {type(base).__name__}")
-
-
-def _epoch_of(checkpoint: Path) -> int:
-    state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
-    return round(state["epoch"])
-
-
-def _checkpoint_folders(checkpoints: Path) -> list[Path]:
-    """Checkpoint folders, earliest step first."""
-    folders = [p for p in checkpoints.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()]
-    return sorted(folders, key=lambda p: int(p.name.split("-")[-1]))
-
-
-def _score_checkpoint(folder: Path, epoch: int, eval_fn: EvalFn) -> float:
-    score = eval_fn(folder, epoch)
-    if not is_number(score):
-        raise RetrieverError(f"eval_fn must return a finite number (higher is better), got "
-                             f"{score!r} for epoch {epoch}")
-    (folder / SCORE_FILE).write_text(json.dumps({"epoch": epoch, "score": float(score)}) + "\n",
-                                     encoding="utf-8")
-    logger.info("epoch %d: dev score %.4f", epoch, score)
-    return float(score)
-
-
-def _score_epochs(checkpoints: Path, eval_fn: EvalFn | None
-                  ) -> list[tuple[int, Path, float | None]]:
-    """``(epoch, folder, score)`` per checkpoint; unscored ones are scored if ``eval_fn``."""
-    epochs = []
-    for folder in _checkpoint_folders(checkpoints):
-        epoch, score = _epoch_of(folder), None
-        if eval_fn is not None and (folder / SCORE_FILE).is_file():
-            score = json.loads((folder / SCORE_FILE).read_text(encoding="utf-8"))["score"]
-        elif eval_fn is not None:
-            score = _score_checkpoint(folder, epoch, eval_fn)
-        epochs.append((epoch, folder, score))
-    if not epochs:
-        raise RetrieverError(f"training wrote no checkpoint in {checkpoints}")
-    return epochs
 
 
 def _export_model(checkpoint: Path, model_dir: Path, finalize: ModelHook | None = None) -> Path:
@@ -397,11 +376,11 @@ def _epoch_checkpoints(eval_fn: EvalFn | None) -> Any:
     class EpochCheckpoints(TrainerCallback):
         def on_save(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            for older in _checkpoint_folders(Path(args.output_dir)):
+            for older in checkpoint_folders(Path(args.output_dir)):
                 for name in RESUME_ONLY if older != folder else ():
                     (older / name).unlink(missing_ok=True)
             if eval_fn is not None:
                 with _preserved_rng():
-                    _score_checkpoint(folder, round(state.epoch), eval_fn)
+                    score_checkpoint(folder, round(state.epoch), eval_fn)
 
     return EpochCheckpoints()
