@@ -29,19 +29,20 @@ SHOWN = 15
 MENTIONED_SHOWN = 10
 #: Supporting sentences shown for the chosen candidate.
 SENTENCES_SHOWN = 6
-COLUMNS = ["candidate", "flag", "abstracts", "sentences", "PubMed", "PMIDs", "from"]
-#: Column widths (pixels or Streamlit's names): a PMID (up to 10 digits) is never cut.
+COLUMNS = ["candidate", "flag", "PubMed", "abstracts", "sentences", "PMIDs", "from"]
+#: Column widths in pixels (the panel is narrow: the candidate stays pinned while the table
+#: scrolls sideways); a PMID (up to 10 digits) is never cut.
 COLUMN_CONFIG = {
-    "candidate": st.column_config.TextColumn("candidate", width="medium"),
+    "candidate": st.column_config.TextColumn("candidate", width=130, pinned=True),
     "flag": st.column_config.TextColumn(
-        "flag", width="small", help="NEW: a specific answer this relation lacks, named in a "
+        "flag", width=115, help="NEW: a specific answer this relation lacks, named in a "
         "sentence with the query. class / generic therapy: a kind of answer, never NEW"),
+    "PubMed": st.column_config.LinkColumn(
+        "PubMed", width=95, help="the best-ranked supporting abstract on PubMed",
+        display_text=r"https://pubmed\.ncbi\.nlm\.nih\.gov/(\d+)/"),
     "abstracts": st.column_config.NumberColumn("abstracts", width="small",
                                                help="abstracts with a supporting sentence"),
     "sentences": st.column_config.NumberColumn("sentences", width="small"),
-    "PubMed": st.column_config.LinkColumn(
-        "PubMed", width=110, help="the best-ranked supporting abstract on PubMed",
-        display_text=r"https://pubmed\.ncbi\.nlm\.nih\.gov/(\d+)/"),
     "PMIDs": st.column_config.TextColumn("PMIDs", width="large"),
     "from": st.column_config.TextColumn("from", width="small"),
 }

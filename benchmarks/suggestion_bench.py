@@ -56,8 +56,12 @@ def gold_keys(partial: PartialRelation) -> set[str]:
 
 
 def suggestions(ws: Workspace, schema: Schema, partial: PartialRelation, docs, matcher,
-                pool, evidence_only: bool) -> list:
-    found = answer_candidates(ws, schema, partial, docs, matcher, kb_entities=pool)
+                pool, evidence_only: bool, titles) -> list:
+    try:
+        found = answer_candidates(ws, schema, partial, docs, matcher, kb_entities=pool,
+                                  titles=titles)
+    except TypeError:  # a version without titles (to measure the one before)
+        found = answer_candidates(ws, schema, partial, docs, matcher, kb_entities=pool)
     if evidence_only:
         found = [c for c in found if getattr(c, "sentences", True)]
     return found
@@ -77,18 +81,20 @@ def run_schema(ws: Workspace, schema: Schema, args: argparse.Namespace, retrieve
                        rerank=True, matcher=matcher, doc_text=lambda d: _text(ws, d))
         rows = fetch_documents(ws, [h.doc_id for h in hits])
         docs = [(h.doc_id, _text_of(rows.get(h.doc_id, {}))) for h in hits]
+        titles = {h.doc_id: rows.get(h.doc_id, {}).get("title") or "" for h in hits}
         gold = gold_keys(partial)
         gold_forms = {f.lower() for answer in partial.answers for e in answer
                       for f in (e.text, *e.synonyms)}
         own = {k for k in gold if answer_use[k] == 1}
         held = replace(partial, answers=())
         pool = [e for e in entities if e.key not in own]
-        top = suggestions(ws, schema, held, docs, matcher, pool, args.evidence_only)[:args.top]
+        top = suggestions(ws, schema, held, docs, matcher, pool, args.evidence_only,
+                          titles)[:args.top]
         found = {c.key for c in top if c.key in gold or c.text.lower() in gold_forms}
         stats["relations"] += 1
         stats["hit"] += bool(found)
         stats["recall"] += len(found) / min(len(gold), args.top)
-        shown = suggestions(ws, schema, partial, docs, matcher, entities, False)
+        shown = suggestions(ws, schema, partial, docs, matcher, entities, False, titles)
         new = [c for c in shown if c.new]
         stats["new"] += len(new)
         stats["new_generic"] += sum(answer_kind(c.text, answer_type).generic for c in new)

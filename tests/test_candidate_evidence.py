@@ -118,3 +118,17 @@ def test_a_drug_only_mentioned_elsewhere_is_listed_after_and_never_new(ws):
     assert trametinib.with_query and not trametinib.new  # the KB has it for BRAF V600E
     assert (imatinib.with_query, imatinib.new, imatinib.pmids) == (
         False, False, ("90200006", "90200007"))  # every abstract that mentions it
+
+
+def test_a_title_without_a_full_stop_is_a_sentence_of_its_own(ws):
+    """Given the titles, a title that ends without "." does not run into the abstract's first
+    sentence (the card's evidence splits title and abstract the same way)."""
+    schema = ws.schemas()["PO"]
+    (partial,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
+    title = "BRAF V600E resistance in melanoma cells"
+    docs = [("90200008", f"{title} Nilotinib was given to other patients.")]
+    merged = {c.text: c for c in answer_candidates(ws, schema, partial, docs, EntityMatcher())}
+    assert merged["Nilotinib"].with_query  # one run-on "sentence" without the titles
+    split = {c.text: c for c in answer_candidates(ws, schema, partial, docs, EntityMatcher(),
+                                                  titles={"90200008": title})}
+    assert not split["Nilotinib"].with_query and not split["Nilotinib"].new

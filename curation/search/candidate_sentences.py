@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from curation.matching.abbreviations import Abbreviation, find_abbreviations
-from curation.matching.evidence import select_evidence, split_sentences
+from curation.matching.evidence import document_sentences, select_evidence, split_sentences
 from curation.matching.matcher import EntityMatcher
 from kb_sources.schema import Schema
 from kb_sources.types import Entity
@@ -89,6 +89,7 @@ def supporting_sentences(
     query: Mapping[str, Sequence[Entity]],
     answers: Mapping[str, Entity],
     matcher: EntityMatcher,
+    title: str = "",
 ) -> dict[str, list[Support]]:
     """Candidate key -> the sentences of one document that name it with an anchor query entity.
 
@@ -101,6 +102,9 @@ def supporting_sentences(
             slot also gets the enzymes the document defines (:func:`defined_enzymes`, added to
             ``answers`` by the caller) and self-modifying query entities.
         matcher: The process-wide matcher.
+        title: The document's title when ``text`` starts with it: the title is then a sentence
+            of its own (:func:`document_sentences`), even without a full stop; else the text
+            is split as it is.
 
     Returns:
         Sentences in text order per candidate key (keys without a sentence are left out).
@@ -113,7 +117,8 @@ def supporting_sentences(
     by_id: dict[str, list[str]] = {}
     for key, entity in answers.items():
         by_id.setdefault(_id(entity), []).append(key)
-    sentences = split_sentences(text)
+    sentences = (document_sentences(title, text[len(title) + 1:])
+                 if title and text.startswith(title + " ") else split_sentences(text))
     least = min_query_slots(schema)
     out: dict[str, list[Support]] = {}
     for ev in select_evidence(sentences, spans, schema.query_slots, schema.answer,

@@ -128,6 +128,7 @@ def answer_candidates(
     matcher: EntityMatcher,
     *,
     kb_entities: Sequence[Entity] | None = None,
+    titles: Mapping[str, str] | None = None,
 ) -> list[Candidate]:
     """Answer-slot candidates in ``docs`` (``(doc_id, text)`` in ranking order), each with the
     sentences that name it together with the query entities.
@@ -174,6 +175,8 @@ def answer_candidates(
         docs: The top-ranked documents as ``(doc_id, title + " " + abstract)``.
         matcher: The process-wide matcher.
         kb_entities: Pre-loaded :func:`kb_answer_entities` (loaded when None).
+        titles: doc_id -> title, so a title without a full stop is a sentence of its own
+            (without it, such a title runs into the abstract's first sentence).
 
     Returns:
         Candidates with a supporting sentence first: more supporting abstracts, then specific
@@ -201,7 +204,7 @@ def answer_candidates(
             pmids.extend(d for d, text in docs if d not in pmids and matcher.mentions(entity, text))
     if schema.slot(schema.answer).type in GENE_SLOT_TYPES:
         _add_defined_enzymes(schema, docs, found, query_forms, matcher)
-    support = _support(schema, partial, docs, found, matcher)
+    support = _support(schema, partial, docs, found, matcher, titles or {})
     return _ranked(schema, partial, docs, found, support)
 
 
@@ -221,13 +224,13 @@ def _add_defined_enzymes(schema: Schema, docs: Sequence[tuple[str, str]],
 
 def _support(schema: Schema, partial: PartialRelation, docs: Sequence[tuple[str, str]],
              found: Mapping[str, tuple[Entity, list[str], set[str]]],
-             matcher: EntityMatcher) -> dict[str, list[Support]]:
+             matcher: EntityMatcher, titles: Mapping[str, str]) -> dict[str, list[Support]]:
     """Candidate key -> supporting sentences over all documents (ranking order)."""
     out: dict[str, list[Support]] = {}
     for doc_id, text in docs:
         answers = {key: ent for key, (ent, pmids, _) in found.items() if doc_id in pmids}
         for key, supports in supporting_sentences(doc_id, text, schema, partial.query, answers,
-                                                  matcher).items():
+                                                  matcher, titles.get(doc_id, "")).items():
             out.setdefault(key, []).extend(supports)
     return out
 
