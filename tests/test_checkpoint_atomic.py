@@ -23,8 +23,8 @@ from safetensors.torch import load_file
 from test_training_engine import CONFIG, PAIRS
 
 from retrievers.errors import RetrieverError
-from retrievers.training import train_pairs
-from retrievers.training.checkpoints import write_json
+from retrievers.training import TrainConfig, train_pairs
+from retrievers.training.checkpoints import recover, torn_reason, write_json
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +36,7 @@ import sys, time
 from pathlib import Path
 from transformers import Trainer
 from test_training_engine import CONFIG, PAIRS
-from retrievers.training import train_pairs
+from retrievers.training import TrainConfig, train_pairs
 
 base, out, marker, step = sys.argv[1:]
 save_rng_state = Trainer._save_rng_state
@@ -178,6 +178,56 @@ def test_kill_during_a_save_then_resume_equals_an_uninterrupted_run(
     assert names(checkpoints) == ["checkpoint-3", "checkpoint-6"]
     assert (resumed.epochs_run, resumed.steps) == (2, 6)
     assert_equal_weights(resumed.model_dir, reference.model_dir)
+
+
+def fake_checkpoint(folder: Path, *files: str, state: str = '{"epoch": 1.0}') -> Path:
+    folder.mkdir(parents=True)
+    for name in files:
+        (folder / name).write_bytes(b"x")
+    if state:
+        (folder / "trainer_state.json").write_text(state)
+    return folder
+
+
+def test_recover_resumes_from_the_newest_checkpoint_with_resume_state(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Older checkpoints keep weights and state only (resume state is pruned); anything newer
+    than the newest resumable one is removed, since the resumed run writes it again."""
+    resume = ("optimizer.pt", "scheduler.pt", "rng_state.pth")
+    older = fake_checkpoint(tmp_path / "checkpoint-3", "model.safetensors")
+    newest = fake_checkpoint(tmp_path / "checkpoint-6", "model.safetensors", *resume)
+    fake_checkpoint(tmp_path / "checkpoint-9", "model.safetensors", "optimizer.pt")
+    fake_checkpoint(tmp_path / "checkpoint-12", *resume)
+    fake_checkpoint(tmp_path / "checkpoint-15", "model.safetensors", *resume, state="[]")
+    (tmp_path / "checkpoint-18.tmp-7" / "checkpoint-18").mkdir(parents=True)
+    with caplog.at_level("WARNING", logger="retrievers"):
+        assert recover(tmp_path) == newest
+    assert names(tmp_path) == ["checkpoint-3", "checkpoint-6"]
+    assert "checkpoint-9 (no scheduler.pt, rng_state*.pth)" in caplog.text
+    assert "checkpoint-12 (no weights (model.safetensors or" in caplog.text
+    assert "checkpoint-15 (trainer_state.json has no epoch)" in caplog.text
+    assert "checkpoint-18.tmp-7 (an unfinished save)" in caplog.text
+    assert torn_reason(older) is None and torn_reason(older, resume=True) is not None
+    assert recover(tmp_path / "missing") is None
+
+
+def test_a_lora_checkpoint_is_complete(tiny_model_path: Path, tmp_path: Path) -> None:
+    """LoRA runs save the adapter alone (adapter_model.safetensors): recover must keep them."""
+    from retrievers.training.engine import train_model
+    from retrievers.training.lora import add_lora, merge_lora
+    from retrievers.training.losses import MultiMarginLoss
+    from retrievers.training.trainer import _build_dataset
+
+    config = TrainConfig.from_dict({**CONFIG.to_dict(), "epochs": 1})
+    train_model(tiny_model_path, _build_dataset(PAIRS, config), lambda m: MultiMarginLoss(m),
+                tmp_path, config, progress=False, prepare_model=lambda m: (add_lora(m), m)[1],
+                finalize_model=merge_lora)
+    checkpoint = tmp_path / "checkpoints" / "checkpoint-3"
+    assert (checkpoint / "adapter_model.safetensors").is_file()
+    assert not (checkpoint / "model.safetensors").exists()
+    assert torn_reason(checkpoint, resume=True) is None
+    assert recover(tmp_path / "checkpoints") == checkpoint
+    assert names(tmp_path / "checkpoints") == ["checkpoint-3"]
 
 
 def test_write_json_replaces_the_file_whole(tmp_path: Path) -> None:

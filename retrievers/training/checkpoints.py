@@ -101,7 +101,11 @@ def recover(checkpoints: Path) -> Path | None:
             resume_from = folder
     for folder, reason in removed:
         logger.warning("removing %s (%s): an interrupted save left it incomplete", folder, reason)
-        shutil.rmtree(folder)
+        try:
+            shutil.rmtree(folder)
+        except OSError as exc:
+            raise RetrieverError(f"cannot remove the incomplete checkpoint {folder} ({exc}); "
+                                 "delete it by hand, then resume") from exc
     if resume_from is None and removed:
         logger.warning("no complete checkpoint in %s: training from the start", checkpoints)
     elif resume_from is not None and removed:
