@@ -16,6 +16,7 @@ import streamlit as st
 
 from app_pages.common import AppContext, current_user, flash, short_hash, show_flash
 from app_pages.safe import md
+from curation.search.answer_classes import AnswerKind
 from curation.search.candidates import Candidate, is_pmid
 from curation.search.cards import PUBMED_URL
 from curation.search.session import SearchResult
@@ -33,12 +34,13 @@ COLUMNS = ["candidate", "flag", "PubMed", "abstracts", "sentences", "PMIDs", "fr
 #: Column widths in pixels (the panel is narrow: the candidate stays pinned while the table
 #: scrolls sideways); a PMID (up to 10 digits) is never cut.
 COLUMN_CONFIG = {
-    "candidate": st.column_config.TextColumn("candidate", width=130, pinned=True),
+    "candidate": st.column_config.TextColumn("candidate", width=115, pinned=True),
     "flag": st.column_config.TextColumn(
-        "flag", width=115, help="NEW: a specific answer this relation lacks, named in a "
-        "sentence with the query. class / generic therapy: a kind of answer, never NEW"),
+        "flag", width=70, help="NEW: a specific answer this relation lacks, named in a "
+        "sentence with the query. class (a drug class: BRAF inhibitor) or generic (a generic "
+        "therapy: chemotherapy): a kind of answer, never NEW"),
     "PubMed": st.column_config.LinkColumn(
-        "PubMed", width=95, help="the best-ranked supporting abstract on PubMed",
+        "PubMed", width=90, help="the best-ranked supporting abstract on PubMed",
         display_text=r"https://pubmed\.ncbi\.nlm\.nih\.gov/(\d+)/"),
     "abstracts": st.column_config.NumberColumn("abstracts", width="small",
                                                help="abstracts with a supporting sentence"),
@@ -48,10 +50,14 @@ COLUMN_CONFIG = {
 }
 
 
+#: The flag column's word for a class or generic therapy (short: the panel is narrow).
+KIND_FLAGS = {AnswerKind.CLASS: "class", AnswerKind.GENERIC_THERAPY: "generic"}
+
+
 def flag(candidate: Candidate) -> str:
-    """What the flag column says: NEW, the class kind, or nothing (a known answer)."""
+    """What the flag column says: NEW, class, generic (therapy), or nothing (a known answer)."""
     if candidate.kind.generic:
-        return candidate.kind.value
+        return KIND_FLAGS[candidate.kind]
     return "NEW" if candidate.new else ""
 
 
@@ -83,7 +89,8 @@ def _confirm(ctx: AppContext, schema: Schema, partial: PartialRelation,
 
 
 def _option_label(candidate: Candidate) -> str:
-    mark = flag(candidate) or ("" if candidate.with_query else "not with the query")
+    mark = (candidate.kind.value if candidate.kind.generic else flag(candidate)) or (
+        "" if candidate.with_query else "not with the query")
     return f"{candidate.text} ({candidate.count})" + (f" · {mark}" if mark else "")
 
 

@@ -81,7 +81,7 @@ def test_classes_are_marked_never_new_and_only_sentence_candidates_are_suggested
     at = braf_page()
     frame = candidates_table(at).value.set_index("candidate")
     assert frame.loc["BRAF Inhibitor", "flag"] == "class"
-    assert frame.loc["Chemotherapy", "flag"] == "generic therapy"
+    assert frame.loc["Chemotherapy", "flag"] == "generic"  # a generic therapy
     assert frame.loc["Nilotinib", "flag"] == "NEW"
     assert frame.loc["Nilotinib", "PMIDs"] == PMID and frame.loc["Nilotinib", "sentences"] == 1
     assert "Gefitinib" not in frame.index  # mentioned with no query entity: not suggested
@@ -103,6 +103,9 @@ def test_pmids_are_shown_in_full_and_link_to_pubmed(ws_root):
     assert config["PMIDs"]["width"] == "large"
     link = config["PubMed"]
     assert link["width"] >= 90 and link["type_config"]["type"] == "link"  # 10 digits fit
+    # the candidate, its flag and the link fit the narrow panel (~290 px) without scrolling
+    assert config["candidate"]["pinned"] and sum(
+        config[c]["width"] for c in ("candidate", "flag", "PubMed")) <= 280
     assert re.fullmatch(link["type_config"]["display_text"],
                         f"https://pubmed.ncbi.nlm.nih.gov/{PMID}/").group(1) == PMID
 
@@ -115,6 +118,7 @@ def test_the_chosen_candidate_shows_its_sentences_escaped(ws_root):
     picker.set_value("drug:nilotinib").run()
     labels = picker.options  # as shown
     assert "BRAF Inhibitor (1) · class" in labels and "Nilotinib (1) · NEW" in labels
+    assert "Chemotherapy (1) · generic therapy" in labels
     assert labels[-1].startswith("Gefitinib (") and labels[-1].endswith(" · not with the query")
     (expander,) = [e for e in at.expander if "Sentences supporting" in e.label]
     assert shown(expander.label) == "Sentences supporting Nilotinib (1)"
