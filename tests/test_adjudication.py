@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -15,6 +16,8 @@ from curation.access.adjudication import (
     disagreements,
     document_titles,
     final_grade,
+    final_grades,
+    next_open_item,
     relation_texts,
     set_blind_mode,
     visible_labels,
@@ -121,6 +124,40 @@ def test_final_grade(ws):
     assert final_grade(ws, "PO", "q", "1") is Grade.IRRELEVANT  # a decision beats agreement
 
 
+def test_final_grades_of_every_item(ws):
+    adj = adjudicate(ws, "PO", "q", "3", "complete", "response in the abstract", user=CUR)
+    finals = final_grades(ws)
+    assert {item: (f.grade.value, f.source) for item, f in finals.items()} == {
+        ("PO", "q", "1"): ("complete", "unanimous"), ("PO", "q", "2"): ("irrelevant", "unanimous"),
+        ("PO", "q", "3"): ("complete", "adjudicated"), ("PO", "q", "4"): ("partial", "unanimous"),
+        ("PO", "q", "5"): ("complete", "unanimous")}  # PTM 9 is open: left out
+    assert finals["PO", "q", "3"].adjudication == adj and finals["PO", "q", "1"].adjudication \
+        is None
+    assert set(final_grades(ws, "PTM")) == set()
+    for item, final in finals.items():  # the same rule as final_grade
+        assert final_grade(ws, *item) is final.grade
+    set_blind_mode(ws, True, user=ADMIN)  # alice graded 1-3 and skipped 4
+    assert sorted(d for _, _, d in final_grades(ws, viewer=ALICE)) == ["1", "2", "3"]
+    assert len(final_grades(ws, viewer=CUR)) == 5
+
+
+def test_disagreements_carry_each_annotators_note_and_next_open_item(ws):
+    record_label(ws, user="alice", schema="PO", query_key="q", query_text="PO?", doc_id="6",
+                 grade="partial", note="only <i>in vitro</i>")
+    label(ws, "bob", "6", "complete")
+    items = disagreements(ws, "PO")
+    assert [(d.doc_id, d.notes) for d in items] == [
+        ("6", (("alice", "only <i>in vitro</i>"), ("bob", ""))),
+        ("3", (("alice", ""), ("bob", "")))]
+    assert [u for u, _ in items[0].grades] == [u for u, _ in items[0].notes]
+    assert next_open_item(items, items[0].item) == items[1]
+    assert next_open_item(items, items[1].item) == items[0]  # wraps round
+    assert next_open_item(items, ("PO", "q", "nope")) == items[0]
+    adjudicate(ws, "PO", "q", "3", "partial", "no response", user=CUR)
+    settled = disagreements(ws, "PO")
+    assert next_open_item(settled, ("PO", "q", "6")) is None  # only the settled one is left
+
+
 # -- blind mode ----------------------------------------------------------------------------------
 def test_blind_mode_is_an_audited_admin_setting(ws):
     assert blind_mode(ws) is False
@@ -186,3 +223,39 @@ def test_settings_blind_review_command(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["settings", "blind-review", "maybe", "-w", str(root)])
     assert "invalid choice: 'maybe'" in capsys.readouterr().err
+
+
+# -- kbcurate labels export: the final grade ------------------------------------------------------
+def test_labels_export_command_writes_final_grades_and_documents_them(ws, tmp_path, capsys,
+                                                                      monkeypatch):
+    adj = adjudicate(ws, "PO", "q", "3", "partial", "no response, only resistance", user=CUR)
+    out = tmp_path / "labels.csv"
+    assert main(["labels", "export", str(out), "--schema", "PO", "-w", str(ws.root)]) == 0
+    assert capsys.readouterr().out == \
+        f"9 labels written to {out} (with each item's final grade)\n"
+    with open(out, encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    got = {(r["user"], r["doc_id"]): (r["grade"], r["final_grade"], r["final_source"],
+                                      r["adjudicated_by"], r["adjudicated_at"],
+                                      r["adjudication_reason"]) for r in rows}
+    decided = ("partial", "adjudicated", "cur", adj.created_at, "no response, only resistance")
+    assert got == {("alice", "1"): ("complete", "complete", "unanimous", "", "", ""),
+                   ("bob", "1"): ("complete", "complete", "unanimous", "", "", ""),
+                   ("alice", "2"): ("irrelevant", "irrelevant", "unanimous", "", "", ""),
+                   ("bob", "2"): ("irrelevant", "irrelevant", "unanimous", "", "", ""),
+                   ("alice", "3"): ("partial", *decided), ("bob", "3"): ("complete", *decided),
+                   ("alice", "4"): ("skip", "partial", "unanimous", "", "", ""),
+                   ("bob", "4"): ("partial", "partial", "unanimous", "", "", ""),
+                   ("bob", "5"): ("complete", "complete", "unanimous", "", "", "")}
+    jsonl = tmp_path / "ptm.jsonl"
+    assert main(["labels", "export", str(jsonl), "--schema", "PTM", "-w", str(ws.root)]) == 0
+    lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert [(r["user"], r["final_grade"], r["final_source"]) for r in lines] == [
+        ("bob", None, None), ("alice", None, None)]  # an open disagreement: no final grade
+    monkeypatch.setenv("COLUMNS", "200")  # argparse wraps the help at the terminal width
+    with pytest.raises(SystemExit):
+        main(["labels", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "final_grade (a curator's adjudicated grade, else the grade every current non-skip " \
+           "label gives), final_source (adjudicated or unanimous), adjudicated_by, " \
+           "adjudicated_at (UTC) and adjudication_reason" in help_text

@@ -10,6 +10,8 @@ import math
 import pytest
 
 from curation.store.labels import (
+    EXPORT_COLUMNS_HELP,
+    FINAL_FIELDS,
     Grade,
     LabelPending,
     agreement,
@@ -94,6 +96,28 @@ def test_export_csv_and_jsonl(tmp_workspace, tmp_path):
     assert json.loads(lines[0])["doc_id"] == "1"
     with pytest.raises(CurationError, match="use a .csv, .tsv or .jsonl"):
         export_labels(labels, tmp_path / "l.xlsx")
+
+
+def test_export_writes_the_final_grade_columns(tmp_workspace, tmp_path):
+    label(tmp_workspace, "a", "1", "complete")
+    label(tmp_workspace, "b", "1", "partial")
+    label(tmp_workspace, "a", "2", "irrelevant")
+    labels = list_labels(tmp_workspace)
+    final = {"final_grade": "partial", "final_source": "adjudicated", "adjudicated_by": "cur",
+             "adjudicated_at": "2026-01-02T03:04:05+00:00", "adjudication_reason": "a, \"b\""}
+    finals = {(Q["schema"], Q["query_key"], "1"): final}
+    with open(export_labels(labels, tmp_path / "l.tsv", finals=finals), encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t"))
+    assert list(rows[0])[-5:] == list(FINAL_FIELDS) == list(final)
+    assert {(r["user"], r["doc_id"]): tuple(r[k] for k in FINAL_FIELDS) for r in rows} == {
+        ("a", "1"): tuple(final.values()), ("b", "1"): tuple(final.values()),
+        ("a", "2"): ("",) * 5}
+    lines = export_labels(labels, tmp_path / "l.jsonl", finals=finals).read_text().splitlines()
+    by_doc = {(d["user"], d["doc_id"]): d for d in map(json.loads, lines)}
+    assert {k: by_doc["b", "1"][k] for k in FINAL_FIELDS} == final
+    assert [by_doc["a", "2"][k] for k in FINAL_FIELDS] == [None] * 5
+    for name in ("id", "grade", "note", "train_size", *FINAL_FIELDS):  # the help names each
+        assert name in EXPORT_COLUMNS_HELP
 
 
 def test_cohen_kappa_on_shared_items(tmp_workspace):
