@@ -30,6 +30,7 @@ from curation.search.worklist import (
     WorklistOptions,
     WorklistRow,
     data_stamp,
+    new_answers_ties,
     worklist,
     worklist_frame,
 )
@@ -41,6 +42,9 @@ PRIORITY_LABELS = {Priority.EVIDENCE: "KB evidence level",
                    Priority.FEWEST_LABELS: "Fewest labels"}
 CACHE_KEY = "wl_cache"
 CACHED = 4  # worklists kept per session
+FORCED_HELP = ("Most suggested new answers counts the new answer candidates in each listed "
+               "relation's top abstracts (slower: about 6-9 s for 200 relations on the demo "
+               "data): without them, relations that no pending suggestion names would all tie")
 GRADE_COLORS = {"complete": "#2e7d32", "partial": "#f9a825", "irrelevant": "#c62828",
                 "skip": "#9e9e9e"}
 
@@ -55,10 +59,15 @@ def _controls() -> tuple[Priority, int, bool, bool]:
                                       "each one runs the retriever once")
     done = cols[2].checkbox("Show finished", key="wl_done",
                             help="Also list relations whose top abstracts are all labelled")
+    order = Priority.parse(priority)
+    if order is Priority.NEW_ANSWERS:  # this order counts them: shown ticked, not a choice
+        cols[3].checkbox("Count candidates", value=True, disabled=True,
+                         key="wl_candidates_forced", help=FORCED_HELP)
+        return order, int(limit), done, True
     candidates = cols[3].checkbox("Count candidates", key="wl_candidates",
                                   help="New answer candidates in each relation's top "
                                        "abstracts (slower)")
-    return Priority.parse(priority), int(limit), done, candidates
+    return order, int(limit), done, candidates
 
 
 def rows_for(ctx: AppContext, schema: Schema, retriever: tuple[str, bool, int],
@@ -85,6 +94,21 @@ def rows_for(ctx: AppContext, schema: Schema, retriever: tuple[str, bool, int],
         while len(cache) > CACHED:
             cache.pop(next(iter(cache)))
     return cache[key]
+
+
+def new_answers_note(rows: list[WorklistRow], limit: int) -> None:
+    """How the "Most suggested new answers" order was made, and when it decided nothing."""
+    if new_answers_ties(rows):
+        st.warning("No listed relation has a pending source suggestion of a new answer or a "
+                   "new answer candidate in its top abstracts, so this order ties everywhere: "
+                   "the list is in KB order (most cited first). Pick another priority, or "
+                   "raise Relations to look further.")
+        return
+    st.caption("Ordered by new answers of pending source suggestions, then pending "
+               "suggestions, then new answer candidates in the top abstracts, counted "
+               + (f"for all {len(rows):,} of them." if len(rows) < limit else
+                  f"for these {len(rows):,} relations only (the first by suggestions, then KB "
+                  "order): raise Relations to count further."))
 
 
 def _open_in_curate(schema: Schema, row: WorklistRow) -> None:
@@ -161,6 +185,8 @@ def render(ctx: AppContext) -> None:
         st.caption(f"{len(rows):,} relations by {md(PRIORITY_LABELS[choice[0]])} · top "
                    f"{retriever[2]:d} abstracts of {md(retriever[0])}"
                    + (" with entity rerank" if retriever[1] else ""))
+        if choice[0] is Priority.NEW_ANSWERS:
+            new_answers_note(rows, choice[1])
         table(schema, rows, choice[3])
     else:
         st.info("Every listed relation's top abstracts are labelled: tick Show finished, "

@@ -90,6 +90,41 @@ def test_priority_changes_the_order(ws_root):
     assert len(relations(at)) == 6
 
 
+def test_most_suggested_new_answers_counts_candidates_and_says_how_it_ordered(ws_root):
+    """Issue 29 item 6: without "Count candidates" this order tied on every relation no pending
+    suggestion names and fell back to the KB order silently."""
+    at = worklist_page()
+    assert at.checkbox(key="wl_candidates").value is False
+    at.radio(key="wl_priority").set_value(Priority.NEW_ANSWERS).run()
+    assert not at.exception
+    forced = at.checkbox(key="wl_candidates_forced")
+    assert forced.value is True and forced.proto.disabled
+    table = at.dataframe(key="wl_table").value
+    assert relations(at) == [LABELS[k] for k in (RET, BRAF, EGFR, ABL1, ALK, PDGFRA)]
+    assert table.set_index("query key")["answer candidates"].to_dict() == {
+        RET: 0, BRAF: 1, EGFR: 0, ABL1: 0, ALK: 0, PDGFRA: 0}  # BRAF: imatinib in 90100001
+    assert "Ordered by new answers of pending source suggestions, then pending suggestions, " \
+           "then new answer candidates in the top abstracts, counted for all 6 of them." in [
+               c.value for c in at.caption]
+    assert not at.warning
+    at.radio(key="wl_priority").set_value(Priority.EVIDENCE).run()  # the choice is kept
+    assert at.checkbox(key="wl_candidates").value is False
+
+
+def test_new_answers_order_that_decides_nothing_says_so(ws_root, monkeypatch):
+    with Workspace.open(ws_root) as ws, ws.transaction():  # no pending suggestion left
+        ws.conn.execute("UPDATE source_suggestions SET status = 'rejected'")
+    monkeypatch.setattr("curation.search.worklist.answer_candidates", lambda *a, **k: [])
+    at = worklist_page()
+    at.radio(key="wl_priority").set_value(Priority.NEW_ANSWERS).run()
+    assert not at.exception
+    (warning,) = at.warning
+    assert warning.value.startswith("No listed relation has a pending source suggestion of a "
+                                    "new answer or a new answer candidate in its top abstracts, "
+                                    "so this order ties everywhere: the list is in KB order")
+    assert relations(at) == [LABELS[k] for k in (EGFR, ABL1, ALK, PDGFRA, BRAF, RET)]
+
+
 def test_open_in_curate_sets_the_relation_and_switches_page(ws_root):
     at = worklist_page()
     assert "wl_open" not in [b.key for b in at.button]  # nothing selected yet

@@ -22,6 +22,7 @@ from curation.search.worklist import (
     data_stamp,
     level_rank,
     new_answer_count,
+    new_answers_ties,
     worklist,
     worklist_frame,
 )
@@ -162,13 +163,33 @@ def test_new_answers_priority(labelled, bm25):
     suggest(labelled, RET, "5", "Pralsetinib")  # the same answer from a second abstract
     suggest(labelled, ALK, "6", "Crizotinib")  # the KB has it already
     suggest(labelled, BRAF, "7", "Sorafenib", status="rejected")
-    rows = worklist(labelled, "PO", bm25, k=K, priority="new_answers", progress=False)
+    matcher = EntityMatcher()
+    rows = worklist(labelled, "PO", bm25, k=K, priority="new_answers", progress=False,
+                    matcher=matcher)
     assert keys(rows) == [PDGFRA, RET, ALK, BRAF]
-    assert [(r.new_answers, r.pending_suggestions) for r in rows] == [(2, 2), (1, 2), (0, 1),
-                                                                      (0, 0)]
+    assert [(r.new_answers, r.pending_suggestions, r.new_candidates) for r in rows] == [
+        (2, 2, 0), (1, 2, 0), (0, 1, 0), (0, 0, 1)]  # BRAF: imatinib in 90100001
     everything = worklist(labelled, "PO", bm25, k=K, priority="new_answers", progress=False,
-                          options=WorklistOptions(include_done=True))
-    assert keys(everything) == [PDGFRA, RET, ALK, EGFR, ABL1, BRAF]
+                          matcher=matcher, options=WorklistOptions(include_done=True))
+    assert keys(everything) == [PDGFRA, RET, ALK, BRAF, EGFR, ABL1]
+    assert not new_answers_ties(everything)
+
+
+def test_new_answers_order_counts_candidates_without_suggestions(ws, bm25):
+    """Issue 29 item 6: with no pending suggestion every relation tied and the order was the KB
+    list's, silently; the order now counts the answer candidates itself."""
+    matcher = EntityMatcher()
+    rows = worklist(ws, "PO", bm25, k=K, priority="new_answers", progress=False,
+                    matcher=matcher)  # candidates not asked for: counted anyway
+    assert keys(rows) == [BRAF, EGFR, ABL1, ALK, PDGFRA, RET]  # KB order after the candidate
+    assert [r.new_candidates for r in rows] == [1, 0, 0, 0, 0, 0]
+    assert worklist_frame(rows)["answer candidates"].tolist() == [1, 0, 0, 0, 0, 0]
+    assert not new_answers_ties(rows)
+    first = worklist(ws, "PO", bm25, k=K, limit=1, priority="new_answers", progress=False,
+                     matcher=matcher)  # counted over the returned rows only: EGFR has none
+    assert keys(first) == [EGFR] and new_answers_ties(first)
+    with pytest.raises(CurationError, match="the new_answers order need the entity matcher"):
+        worklist(ws, "PO", bm25, k=K, priority="new_answers", progress=False)
 
 
 def test_new_answer_count_ignores_known_answers(ws):

@@ -9,8 +9,10 @@ its top-k abstracts nobody (or the given user) has labelled yet. Priorities (:cl
   2A; see :func:`level_rank`); relations without a level last.
 * ``new_answers``: most new answers suggested first: distinct answers of the relation's pending
   source suggestions (status ``new``, not yet accepted or rejected) that the KB does not list for
-  it yet; then pending suggestions; then, when asked for, new answer candidates found in its
-  top-k abstracts (:func:`~curation.search.candidates.answer_candidates`).
+  it yet; then pending suggestions; then new answer candidates found in its top-k abstracts
+  (:func:`~curation.search.candidates.answer_candidates`), always counted for this order (else
+  few suggestions tie every relation: silently the KB order), over the returned rows only;
+  :func:`new_answers_ties` says when nothing separated them.
 * ``fewest_labels``: fewest current labels on the relation (anyone's) first.
 
 Ties keep the KB list order (most cited PMIDs first, then most records, then the query key), so
@@ -19,13 +21,13 @@ the order is deterministic.
 Cost: every priority key comes from the database without retrieval, so the relations are sorted
 first and ranked in that order, in batches of :data:`BATCH` (``Retriever.search_batch``: one
 encoder call per batch for a dense model), until ``limit`` rows with unlabelled abstracts are
-found: ``limit`` relations are ranked when each has unlabelled abstracts, more only when finished
-ones are skipped. Measured on the demo data (12,393 abstracts, CIViC 2021: 917 PO relations) on
-the shared 2-core CPU under load: listing the relations 0.7 s; BM25 worklist of 200 rows 1.0 s,
-of all 917 1.7 s; the entity-aware rerank (the matcher over 50 hits per relation) 3.3 s for 200;
-counting answer candidates (the matcher over the top-k with every KB answer entity of the schema)
-25 s for 200, so it is off by default. A dense model adds its query encoding, ~10 ms a query
-unloaded (DESIGN.md), less in batches (~2 s for 200).
+found (more only when finished ones are skipped). Measured on the demo data (12,393 abstracts,
+CIViC 2021: 917 PO relations) on the shared 2-core CPU under load: listing the relations 0.7 s;
+BM25 worklist of 200 rows 1.0 s, of all 917 1.7 s; the entity-aware rerank (the matcher over 50
+hits per relation) 3.3 s for 200; counting answer candidates (the matcher over the top-k with
+every KB answer entity of the schema), so the ``new_answers`` order, 5.7-9.1 s for 200 rows and
+25-29 s for all 917 (load 2.8), off by default for the other orders. A dense model adds its query
+encoding, ~10 ms a query unloaded (DESIGN.md), less in batches (~2 s for 200).
 
 Labels: current labels only (a relabelled label's earlier versions are left out); a ``skip``
 counts as labelled, as on the Curate page; labels waiting in the outbox are not counted yet.
@@ -87,7 +89,7 @@ class WorklistOptions:
         rerank: Rerank the top hits by query entities, as the Curate page's "Entity-aware
             rerank" does (needs a matcher).
         candidates: Count new answer candidates in each returned row's top-k (needs a
-            matcher; the slow part of the worklist).
+            matcher; the slow part of the worklist; always on for ``new_answers``).
     """
 
     source: str | None = None
@@ -217,19 +219,11 @@ def _pre_key(priority: Priority, partial: PartialRelation, counts: _Counts) -> t
     return (-new_answer_count(partial, pending), -len(pending))
 
 
-def worklist(
-    ws: Workspace,
-    schema: Schema | str,
-    retriever: Retriever,
-    *,
-    k: int = 10,
-    user: str | None = None,
-    limit: int = DEFAULT_LIMIT,
-    priority: Priority | str = Priority.EVIDENCE,
-    progress: Progress = True,
-    matcher: EntityMatcher | None = None,
-    options: WorklistOptions | None = None,
-) -> list[WorklistRow]:
+def worklist(ws: Workspace, schema: Schema | str, retriever: Retriever, *, k: int = 10,
+             user: str | None = None, limit: int = DEFAULT_LIMIT,
+             priority: Priority | str = Priority.EVIDENCE, progress: Progress = True,
+             matcher: EntityMatcher | None = None,
+             options: WorklistOptions | None = None) -> list[WorklistRow]:
     """Partial relations with unlabelled top-k abstracts, in priority order.
 
     Args:
@@ -243,15 +237,16 @@ def worklist(
         priority: ``evidence``, ``new_answers`` or ``fewest_labels`` (see the module).
         progress: ``True`` for a tqdm bar over the relations, ``False`` for none, or a callback
             ``fn(done, total)``.
-        matcher: The entity matcher, needed for ``options.rerank`` and ``options.candidates``.
+        matcher: The entity matcher, needed for ``options.rerank``, ``options.candidates``
+            and the ``new_answers`` priority (which always counts candidates).
         options: Source filter, finished relations, rerank, answer candidates.
 
     Returns:
         At most ``limit`` rows, highest priority first.
 
     Raises:
-        CurationError: Unknown priority or schema, ``k`` or ``limit`` below 1, or rerank or
-            candidates asked for without a matcher.
+        CurationError: Unknown priority or schema, ``k`` or ``limit`` below 1, or rerank,
+            candidates or the ``new_answers`` priority asked for without a matcher.
     """
     options = options or WorklistOptions()
     order = Priority.parse(priority)
@@ -259,9 +254,11 @@ def worklist(
     if k < 1 or limit < 1:
         raise CurationError(f"The worklist needs k >= 1 and limit >= 1 (got k={k}, "
                             f"limit={limit}); ask for at least one abstract and one relation")
+    if order is Priority.NEW_ANSWERS:  # counts the candidates of each relation's top-k
+        options = replace(options, candidates=True)
     if (options.rerank or options.candidates) and matcher is None:
-        raise CurationError("Rerank and answer candidates need the entity matcher; pass "
-                            "matcher=EntityMatcher()")
+        raise CurationError("Rerank, answer candidates and the new_answers order need the "
+                            "entity matcher; pass matcher=EntityMatcher()")
     counts = _counts(ws, sch.name, user)
     relations = list_partial_relations(ws, sch.name, source=options.source)
     relations.sort(key=lambda p: _pre_key(order, p, counts))  # stable: ties keep list order
@@ -287,6 +284,12 @@ def worklist(
                                      -(r.new_candidates or 0)))
     logger.info("worklist %s by %s: %d rows", sch.name, order.value, len(rows))
     return rows
+
+
+def new_answers_ties(rows: Sequence[WorklistRow]) -> bool:
+    """True when no row has a suggested new answer, a pending suggestion or a counted new
+    answer candidate: the ``new_answers`` order then is only the KB list order."""
+    return not any(r.new_answers or r.pending_suggestions or r.new_candidates for r in rows)
 
 
 def _top_k(ws: Workspace, schema: Schema, retriever: Retriever,
