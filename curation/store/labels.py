@@ -363,8 +363,8 @@ def export_labels(labels: Sequence[Label], path: str | Path, *,
     fields = [*_EXPORT_FIELDS, *FINAL_FIELDS]
     rows = []
     for lab in labels:
-        final = finals.get((lab.schema, lab.query_key, lab.doc_id), {})
-        rows.append({**{k: lab.to_json()[k] for k in _EXPORT_FIELDS},
+        data, final = lab.to_json(), finals.get((lab.schema, lab.query_key, lab.doc_id), {})
+        rows.append({**{k: data[k] for k in _EXPORT_FIELDS},
                      **{k: final.get(k) for k in FINAL_FIELDS}})
     if path.suffix.lower() == ".jsonl":
         with open(path, "w", encoding="utf-8") as fh:
