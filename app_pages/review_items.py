@@ -31,7 +31,7 @@ from kb_sources.errors import CurationError
 FINAL_GRADES = ("complete", "partial", "irrelevant")
 PUBMED_URL = "https://pubmed.ncbi.nlm.nih.gov/{}/"
 #: Pixels per character and the padding of a table column sized to its longest text.
-CHAR_PX, PAD_PX = 7.5, 32
+CHAR_PX, PAD_PX = 7.0, 32
 
 
 def document_view(ctx: AppContext, doc_id: str, key: str,
