@@ -3,6 +3,7 @@ class per slot, per-slot toggles, legend, offsets across title and abstract."""
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
@@ -128,3 +129,67 @@ def test_palette_repeats_and_missing_slots_get_colours() -> None:
     assert colours["s0"] == colours["s8"]
     out = render_highlighted("BRAF", "", [span(0, 4, "BRAF", slot="new")], {"gene": "gold"})
     assert 'data-slot="new"' in out and "background-color:#bfdbfe" in out
+
+
+# -- an entity in two slots (issue 29 item 1: FGFR1 autophosphorylation) -------------------------
+FGFR1_TEXT = "FGFR1 autophosphorylation at Y653 needs FGFR1 kinase activity."
+PTM_COLOURS = {"substrate": "#fde68a", "catalyst": "#bfdbfe", "site": "#bbf7d0"}
+
+
+def fgfr1_spans() -> list[Span]:
+    fgfr1 = Entity("FGFR1", "gene", "2260")
+    return EntityMatcher().find_spans(
+        {"substrate": [fgfr1], "catalyst": [fgfr1], "site": [Entity("Y653", "residue")]},
+        FGFR1_TEXT)
+
+
+def test_entity_in_two_slots_is_marked_in_both() -> None:
+    out = render_highlighted("", FGFR1_TEXT, fgfr1_spans(), PTM_COLOURS)
+    marks = re.findall(r"<mark [^>]*>[^<]*</mark>", out)
+    assert len(marks) == 3 and marks[0] == marks[2]
+    first = marks[0]
+    assert first.endswith(">FGFR1</mark>")
+    assert 'class="kb-mark kb-slot-substrate kb-slot-catalyst kb-multi"' in first
+    assert 'data-slot="substrate" data-slots="substrate catalyst" data-entity="2260"' in first
+    assert 'title="substrate: 2260 (exact, 1.00); catalyst: 2260 (exact, 1.00)"' in first
+    assert ("background-color:#fde68a;background-image:linear-gradient(to bottom,"
+            "#fde68a 0% 50%,#bfdbfe 50% 100%)") in first
+    assert 'data-slot="site"' in marks[1] and "data-slots" not in marks[1]
+
+
+def test_two_slot_mark_with_one_slot_switched_off_is_a_plain_mark() -> None:
+    out = render_highlighted("", FGFR1_TEXT, fgfr1_spans(), PTM_COLOURS,
+                             enabled_slots={"catalyst", "site"})
+    assert "kb-multi" not in out and "linear-gradient" not in out
+    assert out.count('<mark class="kb-mark kb-slot-catalyst" data-slot="catalyst"') == 2
+
+
+def test_two_slot_mark_escapes_slot_names_and_ids() -> None:
+    evil = '"><script>x</script>'
+    spans = [span(0, 4, "BRAF", slot=evil, entity_id=evil), span(0, 4, "BRAF", slot="gene")]
+    out = render_highlighted("BRAF <b>", "", spans)
+    assert tags(out) == {"div", "mark"} and "&lt;b&gt;" in out
+    assert f'data-slots="{html.escape(evil, quote=True)} gene"' in out
+    assert "kb-slot-script-x-script kb-slot-gene kb-multi" in out
+
+
+def test_marks_of_two_slots_give_both_colours_to_the_evidence() -> None:
+    from curation.matching.evidence import mark_colours
+
+    out = render_highlighted("", FGFR1_TEXT, fgfr1_spans(), PTM_COLOURS)
+    assert mark_colours(out) == PTM_COLOURS
+
+
+def test_legend_shows_the_shared_slots_swatch() -> None:
+    from curation.matching.highlight import shared_slots
+
+    shared = shared_slots(fgfr1_spans())
+    assert [set(c) for c in shared] == [{"substrate", "catalyst"}]
+    out = render_legend(PTM_COLOURS, shared=shared)
+    assert out.count('class="kb-legend-item') == 4
+    assert ('<span class="kb-legend-item kb-legend-shared" data-slots="substrate catalyst" '
+            'title="one entity in substrate + catalyst" style="background-color:#fde68a;'
+            'background-image:linear-gradient(to bottom,#fde68a 0% 50%,#bfdbfe 50% 100%)') in out
+    assert ">substrate + catalyst</span>" in out
+    assert shared_slots(fgfr1_spans(), enabled_slots={"substrate", "site"}) == []
+    assert "kb-legend-shared" not in render_legend(PTM_COLOURS)

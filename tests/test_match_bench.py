@@ -59,15 +59,18 @@ def test_json_and_table_output(sample: dict[str, MatchBenchResult]) -> None:
     assert data["variant"]["recall"] == 1.0 and data["chemical"]["gold"] == 4
     assert set(data["gene"]) >= {"recall", "precision", "gold", "predicted"}
     table = format_table(sample).splitlines()
-    assert table[0].split() == ["type", "docs", "gold", "predicted", "recall", "precision"]
-    assert table[1].split() == ["chemical", "2", "4", "2", "0.500", "1.000"]
+    assert table[0].split() == ["type", "docs", "gold", "predicted", "fp", "recall",
+                                "precision"]
+    assert table[1].split() == ["chemical", "2", "4", "2", "0", "0.500", "1.000"]
+    assert sample["disease"].false_positive == 1 and data["disease"]["false_positive"] == 1
 
 
 def test_report_is_what_the_command_prints(fixtures_dir: Path) -> None:
     path = fixtures_dir / "match_bench_sample.txt"
     data = json.loads(match_bench_report(path, ["variant"], as_json=True))
     assert data == {"variant": {"recall": 1.0, "precision": 1.0, "gold": 2, "predicted": 2,
-                                "true_positive": 2, "gold_found": 2, "documents": 1}}
+                                "true_positive": 2, "false_positive": 0, "gold_found": 2,
+                                "documents": 1}}
     assert match_bench_report(path).splitlines()[0].startswith("type")
 
 
@@ -99,3 +102,12 @@ def test_tmvar_test_quality(data_dir: Path) -> None:
     (variant,) = run_match_bench(data_dir / "tmvar" / "tmVar_test.PubTator.txt.gz").values()
     assert variant.gold == 468
     assert variant.recall >= 0.96 and variant.precision >= 0.97
+
+
+def test_report_with_the_symbol_row(fixtures_dir: Path) -> None:
+    path = fixtures_dir / "match_bench_sample.txt"
+    data = json.loads(match_bench_report(path, ["gene"], as_json=True, symbols=True))
+    assert list(data) == ["gene", "gene-symbol"]
+    assert data["gene-symbol"]["gold"] >= 1 and data["gene-symbol"]["recall"] == 1.0
+    assert match_bench_report(path, ["gene"], symbols=True).splitlines()[2].startswith(
+        "gene-symbol")

@@ -65,6 +65,9 @@ _NEXT_WORD = re.compile(r"\S+")
 _MARK_TAG = re.compile(r"<mark\b[^>]*>")
 _SLOT_ATTR = re.compile(r'\bdata-slot="([^"]*)"')
 _COLOUR_ATTR = re.compile(r'\bstyle="background-color:([^";]*)')
+_SLOTS_ATTR = re.compile(r'\bdata-slots="([^"]*)"')
+_BANDS = re.compile(r"background-image:linear-gradient\(to bottom,([^\"]*)\)")
+_BAND_COLOUR = re.compile(r"(?:^|,)([^,\s]+) [\d.]+% [\d.]+%")
 
 
 @dataclass(frozen=True)
@@ -249,10 +252,19 @@ def render_evidence(
 def mark_colours(highlighted: str) -> dict[str, str]:
     """Slot -> colour of the ``<mark>`` tags in HTML from
     :func:`~curation.matching.highlight.render_highlighted` (first mark of a slot wins): the
-    slots switched on there and their colours."""
+    slots switched on there and their colours; a mark of several slots (``data-slots``, colour
+    bands) gives each of them its band's colour."""
     out: dict[str, str] = {}
     for tag in _MARK_TAG.findall(highlighted):
         slot, colour = _SLOT_ATTR.search(tag), _COLOUR_ATTR.search(tag)
+        slots, bands = _SLOTS_ATTR.search(tag), _BANDS.search(tag)
+        if slots and bands:
+            names = html.unescape(slots.group(1)).split(" ")
+            colours = _BAND_COLOUR.findall(bands.group(1))
+            if len(names) == len(colours):
+                for name, band in zip(names, colours, strict=True):
+                    out.setdefault(name, band)
+                continue
         if slot and colour:
             out.setdefault(html.unescape(slot.group(1)), colour.group(1))
     return out

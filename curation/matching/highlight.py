@@ -7,6 +7,13 @@ literals. A ``<script>`` in an abstract comes out as the text "&lt;script&gt;".
 
 Per-slot toggles: the caller passes ``enabled_slots``; every mark carries ``data-slot`` and a
 CSS class per slot (``kb-slot-gene``) so a page can also toggle with CSS.
+
+An entity in two slots (FGFR1 as substrate and as catalyst of its autophosphorylation) is
+marked once with both: the mark carries every slot's class, ``data-slots="substrate
+catalyst"`` (``data-slot`` names the first), a title naming each slot, and the slots' colours
+in horizontal bands (``linear-gradient``; the first colour is also the ``background-color``).
+The legend can show such a pair as its own swatch (``render_legend(..., shared=...)``,
+:func:`shared_slots`).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ logger = logging.getLogger(__name__)
 #: Colour-blind-friendly pastel backgrounds, assigned to slots in order.
 PALETTE: tuple[str, ...] = ("#fde68a", "#bfdbfe", "#bbf7d0", "#fbcfe8", "#ddd6fe", "#fed7aa",
                             "#a5f3fc", "#e5e7eb")
+_SWATCH = "padding:0 0.4em;margin-right:0.4em;border-radius:3px"
 _COLOUR = re.compile(r"#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6}|[0-9a-fA-F]{8})|[a-zA-Z]{3,20}")
 
 
@@ -46,31 +54,50 @@ def _checked_colour(slot: str, colour: str) -> str:
     return colour
 
 
-def _mark(text: str, span: Span, colour: str) -> str:
+def _mark(text: str, spans: Sequence[Span], colours: Mapping[str, str]) -> str:
+    """One ``<mark>`` for spans of the same offsets: one slot, or several (an entity in two
+    slots) shown with all their colours."""
+    first = spans[0]
+    slots = [s.slot for s in spans]
     attrs = {
-        "class": f"kb-mark {css_class(span.slot)}",
-        "data-slot": span.slot,
-        "data-entity": span.entity_id,
-        "data-kind": span.kind.value,
-        "title": f"{span.slot}: {span.entity_id} ({span.kind.value}, {span.score:.2f})",
-        "style": f"background-color:{colour}",
+        "class": " ".join(["kb-mark", *(css_class(slot) for slot in slots)]
+                          + (["kb-multi"] if len(spans) > 1 else [])),
+        "data-slot": first.slot,
+        **({"data-slots": " ".join(slots)} if len(spans) > 1 else {}),
+        "data-entity": " ".join(dict.fromkeys(s.entity_id for s in spans)),
+        "data-kind": first.kind.value,
+        "title": "; ".join(f"{s.slot}: {s.entity_id} ({s.kind.value}, {s.score:.2f})"
+                           for s in spans),
+        "style": _background([colours[slot] for slot in slots]),
     }
     rendered = " ".join(f'{k}="{html.escape(v, quote=True)}"' for k, v in attrs.items())
     return f"<mark {rendered}>{html.escape(text)}</mark>"
 
 
-def _render_part(text: str, offset: int, spans: Sequence[Span],
+def _background(colours: Sequence[str]) -> str:
+    """CSS of a mark's background: one colour, or equal horizontal bands of several."""
+    style = f"background-color:{colours[0]}"
+    if len(colours) > 1:
+        step = 100 / len(colours)
+        stops = ",".join(f"{c} {i * step:.4g}% {(i + 1) * step:.4g}%"
+                         for i, c in enumerate(colours))
+        style += f";background-image:linear-gradient(to bottom,{stops})"
+    return style
+
+
+def _render_part(text: str, offset: int, groups: Sequence[Sequence[Span]],
                  colours: Mapping[str, str]) -> str:
     """Escaped HTML of ``text`` (which starts at ``offset`` of the full text) with marks."""
     out: list[str] = []
     cursor = 0
     end_of_part = offset + len(text)
-    for span in spans:
+    for group in groups:
+        span = group[0]
         start, end = max(span.start, offset) - offset, min(span.end, end_of_part) - offset
         if end <= start or start < cursor:
             continue
         out.append(html.escape(text[cursor:start]))
-        out.append(_mark(text[start:end], span, colours[span.slot]))
+        out.append(_mark(text[start:end], group, colours))
         cursor = end
     out.append(html.escape(text[cursor:]))
     return "".join(out)
@@ -79,12 +106,31 @@ def _render_part(text: str, offset: int, spans: Sequence[Span],
 def visible_spans(spans: Iterable[Span], enabled_slots: Collection[str] | None = None,
                   text_length: int | None = None) -> list[Span]:
     """Spans of the enabled slots, inside the text, without overlaps (longest leftmost wins)."""
+    return [group[0] for group in visible_groups(spans, enabled_slots, text_length)]
+
+
+def visible_groups(spans: Iterable[Span], enabled_slots: Collection[str] | None = None,
+                   text_length: int | None = None,
+                   slot_order: Sequence[str] = ()) -> list[tuple[Span, ...]]:
+    """:func:`visible_spans`, each with the spans of other slots at the same offsets: one
+    group per mark, its spans in ``slot_order`` (then first-seen order), one per slot."""
     candidates = [s for s in spans
                   if (enabled_slots is None or s.slot in enabled_slots) and s.end > s.start >= 0
                   and (text_length is None or s.end <= text_length)]
     by_key = {(s.start, s.end, s.kind, s.score): s for s in reversed(candidates)}
-    kept = resolve_overlaps(list(by_key))
-    return [by_key[k] for k in kept]
+    at: dict[tuple[int, int], dict[str, Span]] = {}
+    for s in candidates:
+        at.setdefault((s.start, s.end), {}).setdefault(s.slot, s)
+    rank = {slot: i for i, slot in enumerate(slot_order)}
+    groups = []
+    for key in resolve_overlaps(list(by_key)):
+        first = by_key[key]
+        same = at[(first.start, first.end)]  # slot -> its first span here, first-seen order
+        group = [first, *(s for slot, s in same.items() if slot != first.slot)]
+        if rank:
+            group.sort(key=lambda s: rank.get(s.slot, len(rank)))
+        groups.append(tuple(group))
+    return groups
 
 
 def render_highlighted(
@@ -115,7 +161,7 @@ def render_highlighted(
         colours[slot] = _checked_colour(slot, colour)
     abstract_offset = len(doc_title) + 1 if doc_title and doc_abstract else 0
     total = len(doc_title) + len(doc_abstract) + (1 if doc_title and doc_abstract else 0)
-    kept = visible_spans(spans, enabled_slots, total)
+    kept = visible_groups(spans, enabled_slots, total, list(colours))
     title_html = _render_part(doc_title, 0, kept, colours) if doc_title else ""
     abstract_html = _render_part(doc_abstract, abstract_offset, kept, colours) \
         if doc_abstract else ""
@@ -130,10 +176,20 @@ def slot_colours_for(spans: Iterable[Span], colours: Mapping[str, str]) -> dict[
     return {**{s: extra[s] for s in missing}, **colours}
 
 
+def shared_slots(spans: Iterable[Span], enabled_slots: Collection[str] | None = None,
+                 slot_order: Sequence[str] = ()) -> list[tuple[str, ...]]:
+    """The slot combinations marked together in ``spans`` (an entity in two slots), in
+    first-seen order: ``[("substrate", "catalyst")]`` for FGFR1 autophosphorylation."""
+    combos = (tuple(s.slot for s in group)
+              for group in visible_groups(spans, enabled_slots, None, slot_order))
+    return list(dict.fromkeys(c for c in combos if len(c) > 1))
+
+
 def render_legend(
     slot_colours: Mapping[str, str],
     enabled_slots: Collection[str] | None = None,
     labels: Mapping[str, str] | None = None,
+    shared: Iterable[Sequence[str]] = (),
 ) -> str:
     """HTML legend: one swatch per slot; switched-off slots carry ``kb-off`` and are struck out.
 
@@ -141,6 +197,8 @@ def render_legend(
         slot_colours: Slot -> CSS colour.
         enabled_slots: Slots currently highlighted (default: all).
         labels: Slot -> display label (default: the slot name).
+        shared: Slot combinations marked together (:func:`shared_slots`): each gets a swatch
+            in the colours of its marks ("substrate + catalyst"), class ``kb-legend-shared``.
 
     Raises:
         CurationError: A colour is not a CSS colour literal.
@@ -156,6 +214,18 @@ def render_legend(
         items.append(
             f'<span class="{html.escape(classes, quote=True)}" '
             f'data-slot="{html.escape(slot, quote=True)}" data-enabled="{str(on).lower()}" '
-            f'style="{style};padding:0 0.4em;margin-right:0.4em;border-radius:3px">'
+            f'style="{style};{_SWATCH}">'
             f"{html.escape(label)}</span>")
+    combos = dict.fromkeys(tuple(slot for slot in slot_colours if slot in combo)
+                           for combo in shared)  # in the legend's slot order, once each
+    for slots in combos:
+        if len(slots) < 2:
+            continue
+        colours = [_checked_colour(slot, slot_colours[slot]) for slot in slots]
+        label = " + ".join((labels or {}).get(slot, slot) for slot in slots)
+        items.append(
+            f'<span class="kb-legend-item kb-legend-shared" '
+            f'data-slots="{html.escape(" ".join(slots), quote=True)}" '
+            f'title="{html.escape("one entity in " + label, quote=True)}" '
+            f'style="{_background(colours)};{_SWATCH}">{html.escape(label)}</span>')
     return f'<div class="kb-legend">{"".join(items)}</div>'

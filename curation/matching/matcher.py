@@ -223,11 +223,13 @@ class EntityMatcher:
                 if _covers(start, end, abbr.long_start, abbr.long_end):
                     other, case = abbr.short, 0
                 elif _covers(start, end, abbr.short_start, abbr.short_end):
+                    if any(abbr.long_start <= s and e <= abbr.long_end for s, e in known):
+                        continue  # the "long form" holds a mention: "p.(Val600Glu) and ..."
                     other, case = abbr.long, re.IGNORECASE
                 else:
                     continue
-                if len(other) < 2:
-                    continue
+                if len(other) < 2 or any(sep in other for sep in (",", ";")):
+                    continue  # "eIF4A (eIF4G, RNA, ATP)" lists partners, defines nothing
                 pattern = re.compile(rf"(?<!\w){re.escape(other)}(?!\w)", case)
                 out += [(m.start(), m.end(), MatchKind.ABBREVIATION,
                          _SCORE[MatchKind.ABBREVIATION]) for m in pattern.finditer(doc.text)]

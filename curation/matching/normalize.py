@@ -4,10 +4,11 @@ The matcher (:mod:`curation.matching.matcher`) never compares strings directly: 
 of an entity is turned into a regular expression that accepts the spellings curators treat as equal.
 
 * Case: words match case-insensitively; symbols in their own case, upper case, and the forms
-  papers use: capitalised when they have 3+ letters and digits ("Akt1", "Braf"), lower case
-  when they also have a digit ("akt1"), never for symbols that are ordinary words (MET, SET,
-  CAT: :data:`ORDINARY_WORDS`), so English words do not collide; "B-Raf" for BRAF, and the "c-"
-  prefix ("c-Met", "c-MYC").
+  papers use (:mod:`curation.matching.symbols`): capitalised ("Akt1", "Braf"), lower case when
+  they have a digit ("akt1"), mixed case ("CaSR", "mTOR", "ErbB2"), never for symbols that are
+  ordinary words (MET, SET, CAT), so English words do not collide; "B-Raf" / "K-ras" for BRAF /
+  KRAS, and the "c-" prefix ("c-Met", "c-MYC"). A symbol ending in a letter is not the start
+  of a numbered one: FGFR is not found in "FGFR-4", nor PAR in "PAR-1".
 * Hyphens and spaces: "TNF-alpha" = "TNF alpha" = "TNFalpha"; "HNF-6" = "HNF6" = "HNF 6".
 * Greek letters: "TNF-alpha" = "TNFα", "PKCdelta" = "PKCδ".
 * Simple inflection: "kinase" = "kinases", "therapy" = "therapies", "ERK" = "ERKs".
@@ -23,7 +24,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from curation.matching.ordinary_words import ORDINARY_WORDS
+from curation.matching.symbols import (
+    capitalised,
+    case_variants,
+    letter_split,
+    mixed_case,
+)
 
 #: Greek letters and their spelled-out names (lower and upper case letters).
 GREEK: dict[str, str] = {
@@ -157,12 +163,15 @@ class SurfacePattern:
             their case check); it then starts with a literal, which ``re`` searches fast.
         strict: For symbols: a case-sensitive regex the original text must match at the same
             offsets ("CAT" but not "cat").
+        mixed: For symbols: a match that fails ``strict`` is still accepted when a letter after
+            its first character is upper case ("CaSR" for CASR; :mod:`curation.matching.symbols`).
     """
 
     source: str
     anchor: str
     on_lower: bool = False
     strict: str | None = None
+    mixed: bool = False
 
 
 def surface_pattern(form: str, *, inflect: bool = True) -> SurfacePattern | None:
@@ -186,16 +195,11 @@ def surface_pattern(form: str, *, inflect: bool = True) -> SurfacePattern | None
     anchor = _anchor(toks, bool(suffix))
     if not symbol:
         return SurfacePattern(source, anchor, on_lower=True)
-    variants = [toks, [t.upper() for t in toks]]
-    if _paper_cases(form, toks):  # Akt1, Braf: the case forms papers use
-        variants.append([t[:1].upper() + t[1:].lower() if i == 0 else t.lower()
-                         for i, t in enumerate(toks)])
-        if any(t.isdigit() for t in toks):  # akt1, tp53; an all-letter "braf" is left alone
-            variants.append([t.lower() for t in toks])
-    split = _letter_split(toks)
-    if split:  # B-Raf, B-RAF for BRAF
+    variants = case_variants(toks)
+    split = letter_split(toks)
+    if split:  # B-Raf, B-RAF, K-ras for BRAF, KRAS
         head, rest = split
-        variants += [[head, rest], [head, rest.capitalize()]]
+        variants += [[head, rest], [head, rest.capitalize()], [head, rest.lower()]]
         source = _left_bounded(lower, "(?:" + _body(lower, suffix) + "|"
                                + _body([head.lower(), rest.lower()], suffix) + ")") + right
         anchor = anchor if anchor in rest.lower() else rest.lower()
@@ -203,34 +207,11 @@ def surface_pattern(form: str, *, inflect: bool = True) -> SurfacePattern | None
     if toks[0][:1].isalpha():  # "c-Met", "c-MYC": the cellular-gene prefix of a proto-oncogene
         source = f"(?:c[{_HYPHENS}])?" + source
         after_c = "|".join(dict.fromkeys(_body(v, suffix) for v in (
-            *variants, [t[:1].upper() + t[1:].lower() if i == 0 else t.lower()
-                        for i, t in enumerate(toks)], [t.lower() for t in toks])))
+            *variants, capitalised(toks), [t.lower() for t in toks])))
         strict = f"[cC][{_HYPHENS}](?:{after_c})|(?:{strict})"
     return SurfacePattern(source, anchor, on_lower=True,
-                          strict=f"{LEFT}(?:{strict}){_symbol_right(toks)}")
-
-
-def _paper_cases(form: str, toks: list[str]) -> bool:
-    """Whether a symbol also matches capitalised ("Akt1" for AKT1; and in lower case, "akt1",
-    when it has a digit): 3+ letters and digits starting with a letter; an all-letter symbol
-    only with 4+ letters and when it is not an ordinary word (MET stays MET, "Met" is left
-    alone)."""
-    alnum = "".join(t for t in toks if t.isalnum())
-    if len(alnum) < 3 or not alnum[:1].isalpha():
-        return False
-    if any(c.isdigit() for c in alnum):
-        return True
-    return len(alnum) >= 4 and alnum.lower() not in ORDINARY_WORDS
-
-
-def _letter_split(toks: list[str]) -> tuple[str, str] | None:
-    """(first letter, the rest) of an all-letter upper-case symbol of 4+ letters that papers
-    also write with a hyphen after its first letter ("B-Raf" for BRAF), else None."""
-    if len(toks) != 1 or not toks[0].isalpha() or not toks[0].isupper() or len(toks[0]) < 4:
-        return None
-    if toks[0].lower() in ORDINARY_WORDS:
-        return None
-    return toks[0][0], toks[0][1:]
+                          strict=f"{LEFT}(?:{strict}){_symbol_right(toks)}",
+                          mixed=mixed_case(toks))
 
 
 def _body(toks: list[str], suffix: str) -> str:
@@ -279,11 +260,14 @@ def _token_regex(tok: str) -> str:
 
 
 def _symbol_right(toks: list[str]) -> str:
-    # "BRAFV600E": a symbol may be glued to a one-letter protein change that follows it.
+    # "BRAFV600E": a symbol may be glued to a one-letter protein change that follows it;
+    # "FGFR-4", "PAR-1": a symbol ending in a letter followed by "-<number>" is another symbol
+    # (but "MDMX-14-3-3" names MDMX and 14-3-3).
     if not toks[-1].isalpha():
         return RIGHT
     letter = "a-z" if toks[-1].islower() else "A-Z"
-    return rf"(?:{RIGHT}|(?=[{letter}]\d+[{letter}*]{RIGHT}))"
+    numbered = rf"[{_HYPHENS}]\d+(?!\d)(?![{_HYPHENS}]\d)"
+    return rf"(?:{RIGHT}(?!{numbered})|(?=[{letter}]\d+[{letter}*]{RIGHT}))"
 
 
 def _anchor(toks: list[str], inflected: bool) -> str:

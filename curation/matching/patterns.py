@@ -32,6 +32,7 @@ from curation.matching.normalize import (
     surface_pattern,
     tokens,
 )
+from curation.matching.symbols import has_inner_capital
 from curation.matching.variants import key_anchors, key_family, keys_from_id, variant_keys
 from kb_sources.types import Entity
 
@@ -60,6 +61,8 @@ class FormRegex:
         on_lower: See above.
         strict: Case-sensitive check at the match offsets (symbols), or None.
         fallback: ``regex`` with IGNORECASE, for texts whose lower() changes their length.
+        mixed: A match failing ``strict`` still counts when a letter after its first character
+            is upper case ("CaSR" for CASR).
     """
 
     anchor: str
@@ -67,13 +70,15 @@ class FormRegex:
     on_lower: bool
     strict: re.Pattern[str] | None
     fallback: re.Pattern[str] | None
+    mixed: bool = False
 
     @classmethod
     def compile(cls, pattern: SurfacePattern) -> FormRegex:
         regex = re.compile(pattern.source)
         return cls(pattern.anchor, regex, pattern.on_lower,
                    re.compile(pattern.strict) if pattern.strict else None,
-                   re.compile(pattern.source, re.IGNORECASE) if pattern.on_lower else None)
+                   re.compile(pattern.source, re.IGNORECASE) if pattern.on_lower else None,
+                   pattern.mixed)
 
     def finditer(self, text: str, lower: str) -> Iterator[tuple[int, int]]:
         """(start, end) of the form's matches in ``text`` (``lower`` = ``text.lower()``)."""
@@ -91,7 +96,8 @@ class FormRegex:
                 continue
             if self.strict is not None:
                 check = self.strict.match(text, start)
-                if check is None or check.end() != end:
+                if (check is None or check.end() != end) \
+                        and not (self.mixed and has_inner_capital(text[start:end])):
                     continue
             yield start, end
 

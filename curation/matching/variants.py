@@ -258,14 +258,30 @@ def scan_variants(text: str, families: frozenset[str] | None = None,
 
 
 def _balanced(m: re.Match[str]) -> tuple[int, int]:
-    """The match's span without an unpaired leading "(" or trailing ")"."""
+    """The match's span without an unpaired leading "(" or trailing ")", nor the pair of
+    brackets around the whole mention: "(V600E)" -> "V600E", while HGVS "p.(Val600Glu)" keeps
+    its own."""
     start, end = m.span()
     text = m.group()
     if text.endswith(")") and text.count(")") > text.count("("):
         end -= 1
     if text.startswith("(") and text.count("(") > text.count(")"):
         start += 1
+    while end - start > 2 and m.string[start] == "(" and m.string[end - 1] == ")" \
+            and _closes_at_end(m.string[start:end]):
+        start, end = start + 1, end - 1
     return start, end
+
+
+def _closes_at_end(text: str) -> bool:
+    """True when the "(" that opens ``text`` is closed by its last character: "(V600E)", not
+    "(Val)600(Glu)"."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0:
+            return i == len(text) - 1
+    return False
 
 
 def variant_keys(text: str) -> frozenset[str]:
