@@ -25,6 +25,7 @@ from curation.evaluation.reporting import (
     start_evaluation,
 )
 from curation.jobs.queue import Job, list_jobs
+from curation.search.choices import version_choices
 from kb_sources.errors import CurationError
 from retrievers.errors import RetrieverError
 
@@ -45,11 +46,21 @@ def start_form(ctx: AppContext) -> None:
                 "abstracts to evaluate.")
         return
     cols = st.columns([1, 2, 1, 1], vertical_alignment="bottom")
-    cols[0].selectbox("Schema", schemas, key="eval_schema")
-    cols[1].multiselect("Retrievers", evaluation_choices(), default=["bm25"],
-                        key="eval_retrievers")
+    schema = cols[0].selectbox("Schema", schemas, key="eval_schema")
+    choices = retriever_options(ctx, schema)
+    chosen = st.session_state.get("eval_retrievers", ["bm25"])  # less another schema's versions
+    st.session_state["eval_retrievers"] = [c for c in chosen if c in choices]
+    cols[1].multiselect("Retrievers", choices, key="eval_retrievers",
+                        help="dense · VERSION / hybrid · VERSION: the schema's trained model "
+                             "versions (Models page)")
     cols[2].selectbox("Split", EVAL_SPLITS, key="eval_split")
     cols[3].button("Start evaluation", key="eval_start", type="primary", on_click=_request)
+
+
+def retriever_options(ctx: AppContext, schema: str) -> list[str]:
+    """Registered retrievers (plain and entity-reranked), then dense and hybrid over each of the
+    schema's candidate and active model versions ("dense · disease_gene-edel@2")."""
+    return [*evaluation_choices(), *version_choices(ctx.ws, schema)]
 
 
 def handle_request(ctx: AppContext) -> None:

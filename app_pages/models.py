@@ -1,8 +1,10 @@
 """Models: a schema's versions as a timeline (held-out metrics, labels used, who promoted it and
 why, the gate's verdict) and, for admins, a rollback to an earlier version (audited).
 
-The Roll back button only records a request; :func:`curation.training.retrain.promote` checks the
-admin role and the written reason in the library.
+The Activate button only records a request; :func:`curation.training.activation.start_activation`
+checks the admin role and the written reason in the library, then queues a job that builds the
+version's indexes (minutes) and switches once they are complete; the page returns at once and
+shows the job's progress.
 """
 
 from __future__ import annotations
@@ -11,13 +13,17 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from app_pages.activation_panel import running_activation
 from app_pages.common import AppContext, flash, poll_job, run_page, show_flash
 from app_pages.ranker_panel import ranker_section
 from app_pages.safe import html_text, md
 from curation.evaluation.reporting import evaluable_schemas
-from curation.jobs.queue import list_jobs
+from curation.jobs.queue import Job, list_jobs
+from curation.search.session import corpus_counts
+from curation.store.models import active_model
+from curation.training.activation import progress_message, start_activation
 from curation.training.jobs import start_simulation
-from curation.training.retrain import history, promote
+from curation.training.retrain import history
 from curation.training.simulate import QueryStrategy, SimulationConfig
 from kb_sources.errors import CurationError
 
@@ -30,17 +36,33 @@ def _request() -> None:
 
 
 def handle_rollback(ctx: AppContext) -> None:
+    """Queue a pending activation request as the signed-in user (refused for non-admins and
+    without a reason, in the library); returns at once with the build's progress."""
     request = st.session_state.get("rollback_request")
     st.session_state["rollback_request"] = None
     if not request:
         return
     try:
-        version = promote(ctx.ws, request.get("version") or "", user=ctx.user,
-                          reason=request.get("reason") or "")
+        job = start_activation(ctx.ws, ctx.user, request.get("version") or "",
+                               request.get("reason") or "")
     except CurationError as exc:
         st.error(md(exc))
         return
-    flash("success", f"{md(version.id)} is now the active {md(version.schema)} model.")
+    flash("info", activation_started(ctx, job, request.get("version") or ""))
+
+
+def activation_started(ctx: AppContext, job: Job, asked: str) -> str:
+    """What the Activate button answers at once: the job and where its build stands."""
+    version, schema = job.params.get("version", ""), job.params.get("schema", "")
+    if version != asked:
+        return (f"Activation job {job.id:d} of {md(version)} is still {md(job.status.value)}; "
+                f"activate {md(asked)} after it ends.")
+    where = job.message or progress_message(version, "dense", 0, corpus_counts(ctx.ws)[0])
+    active = active_model(ctx.ws, schema)
+    still = (f"{md(active.id)} stays active until then" if active is not None
+             and active.id != version else "searches switch when it is complete")
+    return (f"Activating {md(version)} in the background (job {job.id:d}): {md(where)}. "
+            f"{still}.")
 
 
 def _simulate_request() -> None:
@@ -90,16 +112,40 @@ def simulation_panel(ctx: AppContext, versions: list[str]) -> None:
                          key="sim_rounds_table", width="stretch")
 
 
+#: The test-split metrics charted per version (``history`` rows) and their labels.
+CHARTED = (("ndcg@10", "NDCG@10"), ("entity_recall@10", "EntityRecall@10"))
+
+
+def evaluated(rows: list[dict]) -> tuple[list[dict], list[str]]:
+    """(rows with test metrics, ids of the versions without: "not evaluated")."""
+    def has_metrics(row: dict) -> bool:
+        return any(isinstance(row.get(key), int | float) for key, _ in CHARTED)
+
+    return ([r for r in rows if has_metrics(r)],
+            [r["version"] for r in rows if not has_metrics(r)])
+
+
 def timeline_chart(rows: list[dict]) -> go.Figure:
-    """Held-out NDCG@10 and EntityRecall@10 per version (plotly lines)."""
+    """Held-out NDCG@10 and EntityRecall@10 per evaluated version (plotly lines, 0..1)."""
     fig = go.Figure()
     names = [html_text(r["version"]) for r in rows]
-    for key, label in (("ndcg@10", "NDCG@10"), ("entity_recall@10", "EntityRecall@10")):
+    for key, label in CHARTED:
         fig.add_trace(go.Scatter(x=names, y=[r[key] for r in rows], mode="lines+markers",
                                  name=label))
     fig.update_layout(height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      yaxis_title="test split", title="Held-out metrics per version")
+                      yaxis_title="test split", yaxis_range=[0, 1],
+                      title="Held-out metrics per version")
     return fig
+
+
+def metrics_chart(rows: list[dict]) -> None:
+    """The chart of the evaluated versions; the others are listed as not evaluated."""
+    shown, missing = evaluated(rows)
+    if shown:
+        st.plotly_chart(timeline_chart(shown), key="models_chart")
+    if missing:
+        st.caption("Not evaluated on the test split (no test metrics, so not charted): "
+                   + ", ".join(md(v) for v in missing))
 
 
 def render(ctx: AppContext) -> None:
@@ -119,12 +165,14 @@ def render(ctx: AppContext) -> None:
         st.info("No trained version of this schema yet. An admin starts one from the sidebar "
                 "(Retraining) or with kbcurate retrain.")
         return
-    st.plotly_chart(timeline_chart(rows), key="models_chart")
+    metrics_chart(rows)
     frame = pd.DataFrame([{**r, "gate": "; ".join(r["gate"])} for r in rows])
     st.dataframe(frame, hide_index=True, key="models_table", width="stretch")
+    running_activation(ctx, schema)
     if ctx.user.is_admin:
         with st.form("rollback_form"):
-            st.selectbox("Make this version active (rollback or override the gate)",
+            st.selectbox("Make this version active (rollback or override the gate); its "
+                         "indexes are built first, in the background",
                          [r["version"] for r in rows], key="rollback_version")
             st.text_input("Reason (required, audited)", key="rollback_reason")
             st.form_submit_button("Activate", on_click=_request, key="rollback_submit")

@@ -3,6 +3,9 @@ library; progress visible on every page."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 from app_helpers import APP, add_users, shown, sign_in
 from loop_fixtures import make_loop_workspace
@@ -113,3 +116,98 @@ def test_a_cancelled_round_says_who_cancelled_it(ws_root, tiny_model_path):
     at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
     captions = [shown(c.value) for c in at.sidebar.caption]
     assert f"Retraining job {job.id} (disease_gene) cancelled: cancelled by boss" in captions
+
+
+# -- issue 26: activating is a background job; the chart shows evaluated versions only -----------
+def _two_versions(root, tiny_model_path):
+    """disease_gene-edel@1 active (no index built), disease_gene-edel@2 a candidate."""
+    from curation.access.users import Role, User
+    from curation.store.models import activate_model, register_model
+
+    with Workspace.open(root) as ws:
+        ids = [register_model(ws, schema="disease_gene", recipe="edel", base_model="tiny",
+                              model_dir=tiny_model_path, created_by="boss",
+                              manifest={"max_seq_length": 32}).id for _ in range(2)]
+        activate_model(ws, ids[0], User("boss", Role.ADMIN), reason="first")
+    return ids
+
+
+def test_activate_returns_at_once_with_progress_not_the_old_error(ws_root, tiny_model_path):
+    v1, v2 = _two_versions(ws_root, tiny_model_path)
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "boss")
+    at.switch_page("app_pages/models.py").run()
+    at.selectbox(key="rollback_version").set_value(v2)
+    at.text_input(key="rollback_reason").input("")
+    at.button(key="rollback_submit").click().run()
+    assert [shown(e.value) for e in at.error] == [
+        "Activating a model version needs a written reason (it is audited); say why, e.g. "
+        "'spot checks on 20 queries look better'"]
+    at.text_input(key="rollback_reason").input("spot checks look better")
+    at.button(key="rollback_submit").click().run()
+    assert not at.exception and not at.error  # the old error is gone at once
+    (info,) = [shown(i.value) for i in at.info if "in the background" in i.value]
+    assert re.fullmatch(rf"Activating {v2} in the background \(job \d+\): building the index of "
+                        rf"{v2}: \d+ of 50 documents\. {v1} stays active until then\.", info), info
+    with Workspace.open(ws_root) as ws:
+        (job,) = list_jobs(ws, "activate")
+        done = wait_for_job(ws, job.id, timeout=240)
+        assert done.status == "done", done.error
+        assert active_model(ws, "disease_gene").id == v2
+        assert done.result["documents"] == 50 and done.result["docs_per_s"] > 0
+
+
+def test_the_chart_shows_evaluated_versions_and_lists_the_others(ws_root, tiny_model_path):
+    from curation.store.models import update_metrics
+
+    v1, v2 = _two_versions(ws_root, tiny_model_path)
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    at.switch_page("app_pages/models.py").run()
+    assert not at.exception and not at.get("plotly_chart")  # no empty chart with a -1..4 axis
+    assert ("Not evaluated on the test split (no test metrics, so not charted): "
+            f"{v1}, {v2}") in [shown(c.value) for c in at.caption]
+    with Workspace.open(ws_root) as ws:
+        update_metrics(ws, v2, {"test_ndcg@10": 0.42, "test_entity_recall@10": 0.6},
+                       actor="boss")
+    at.run()
+    (chart,) = at.get("plotly_chart")
+    figure = json.loads(chart.proto.spec)
+    assert [t["x"] for t in figure["data"]] == [[v2], [v2]]
+    assert [t["y"] for t in figure["data"]] == [[0.42], [0.6]]
+    assert figure["layout"]["yaxis"]["range"] == [0, 1]
+    assert ("Not evaluated on the test split (no test metrics, so not charted): "
+            f"{v1}") in [shown(c.value) for c in at.caption]
+
+
+def test_the_sidebar_panel_shows_running_and_ended_activations(ws_root, tiny_model_path,
+                                                                monkeypatch):
+    from curation.access.users import Role, User
+    from curation.jobs.queue import run_job
+    from curation.training.activation import start_activation
+
+    v1, v2 = _two_versions(ws_root, tiny_model_path)
+    with Workspace.open(ws_root) as ws:
+        job = start_activation(ws, User("boss", Role.ADMIN), v2, "better", start=False)
+
+    def page():
+        import os
+
+        from app_pages.activation_panel import activation_sidebar
+        from app_pages.common import AppContext, init_state
+        from curation.access.users import Role, User
+        from curation.store.workspace import Workspace
+
+        init_state()
+        activation_sidebar(AppContext(Workspace.open(os.environ["KBCURATE_WORKSPACE"]),
+                                      User("alice", Role.CURATOR)))
+
+    at = AppTest.from_function(page, default_timeout=60).run()
+    assert not at.exception
+    (bar,) = at.sidebar.get("progress")
+    assert f"Job {job.id} (activate): queued" in bar.proto.text
+    with Workspace.open(ws_root) as ws:
+        assert run_job(ws, job.id).status == "done"
+    at.run()
+    assert not at.sidebar.get("progress")
+    (caption,) = [shown(c.value) for c in at.sidebar.caption]
+    assert re.fullmatch(rf"{v2} is now the active disease_gene model \(job {job.id}: index of 50 "
+                        r"documents built in \d+ s, [\d.]+ documents/s\)\.", caption), caption

@@ -4,8 +4,11 @@ workspace's dense model versions."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
+from curation.access.users import User
 from curation.cli.common import CLI_ADMIN, print_json, workspace_path
+from curation.store.models import ModelVersion
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -22,6 +25,10 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--reason", default="",
                    help="activate/retire/promote: why (audited; promote requires it)")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--background", action="store_true",
+                   help="activate/promote: build the version's indexes in a background job "
+                        "(its progress shows in the app's sidebar) and print the job id; "
+                        "needs --reason")
     g = p.add_argument_group("import (a published checkpoint, no training)")
     g.add_argument("--name", default="imported",
                    help="version id part: <schema>-<name>@n (e.g. bica_small, medcpt)")
@@ -57,8 +64,10 @@ def cmd_models(args: argparse.Namespace) -> int:
         if args.action == "show":
             print_json(models.get_model(ws, args.version).to_json())
         elif args.action == "activate":
-            v = models.activate_model(ws, args.version, CLI_ADMIN, reason=args.reason)
-            print(f"{v.id} is now the active {v.schema} model")
+            if args.background:
+                _background(ws, args)
+            else:
+                activate_with_progress(ws, args.version, reason=args.reason, quiet=args.quiet)
         elif args.action == "retire":
             v = models.retire_model(ws, args.version, CLI_ADMIN, reason=args.reason)
             print(f"{v.id} retired")
@@ -86,13 +95,18 @@ def _models_import(ws: Workspace, args: argparse.Namespace) -> None:
 
 
 def _models_promote_history(ws: Workspace, args: argparse.Namespace) -> None:
-    from curation.training.activation import promote
+    from curation.training.activation import check_promotion
     from curation.training.retrain import history
 
     if args.action == "promote":
         if not args.version:
             raise CurationError("kbcurate models promote needs a VERSION and --reason TEXT")
-        v = promote(ws, args.version, user=CLI_ADMIN, reason=args.reason)
+        check_promotion(CLI_ADMIN, args.reason)
+        if args.background:
+            _background(ws, args)
+            return
+        v = activate_with_progress(ws, args.version, reason=args.reason.strip(),
+                                   quiet=args.quiet, say_active=False)
         print(f"{v.id} is now the active {v.schema} model (promoted by hand: {args.reason})")
         return
     if not args.schema:
@@ -106,6 +120,68 @@ def _models_promote_history(ws: Workspace, args: argparse.Namespace) -> None:
         promoted = f"promoted by {r['promoted_by']}: {r['reason']}" if r["promoted_by"] else ""
         print(f"{r['version']:<28}{r['status']:<11}NDCG@10 {ndcg:<8} "
               f"labels {r['labels_used']:<5}{promoted}")
+
+
+class StageBars:
+    """``on_progress`` of :func:`~curation.training.activation.build_version_indexes` on the
+    terminal: one tqdm bar per stage (the dense index, then the hybrid one); none when quiet."""
+
+    def __init__(self, version: str, quiet: bool = False) -> None:
+        self.version = version
+        self.quiet = quiet
+        self.stage = ""
+        self.bar: Any = None
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if self.quiet:
+            return
+        if stage != self.stage:
+            from tqdm.auto import tqdm
+
+            self.close()
+            what = "hybrid index" if stage == "hybrid" else "index"
+            self.bar = tqdm(total=total, desc=f"building the {what} of {self.version}",
+                            unit="doc", mininterval=0.5)
+            self.stage = stage
+        self.bar.n = done  # the hybrid's two components each count from 0
+        self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def activate_with_progress(ws: Workspace, ident: str, *, reason: str, quiet: bool = False,
+                           user: User = CLI_ADMIN, say_active: bool = True) -> ModelVersion:
+    """Build the version's dense and hybrid indexes with progress bars, print what the build
+    took (documents/s), then activate it (``kbcurate models activate``, ``train --activate``).
+    """
+    from curation.training.activation import build_and_activate
+
+    bars = StageBars(ident, quiet)
+    try:
+        version, build = build_and_activate(ws, ident, user=user, reason=reason,
+                                            on_progress=bars)
+    finally:
+        bars.close()
+    print(build.summary())
+    if say_active:
+        print(f"{version.id} is now the active {version.schema} model")
+    return version
+
+
+def _background(ws: Workspace, args: argparse.Namespace) -> None:
+    from curation.training.activation import start_activation
+
+    job = start_activation(ws, CLI_ADMIN, args.version, args.reason)
+    version = job.params.get("version")
+    if version != args.version:
+        print(f"activation job {job.id} of {version} ({job.params.get('schema')}) is already "
+              f"{job.status.value}; start {args.version} after it ends")
+        return
+    print(f"activation job {job.id} {job.status.value}: it builds the indexes of {version}, "
+          "then makes it the active model (progress in the app's sidebar)")
 
 
 #: ``kbcurate`` sub-command -> handler (merged through :mod:`curation.cli.train_commands`).

@@ -14,7 +14,7 @@ from typing import Any
 from curation.access.users import User
 from curation.jobs.queue import Job, list_jobs, submit_job
 from curation.search.indexing import index_folder, with_workspace_defaults
-from curation.store.models import ModelStatus, active_model, list_models
+from curation.store.models import ModelStatus, ModelVersion, active_model, list_models
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from retrievers.registry import retriever_names
@@ -28,12 +28,30 @@ def retriever_choices(ws: Workspace, schema: str | None = None) -> list[str]:
     candidate or active model version of ``schema`` (the active one first), preceded by
     "dense · active" and "hybrid · active" (which follow promotions) when there is an active one.
     """
+    versions = _menu_versions(ws, schema)
+    follow = ([f"{name}{VERSION_SEP}{ACTIVE}" for name in VERSIONED]
+              if versions and versions[0].status == ModelStatus.ACTIVE else [])
+    return [*retriever_names(), *follow, *_entries(versions)]
+
+
+#: The retrievers offered over each model version ("dense · V", "hybrid · V").
+VERSIONED = ("dense", "hybrid")
+
+
+def version_choices(ws: Workspace, schema: str | None = None) -> list[str]:
+    """"dense · V" and "hybrid · V" for each candidate or active version of ``schema`` (the
+    active one first): what an evaluation compares, each entry naming its version."""
+    return _entries(_menu_versions(ws, schema))
+
+
+def _menu_versions(ws: Workspace, schema: str | None) -> list[ModelVersion]:
+    """The schema's candidate and active versions, the active one(s) first."""
     versions = [v for v in list_models(ws, schema=schema) if v.status != ModelStatus.RETIRED]
-    versions.sort(key=lambda v: v.status != ModelStatus.ACTIVE)
-    follow = ([f"{name}{VERSION_SEP}{ACTIVE}" for name in ("dense", "hybrid")]
-              if any(v.status == ModelStatus.ACTIVE for v in versions) else [])
-    return [*retriever_names(), *follow,
-            *(f"{name}{VERSION_SEP}{v.id}" for v in versions for name in ("dense", "hybrid"))]
+    return sorted(versions, key=lambda v: v.status != ModelStatus.ACTIVE)
+
+
+def _entries(versions: list[ModelVersion]) -> list[str]:
+    return [f"{name}{VERSION_SEP}{v.id}" for v in versions for name in VERSIONED]
 
 
 #: The version part of a menu entry that follows the schema's active version ("dense · active").
@@ -60,11 +78,29 @@ def resolve_retriever_choice(ws: Workspace, schema: str, choice: str) -> str:
     return f"{name}{VERSION_SEP}{active.id}"
 
 
-def parse_retriever_choice(choice: str) -> tuple[str, dict[str, Any]]:
-    """(retriever name, options) of a menu entry from :func:`retriever_choices`."""
+def parse_retriever_choice(choice: str, *, ws: Workspace | None = None,
+                           schema: str | None = None) -> tuple[str, dict[str, Any]]:
+    """(retriever name, options) of a menu entry from :func:`retriever_choices`.
+
+    "dense · active" / "hybrid · active" are pinned to ``schema``'s active version now (pass
+    ``ws`` and ``schema``, or pin the entry first with :func:`resolve_retriever_choice`).
+
+    Raises:
+        CurationError: An entry that follows the active version without a schema to pin it to
+            (its options would name no model version, so its index would never be built), or a
+            schema without an active version.
+    """
+    if ws is not None and schema is not None:
+        choice = resolve_retriever_choice(ws, schema, choice)
     name, _, version = choice.partition(VERSION_SEP)
     if not version:
         return name, {}
+    if version == ACTIVE:
+        raise CurationError(
+            f"{choice!r} follows a schema's active model version, but no schema was given to "
+            "pin it to; pick the version itself from the menu (e.g. 'dense · "
+            "disease_gene-edel@1'), or pin the entry with resolve_retriever_choice(ws, schema, "
+            "choice) before its index is looked up")
     return name, ({"model": version} if name == "dense" else {"dense": {"model": version}})
 
 
