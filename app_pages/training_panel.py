@@ -67,18 +67,18 @@ def _widget(recipe: str, f: OptionField, where: Any) -> None:
     """One option's widget, generated from its field: type, choices, help text."""
     key, label = KEY.format(recipe, f.name), f.name.replace("_", " ").capitalize()
     if f.kind is bool:
-        where.checkbox(label, value=bool(f.default), key=key, help=md(f.help))
+        where.checkbox(md(label), value=bool(f.default), key=key, help=md(f.help))
     elif f.choices:
-        where.selectbox(label, list(f.choices), index=list(f.choices).index(f.default),
+        where.selectbox(md(label), list(f.choices), index=list(f.choices).index(f.default),
                         key=key, help=md(f.help))
     elif f.kind is int:
-        where.number_input(label, value=f.default, step=1, key=key, help=md(f.help),
+        where.number_input(md(label), value=f.default, step=1, key=key, help=md(f.help),
                            placeholder="all" if f.optional else None)
     elif f.kind is float:
-        where.number_input(label, value=float(f.default), key=key, help=md(f.help),
+        where.number_input(md(label), value=float(f.default), key=key, help=md(f.help),
                            format="%g")
     else:
-        where.text_input(label, value=f.default or "", key=key, help=md(f.help))
+        where.text_input(md(label), value=f.default or "", key=key, help=md(f.help))
 
 
 def training_panel(ctx: AppContext, schemas: list[str]) -> None:

@@ -56,7 +56,7 @@ MARKDOWN_KWARGS = frozenset({"body", "label", "text", "help", "caption", "captio
 #: Receivers that are not Streamlit (logging has .info/.warning/.error too).
 NOT_STREAMLIT = frozenset({"logger", "logging", "parser", "warnings"})
 #: Functions that return escaped HTML (tested by the XSS tests of card and highlight).
-HTML_BUILDERS = frozenset({"card_html", "render_legend"})
+HTML_BUILDERS = frozenset({"card_html", "render_highlighted", "render_legend"})
 NUMERIC_TYPES = tuple("bdeEfFgGnoxX%")
 
 
