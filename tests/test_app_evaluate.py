@@ -105,7 +105,7 @@ def test_admin_starts_biohicl_with_entity_mesh_labels(ws_root):
     at = evaluate_page("boss")
     at.radio(key="train_recipe").set_value("biohicl").run()
     at.selectbox(key="train_schema").set_value("PO")
-    at.checkbox(key="train_entity_mesh").check()
+    at.checkbox(key="train_opt_biohicl_entity_mesh").check()  # the generated form
     at.button(key="train_start").click().run()
     (job,) = jobs(ws_root)
     assert (job.kind, job.params["recipe"], job.created_by) == ("train", "biohicl", "boss")
@@ -114,3 +114,26 @@ def test_admin_starts_biohicl_with_entity_mesh_labels(ws_root):
     with Workspace.open(ws_root) as ws:  # the app's small workspace has no MeSH tree
         done = wait_for_job(ws, job.id, timeout=120)
     assert done.status is JobStatus.FAILED and "MeSH" in done.error
+
+
+def test_the_schemas_model_versions_are_offered_as_retrievers(ws_root, tiny_model_path):
+    """Issue 26 item 3: the Evaluate page offered no model-version retrievers."""
+    from curation.store.models import register_model
+
+    with Workspace.open(ws_root) as ws:
+        version = register_model(ws, schema="PO", recipe="edel", base_model="tiny",
+                                 model_dir=tiny_model_path, created_by="boss",
+                                 manifest={"max_seq_length": 32}).id
+    at = evaluate_page("boss")
+    at.selectbox(key="eval_schema").set_value("PO").run()
+    options = at.multiselect(key="eval_retrievers").options
+    assert options[-2:] == [f"dense · {version}", f"hybrid · {version}"]
+    assert "bm25" in options and "dense+rerank" in options
+    at.multiselect(key="eval_retrievers").set_value(["bm25", f"dense · {version}"]).run()
+    assert at.multiselect(key="eval_retrievers").value == ["bm25", f"dense · {version}"]
+    others = [s for s in at.selectbox(key="eval_schema").options if s != "PO"]
+    if others:  # another schema has no PO version: the choice drops it, keeps bm25
+        at.selectbox(key="eval_schema").set_value(others[0]).run()
+        assert not at.exception
+        assert at.multiselect(key="eval_retrievers").value == ["bm25"]
+        assert f"dense · {version}" not in at.multiselect(key="eval_retrievers").options
