@@ -105,7 +105,8 @@ def test_admin_starts_biohicl_with_entity_mesh_labels(ws_root):
     at = evaluate_page("boss")
     at.radio(key="train_recipe").set_value("biohicl").run()
     at.selectbox(key="train_schema").set_value("PO")
-    at.checkbox(key="train_opt_biohicl_entity_mesh").check()  # the generated form
+    at.checkbox(key="train_opt_biohicl_entity_mesh").check()  # the generated form's fields
+    at.text_input(key="train_opt_biohicl_mesh_descriptors").input("annotations")
     at.button(key="train_start").click().run()
     (job,) = jobs(ws_root)
     assert (job.kind, job.params["recipe"], job.created_by) == ("train", "biohicl", "boss")
