@@ -29,7 +29,9 @@ def ws_root(tmp_path, monkeypatch):
 def _request(tiny_model_path):
     return {"schema": "disease_gene", "options": {"edel": {
         "base": str(tiny_model_path), "batch_size": 4, "max_seq_length": 32, "dev_depth": 0,
-        "negatives_per_class": 2}}}
+        "negatives_per_class": 2},
+        # the hand-made KB has 2 test queries: the gate promotes on < 20 only with a reason
+        "small_test_reason": "hand-made test KB"}}
 
 
 def test_curator_gets_no_retrain_and_forcing_it_is_refused(ws_root, tiny_model_path):
