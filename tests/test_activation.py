@@ -199,3 +199,32 @@ def test_cli_background_activation_prints_the_job(two_versions, capsys):
     done = wait_for_job(ws, job.id, timeout=240)
     assert done.status is JobStatus.DONE, done.error
     assert active_model(ws, "disease_gene").id == v2.id
+
+
+@pytest.mark.xfail(strict=True, reason="needs app_pages/curate.py (the lead's) to pin the menu "
+                                       "entry: retriever_controls returns resolve_retriever_choice"
+                                       "(ctx.ws, schema.name, name); remove this mark then")
+@pytest.mark.parametrize("choice", ["dense · active", "hybrid · active"])
+def test_the_curate_page_searches_with_the_activated_version(tmp_path, monkeypatch,
+                                                             tiny_model_path, choice):
+    """Issue 26 item 2, in the app: after an activation "dense · active" and "hybrid · active"
+    said their index was not built while "dense · V" worked."""
+    from app_helpers import APP, add_users, build_app_workspace, sign_in
+    from streamlit.testing.v1 import AppTest
+
+    from curation.store.workspace import Workspace
+
+    root = build_app_workspace(tmp_path / "ws")
+    add_users(root, alice="curator")
+    monkeypatch.setenv("KBCURATE_WORKSPACE", str(root))
+    with Workspace.open(root) as ws:
+        version = register(ws, tiny_model_path, schema="PO")
+        job = start_activation(ws, ADMIN, version.id, "first", start=False)
+        assert run_job(ws, job.id).status is JobStatus.DONE
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    at.text_input(key="rel_search").set_value("BRAF").run()
+    at.selectbox(key="retriever").select(choice).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert not any("index is not built" in i.value for i in at.info)
+    hits = [m.value for m in at.markdown if m.value.startswith('<div class="kb-meta">')]
+    assert hits
