@@ -213,7 +213,8 @@ def simulate_ranker_command(args: argparse.Namespace) -> int:
     config = RankerSimulation(rounds=given_or(args.rounds, d.rounds),
                               labels_per_round=given_or(args.labels_per_round, d.labels_per_round),
                               labels_per_query=given_or(args.labels_per_query, d.labels_per_query),
-                              kb_share=args.kb_share, depth=args.pool_depth, seed=args.seed,
+                              kb_share=args.kb_share, depth=args.pool_depth,
+                              seed=getattr(args, "seed", d.seed),
                               tolerance_pp=args.tolerance)
     with Workspace.open(workspace_path(args)) as ws:
         result = simulate_ranker(ws, args.schema, config, progress=not args.quiet)
