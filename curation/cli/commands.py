@@ -359,7 +359,7 @@ def cmd_match_bench(args: argparse.Namespace) -> int:
     from curation.matching.bench import match_bench_report
 
     print(match_bench_report(args.file, args.types or None, as_json=args.json,
-                             held_out=args.held_out))
+                             held_out=args.held_out, symbols=args.symbols))
     return 0
 
 

@@ -203,11 +203,13 @@ def _evaluation_parsers(sub: argparse._SubParsersAction,
 
     p = sub.add_parser("match-bench", parents=[common],
                        help="recall/precision of entity matching against a PubTator file")
-    p.add_argument("file", help="PubTator-format file with gold annotations")
+    p.add_argument("file", help="PubTator or BioC JSON file with gold annotations")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--types", nargs="*", help="entity types to report (default: all)")
     p.add_argument("--held-out", action="store_true",
                    help="build each entity without the mentions of the document being matched")
+    p.add_argument("--symbols", action="store_true",
+                   help="add the gene-symbol row: genes searched by their upper-case symbol alone")
 
     p = sub.add_parser("bench", parents=[common],
                        help="speed figures: encoding throughput ratios and query latency")
