@@ -354,10 +354,9 @@ def _with_candidates(ws: Workspace, schema: Schema, rows: Sequence[WorklistRow],
     with progress_reporter(len(rows), progress, "answer candidates", min_bar=BATCH) as advance:
         for row in rows:
             docs = [(d, _text(texts.get(d, {}))) for d in row.doc_ids]
+            titles = {d: texts.get(d, {}).get("title") or "" for d in row.doc_ids}
             found = answer_candidates(ws, schema, partials[row.query_key], docs, matcher,
-                                      kb_entities=entities,
-                                      titles={d: texts.get(d, {}).get("title") or ""
-                                              for d in row.doc_ids})
+                                      kb_entities=entities, titles=titles)
             out.append(replace(row, new_candidates=sum(1 for c in found if c.new)))
             advance(1)
     return out
