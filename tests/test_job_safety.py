@@ -204,6 +204,7 @@ def test_unknown_parameters_are_refused_with_the_allowed_ones(tmp_workspace):
 
 def test_every_kind_declares_its_parameters():
     assert {name: kind.params for name, kind in JOB_KINDS.items()} == {
+        "activate": ("schema", "version", "reason"),
         "evaluate": ("schema", "retrievers", "split", "options"),
         "index": ("retriever", "options", "rebuild"),
         "train": ("schema", "options", "recipe"),
