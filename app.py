@@ -42,6 +42,15 @@ def _workspace_arg() -> str | None:
     return workspace_arg()
 
 
+#: The app's name, said once: at the top of the sidebar's own content (the pages keep the
+#: screen for their work; each page names itself in one compact header).
+APP_TITLE = "kbcurate: KB curation assistant"
+#: The browser tab's icon: an emoji, drawn by the browser. A ``:material/...:`` icon (the pages'
+#: own icons included, when no page icon is set) makes the browser fetch the favicon from
+#: fonts.gstatic.com, which fails offline.
+PAGE_ICON = "🧬"
+
+
 def _sidebar(user: User, counts: tuple[int, int]) -> None:
     st.sidebar.markdown(f"**{md(user.name)}** · {md(user.role.value)}")
     session = st.session_state.get("auth")
@@ -51,10 +60,10 @@ def _sidebar(user: User, counts: tuple[int, int]) -> None:
 
 
 def main() -> None:
-    st.set_page_config(page_title="kbcurate", layout="wide")
+    st.set_page_config(page_title="kbcurate", page_icon=PAGE_ICON, layout="wide")
     init_state()
     load_css()
-    st.title("kbcurate: KB curation assistant")
+    st.sidebar.title(APP_TITLE)
     path = _workspace_arg()
     if not path:
         st.info(f"No workspace: start with `kbcurate serve --workspace DIR` or set "

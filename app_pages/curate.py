@@ -25,7 +25,7 @@ from app_pages.common import (
     show_flash,
 )
 from app_pages.curate_results import results_panel
-from app_pages.curate_screening import screening_panel
+from app_pages.curate_screening import screening_panel, shown_doc
 from app_pages.curate_suggestions import suggestions_panel
 from app_pages.place import DEFAULTS_FOR, place_params, remember_place, take_pending_query
 from app_pages.safe import md
@@ -121,20 +121,46 @@ def default_caption(ctx: AppContext, schema: Schema, default: DefaultRanking) ->
     return f"Default: {what}, {default.reason}"
 
 
-def pick_relation(ctx: AppContext, schema: Schema) -> PartialRelation:
-    mode = st.radio("Query from", MODES, key="query_mode", horizontal=True,
-                    label_visibility="collapsed")
-    if mode == MODES[1]:
-        values = {s: st.text_input(md(s.capitalize()), key=f"typed_{schema.name}_{s}")
-                  for s in schema.query_slots}
-        if not any(v.strip() for v in values.values()):
-            st.info(f"Type {md(', '.join(schema.query_slots))} to build a query.")
-            st.stop()
-        partial = typed_partial(ctx.ws, schema, values)
-        st.caption(md("Resolved: " + "; ".join(_resolution(ctx, partial, s, v)
-                                                 for s, v in values.items() if v.strip())))
-        return partial
-    rows = _browse(ctx, schema)
+def head_row(schema: Schema) -> tuple[str, str, str]:
+    """The page's one header row: its name, where the query comes from, the relation search
+    (KB relations) and the view (list or screening). Returns (mode, search text, view)."""
+    search = ""
+    with st.container(horizontal=True, vertical_alignment="center", key="curate_head"):
+        st.subheader("Curate", width="content")
+        mode = st.radio("Query from", MODES, key="query_mode", horizontal=True,
+                        label_visibility="collapsed")
+        if mode == MODES[0]:
+            search = st.text_input("Search relations", key="rel_search",
+                                   label_visibility="collapsed", icon=":material/search:",
+                                   placeholder="Search relations: "
+                                               + ", ".join(schema.slot_names) + " ...")
+        view = st.segmented_control("View", VIEWS, key="view_mode",
+                                    label_visibility="collapsed",
+                                    help="Screening: one abstract at a time, labelled with the "
+                                         "keys 1 2 3 0, N note, U undo, J/K next/previous")
+    return mode, search, view or VIEWS[0]
+
+
+def typed_relation(ctx: AppContext, schema: Schema) -> tuple[PartialRelation, str]:
+    """The partial relation of the entities typed in one row, and the query text beside them."""
+    slots = schema.query_slots
+    cols = st.columns([*([1] * len(slots)), 2], vertical_alignment="bottom")
+    values = {s: cols[i].text_input(md(s.capitalize()), key=f"typed_{schema.name}_{s}")
+              for i, s in enumerate(slots)}
+    if not any(v.strip() for v in values.values()):
+        st.info(f"Type {md(', '.join(slots))} to build a query.")
+        st.stop()
+    partial = typed_partial(ctx.ws, schema, values)
+    with cols[-1]:
+        text = edit_query(schema, partial)
+    resolved = "; ".join(_resolution(ctx, partial, s, v) for s, v in values.items() if v.strip())
+    st.caption(md(f"Resolved: {resolved} · {known_caption(schema, partial)}"))
+    return partial, text
+
+
+def kb_relation(ctx: AppContext, schema: Schema, search: str) -> tuple[PartialRelation, str]:
+    """A KB partial relation (the table in an expander, the picker) and its query text."""
+    rows = _browse(ctx, schema, search)
     listed = rows[:SHOWN]
     pick_key = f"relation_pick_{schema.name}"
     wanted = st.session_state.get(pick_key)
@@ -144,9 +170,14 @@ def pick_relation(ctx: AppContext, schema: Schema) -> PartialRelation:
     by_key = {p.query_key: p for p in listed}
     if st.session_state.get(pick_key) not in by_key:
         st.session_state[pick_key] = keys[0]
-    key = st.selectbox("Partial relation (answer hidden)", keys, key=pick_key,
-                       format_func=lambda k: relation_label(by_key[k], schema))
-    return by_key[key]
+    pick, query = st.columns([3, 2], vertical_alignment="bottom")
+    key = pick.selectbox("Partial relation (answer hidden)", keys, key=pick_key,
+                         format_func=lambda k: relation_label(by_key[k], schema))
+    partial = by_key[key]
+    with query:
+        text = edit_query(schema, partial)
+    st.caption(md(known_caption(schema, partial)))
+    return partial, text
 
 
 def _resolution(ctx: AppContext, partial: PartialRelation, slot: str, typed: str) -> str:
@@ -159,31 +190,50 @@ def _resolution(ctx: AppContext, partial: PartialRelation, slot: str, typed: str
     return f"{slot} {typed.strip()} → {entity.text}"
 
 
-def _browse(ctx: AppContext, schema: Schema) -> list[PartialRelation]:
-    """The filtered relation table; stops the page when nothing matches."""
-    search = st.text_input("Search relations", key="rel_search",
-                           placeholder=", ".join(schema.slot_names) + " ...")
-    with st.expander("Filters"):
-        cols = st.columns(len(schema.slot_names) + 1)
-        values = {s: cols[i].text_input(md(s.capitalize()), key=f"flt_{schema.name}_{s}")
-                  for i, s in enumerate(schema.slot_names)}
-        known = levels(ctx.ws, schema.name)
-        level = cols[-1].selectbox("Evidence level", ["(any)", *known],
-                                   key=f"flt_{schema.name}_level", disabled=not known)
+def _browse(ctx: AppContext, schema: Schema, search: str) -> list[PartialRelation]:
+    """The relations matching the search and filters; the table and the filters sit in an
+    expander whose label counts them. Stops the page when nothing matches."""
+    level_key = f"flt_{schema.name}_level"
+    values = {s: str(st.session_state.get(f"flt_{schema.name}_{s}") or "")
+              for s in schema.slot_names}  # the filters' values before they are drawn below
+    level = st.session_state.get(level_key) or "(any)"
     filters = relation_filters(schema, values, None if level == "(any)" else level)
     source = st.session_state.get(f"kb_{schema.name}", ALL_KBS)
     rows = search_relations(partial_relations(ctx.ws, schema.name, filters,
                                               None if source == ALL_KBS else source), search)
+    count = f"{len(rows):,} partial relations" + (f" (first {SHOWN} listed)"
+                                                   if len(rows) > SHOWN else "")
+    if filters:
+        count += " · filtered by " + ", ".join(f"{k} {v}" for k, v in filters.items())
+    with st.expander(f"Relation table and filters · {md(count)}", key="relations_box"):
+        cols = st.columns(len(schema.slot_names) + 1)
+        for i, slot in enumerate(schema.slot_names):
+            cols[i].text_input(md(slot.capitalize()), key=f"flt_{schema.name}_{slot}")
+        known = levels(ctx.ws, schema.name)
+        cols[-1].selectbox("Evidence level", ["(any)", *known], key=level_key,
+                           disabled=not known)
+        table_key = f"relations_table_{schema.name}"
+        if rows:
+            st.dataframe(relations_frame(rows[:SHOWN], schema.answer), hide_index=True,
+                         height=250, key=table_key, width="stretch", on_select="rerun",
+                         selection_mode="single-row", column_config=_table_columns(schema))
     if not rows:
         st.info("No partial relation matches. Clear the search or filters, or import a KB.")
         st.stop()
-    st.caption(f"{len(rows):,} partial relations" + (f" (first {SHOWN} listed)"
-                                                      if len(rows) > SHOWN else ""))
-    table_key = f"relations_table_{schema.name}"
-    st.dataframe(relations_frame(rows[:SHOWN], schema.answer), hide_index=True, height=210,
-                 key=table_key, width="stretch", on_select="rerun", selection_mode="single-row")
     _select_clicked_row(table_key, rows[:SHOWN], f"relation_pick_{schema.name}")
     return rows
+
+
+def _table_columns(schema: Schema) -> dict[str, object]:
+    """Widths that show whole entity names ("V600E/K and AMPLIFICATION"), short headers."""
+    columns: dict[str, object] = {slot: st.column_config.TextColumn(slot, width="medium")
+                                  for slot in schema.slot_names if slot != schema.answer}
+    columns[f"known {schema.answer}"] = st.column_config.TextColumn(
+        f"known {schema.answer}", width="large", help="The first five known answers")
+    columns["n_answers"] = st.column_config.NumberColumn("answers", width="small")
+    columns["n_pmids"] = st.column_config.NumberColumn("PMIDs", width="small")
+    columns["sources"] = st.column_config.TextColumn("KB", width="small")
+    return columns
 
 
 def _select_clicked_row(table_key: str, shown: list[PartialRelation], pick_key: str) -> None:
@@ -205,13 +255,17 @@ def edit_query(schema: Schema, partial: PartialRelation) -> str:
     key = f"qtext_{schema.name}_{short_hash(partial.query_key)}"
     take_pending_query(key)
     text = st.text_input("Query (edit freely)", value=default, key=key)
+    return text.strip()
+
+
+def known_caption(schema: Schema, partial: PartialRelation) -> str:
+    """The KB's known answers and cited PMIDs of the relation (plain text: the caller escapes
+    it)."""
     answers = partial.answer_texts()
     known = ", ".join(answers[:KNOWN_SHOWN]) or "none"
     if len(answers) > KNOWN_SHOWN:
         known += f" and {len(answers) - KNOWN_SHOWN} more"
-    st.caption(f"Known {md(schema.answer)} in the KB: {md(known)} · {len(partial.pmids)} cited "
-               "PMIDs")
-    return text.strip()
+    return f"Known {schema.answer} in the KB: {known} · {len(partial.pmids)} cited PMIDs"
 
 
 def ensure_ready(ctx: AppContext, name: str) -> None:
@@ -271,41 +325,44 @@ def search(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
 
 
 def _place(schema: Schema, partial: PartialRelation, text: str,
-           retriever: tuple[str, bool, int]) -> dict[str, str]:
-    """This page's place for the URL (reload and shared links: app_pages/place.py)."""
+           retriever: tuple[str, bool, int], screening: bool) -> dict[str, str]:
+    """This page's place for the URL (reload and shared links: app_pages/place.py); in
+    screening mode with the abstract shown last (the panel updates it as it moves)."""
     name, rerank, k = retriever
     edited = text if text != partial.render(schema).text.strip() else None
+    view = {"screening": screening, "doc": shown_doc() if screening else None}
     if st.session_state.get("query_mode") == MODES[1]:
         typed = {s: st.session_state.get(f"typed_{schema.name}_{s}", "")
                  for s in schema.query_slots}
         return place_params(schema=schema.name, retriever=name, rerank=rerank, k=k,
-                            typed=typed, query=edited)
+                            typed=typed, query=edited, **view)
     return place_params(schema=schema.name, retriever=name, rerank=rerank, k=k,
-                        relation=partial.query_key, query=edited)
+                        relation=partial.query_key, query=edited, **view)
 
 
 def render(ctx: AppContext) -> None:
     schema = pick_schema(ctx)
     retriever = retriever_controls(ctx, schema)
-    st.subheader("Curate")
+    mode, search_text, view = head_row(schema)
     show_flash()
     save_pending_labels(ctx)  # labels kept while the workspace was busy
-    partial = pick_relation(ctx, schema)
-    text = edit_query(schema, partial)
+    if mode == MODES[1]:
+        partial, text = typed_relation(ctx, schema)
+    else:
+        partial, text = kb_relation(ctx, schema, search_text)
     if not text:  # no results (and so no label) for a query nobody can see
         st.info("The query is empty, so nothing is ranked and nothing can be labelled. Type a "
                 "query, or pick the relation again to restore its template.")
         st.stop()
-    remember_place(_place(schema, partial, text, retriever))
+    screening = view == VIEWS[1]
+    place = _place(schema, partial, text, retriever, screening)
+    remember_place(place)
     ensure_ready(ctx, retriever[0])
     result = search(ctx, schema, partial, text, retriever)
     left, right = st.columns([2.4, 1], gap="medium")
     with left:
-        view = st.segmented_control("View", VIEWS, key="view_mode", label_visibility="collapsed",
-                                    help="Screening: one abstract at a time, labelled with the "
-                                         "keys 1 2 3 0, N note, U undo, J/K next/previous")
-        if view == VIEWS[1]:
-            screening_panel(ctx, schema, partial, result)
+        if screening:
+            screening_panel(ctx, schema, partial, result, place)
         else:
             results_panel(ctx, schema, partial, result)
     with right:

@@ -1,7 +1,10 @@
 """The ranked abstracts of the Curate page: highlights, labels, undo and progress.
 
-Drawn as a fragment: a label click writes one row (in the label control's callback) and
-re-draws only this panel from the session's cached search result, without searching again.
+Drawn as nested fragments over the session's cached search result (no search again): the panel
+(:data:`RESULTS_FRAGMENT`), its toolbar (:data:`TOOLBAR_FRAGMENT`: messages, progress, undo)
+and one fragment per card. A label click writes one row in the label control's callback and
+re-draws only that card and the toolbar (``st.rerun`` with their keys), not every card of the
+list: the browser then updates a few elements instead of all of them.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ import streamlit as st
 
 from app_pages.common import AppContext, current_user, flash, short_hash, show_flash, store_label
 from app_pages.safe import md
-from curation.matching.highlight import render_highlighted, render_legend, slot_colours
+from curation.matching.highlight import render_legend, slot_colours
+from curation.search.cards import highlighted_html
 from curation.search.session import RankedDoc, SearchResult, card_html, label_progress, queue_order
 from curation.store.labels import (
     Grade,
@@ -30,6 +34,9 @@ from kb_sources.schema import Schema
 GRADES = (Grade.COMPLETE, Grade.PARTIAL, Grade.IRRELEVANT, Grade.SKIP)
 GRADE_OPTIONS = tuple(g.value for g in GRADES)
 _UNSAFE_KEY = re.compile(r"[^A-Za-z0-9_-]+")
+RESULTS_FRAGMENT = "curate_results"
+TOOLBAR_FRAGMENT = "curate_toolbar"
+SHOWN_CARDS = "shown_cards"  # the card suffixes the panel drew last (their fragments exist)
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,17 @@ def doc_key(doc_id: str) -> str:
     return safe if safe == doc_id and len(safe) <= 40 else f"{safe[:30]}_{short_hash(doc_id)}"
 
 
+def card_suffix(doc_id: str, query_key: str) -> str:
+    """The widget-key suffix of one card: document and partial relation."""
+    return f"{doc_key(doc_id)}_{short_hash(query_key)}"
+
+
+def _rerun_cards(*suffixes: str) -> None:
+    """From a callback: re-draw only the toolbar and these cards (those drawn last run)."""
+    drawn = st.session_state.get(SHOWN_CARDS, ())
+    st.rerun([TOOLBAR_FRAGMENT, *(f"card_{s}" for s in suffixes if s in drawn)])
+
+
 def _label(ws: Workspace, cards: Cards, doc: RankedDoc, keys: tuple[str, str]) -> None:
     """Record the grade just chosen in a card's label control (with the card's note)."""
     grade_key, note_key = keys
@@ -59,11 +77,12 @@ def _label(ws: Workspace, cards: Cards, doc: RankedDoc, keys: tuple[str, str]) -
         return
     if user is None:
         flash("error", "Your session ended; sign in again to label.")
-        return
-    store_label(ws, user=user, schema=cards.schema.name,
-                query_key=cards.partial.query_key, query_text=cards.query_text,
-                doc_id=doc.doc_id, grade=grade, note=st.session_state.get(note_key, ""),
-                model_version=doc.model_version)
+    else:
+        store_label(ws, user=user, schema=cards.schema.name,
+                    query_key=cards.partial.query_key, query_text=cards.query_text,
+                    doc_id=doc.doc_id, grade=grade, note=st.session_state.get(note_key, ""),
+                    model_version=doc.model_version)
+    _rerun_cards(card_suffix(doc.doc_id, cards.partial.query_key))
 
 
 def _note_changed(ws: Workspace, cards: Cards, doc: RankedDoc, keys: tuple[str, str],
@@ -88,46 +107,79 @@ def _undo(ws: Workspace) -> None:
     # the card's note field shows the note of the label now current (the one the undone label
     # had replaced, or none), so the next click cannot re-save the undone note
     restored = current_label(ws, label.user, label.schema, label.query_key, label.doc_id)
-    note_key = f"note_{doc_key(label.doc_id)}_{short_hash(label.query_key)}"
-    st.session_state[note_key] = restored.note if restored else ""
+    suffix = card_suffix(label.doc_id, label.query_key)
+    st.session_state[f"note_{suffix}"] = restored.note if restored else ""
+    _rerun_cards(suffix)
 
 
-def _toolbar(ctx: AppContext, result: SearchResult, labelled: int, pending: int) -> None:
+def _reorder() -> None:
+    """The "Unlabelled first" toggle (in the toolbar) re-sorts the cards: the whole panel."""
+    st.rerun(RESULTS_FRAGMENT)
+
+
+@st.fragment(key=TOOLBAR_FRAGMENT)
+def _toolbar(ctx: AppContext, schema: Schema, partial: PartialRelation,
+             result: SearchResult) -> None:
+    """Messages, progress (recounted whenever a card's label changes), undo and the order."""
+    show_flash()
+    pending = pending_grades(ctx.ws, ctx.user.name, schema.name, partial.query_key)
+    grades = {**labelled_grades(ctx.ws, schema.name, partial.query_key, ctx.user.name),
+              **pending}  # a pending label is newer than the stored one it will supersede
+    labelled = label_progress(result.docs, grades).labelled
+    waiting = sum(d.doc_id in pending for d in result.docs)
     total = len(result.docs)
-    st.progress(labelled / total if total else 0.0,
-                text=f"Labelled {labelled:d} of {total:d} shown"
-                     + (f" ({pending:d} pending, not saved yet)" if pending else "")
-                     + f" · ranked by {md(result.model_version)}")
-    with st.container(horizontal=True, vertical_alignment="center"):
+    with st.container(horizontal=True, vertical_alignment="bottom", key="results_toolbar"):
+        st.progress(labelled / total if total else 0.0,
+                    text=f"Labelled {labelled:d} of {total:d} shown"
+                         + (f" ({waiting:d} pending, not saved yet)" if waiting else "")
+                         + f" · ranked by {md(result.model_version)}")
         st.button("Undo last label", key="undo", on_click=_undo, args=(ctx.ws,), shortcut="U",
                   icon=":material/undo:")
-        st.toggle("Unlabelled first", key="unlabelled_first")
+        st.toggle("Unlabelled first", key="unlabelled_first", on_change=_reorder, wrap=True)
 
 
 def highlight_controls(schema: Schema) -> tuple[dict[str, str], frozenset[str]]:
+    """One row: a checkbox per slot and the colour legend."""
     colours = slot_colours(schema.slot_names)
-    with st.container(horizontal=True, vertical_alignment="center"):
+    with st.container(horizontal=True, vertical_alignment="center", key="highlight_row"):
         st.caption("Highlight")
         enabled = frozenset(slot for slot in colours
-                            if st.checkbox(md(slot), value=True, key=f"hl_{slot}"))
-    st.markdown(render_legend(colours, enabled), unsafe_allow_html=True)
+                            if st.checkbox(md(slot), value=True, key=f"hl_{slot}", wrap=True))
+        st.markdown(render_legend(colours, enabled), unsafe_allow_html=True, width="content")
     return colours, enabled
 
 
-def _card(cards: Cards, doc: RankedDoc, grade: Grade | None, pending: bool = False) -> None:
-    """One abstract: one HTML block (first line + highlighted text), the label control and a
-    note; few elements, so a fragment rerun stays cheap for the browser too. A ``pending``
-    grade (kept in the outbox, not in the database yet) is marked as such."""
-    key = doc_key(doc.doc_id)
-    suffix = f"{key}_{short_hash(cards.partial.query_key)}"
+def _card(cards: Cards, doc: RankedDoc) -> None:
+    """One abstract as its own fragment (key ``card_<suffix>``): a label click re-draws it
+    alone (with the toolbar)."""
+    suffix = card_suffix(doc.doc_id, cards.partial.query_key)
+    st.fragment(_card_body, key=f"card_{suffix}")(cards, doc, suffix)
+
+
+def _card_grade(cards: Cards, doc_id: str) -> tuple[Grade | None, bool]:
+    """The user's current grade of one card and whether it is pending (in the outbox)."""
+    ctx = cards.ctx
+    pending = pending_grades(ctx.ws, ctx.user.name, cards.schema.name, cards.partial.query_key)
+    if doc_id in pending:
+        return pending[doc_id], True
+    label = current_label(ctx.ws, ctx.user.name, cards.schema.name, cards.partial.query_key,
+                          doc_id)
+    return (label.grade if label else None), False
+
+
+def _card_body(cards: Cards, doc: RankedDoc, suffix: str) -> None:
+    """One abstract: one HTML block (first line + highlighted text, rendered once per document
+    and highlight setting), the label control and a note. The grade is read here, not passed
+    in, since the card re-draws alone after its label changed. A pending grade (kept in the
+    outbox, not in the database yet) is marked as such."""
+    grade, pending = _card_grade(cards, doc.doc_id)
     grade_key, note_key = f"grade_{suffix}", f"note_{suffix}"
     st.session_state[grade_key] = grade.value if grade else None  # the stored label
-    with st.container(border=True, key=f"doc_{key}"):
-        highlighted = render_highlighted(doc.title, doc.abstract, doc.spans, cards.colours,
-                                         cards.enabled)
+    with st.container(border=True, key=f"doc_{doc_key(doc.doc_id)}"):
         label = grade.value if grade else None
         if label and pending:
             label += " (pending)"
+        highlighted = highlighted_html(doc, cards.colours, cards.enabled)
         st.markdown(card_html(doc, highlighted, label, colours=cards.colours,
                               enabled_slots=cards.enabled), unsafe_allow_html=True)
         with st.container(horizontal=True, vertical_alignment="center"):
@@ -144,24 +196,26 @@ def _card(cards: Cards, doc: RankedDoc, grade: Grade | None, pending: bool = Fal
                            "automatically")
 
 
-@st.fragment
+@st.fragment(key=RESULTS_FRAGMENT)
 def results_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
                   result: SearchResult) -> None:
-    """Progress, undo, highlight toggles and one card per abstract (see :func:`ordered_docs`)."""
-    show_flash()
+    """Toolbar, highlight toggles and one card per abstract (see :func:`ordered_docs`)."""
     if not result.docs:
+        show_flash()
         st.info("No abstract matches this query. Edit the query or try another retriever.")
         return
     pending = pending_grades(ctx.ws, ctx.user.name, schema.name, partial.query_key)
     grades = {**labelled_grades(ctx.ws, schema.name, partial.query_key, ctx.user.name),
-              **pending}  # a pending label is newer than the stored one it will supersede
+              **pending}
+    _toolbar(ctx, schema, partial, result)
     no_mention_warning(schema, partial, result)
-    progress = label_progress(result.docs, grades)
-    _toolbar(ctx, result, progress.labelled, sum(d.doc_id in pending for d in result.docs))
     colours, enabled = highlight_controls(schema)
     cards = Cards(ctx, schema, partial, result.query_text, colours, enabled)
-    for doc in ordered_docs(ctx.user.name, partial, result, grades):
-        _card(cards, doc, grades.get(doc.doc_id), doc.doc_id in pending)
+    docs = ordered_docs(ctx.user.name, partial, result, grades)
+    st.session_state[SHOWN_CARDS] = frozenset(card_suffix(d.doc_id, partial.query_key)
+                                              for d in docs)
+    for doc in docs:
+        _card(cards, doc)
 
 
 def no_mention_warning(schema: Schema, partial: PartialRelation, result: SearchResult) -> None:

@@ -9,9 +9,17 @@ digits are the grade keys. Shortcuts do not fire while the note field has the fo
 
 Drawn as a fragment like the list: a key press writes one row in the button's callback and
 re-draws only this panel from the session's cached search result.
+
+The counter names both numbers: the abstract's place in this screening queue (next unlabelled
+first, so it differs from the rank once labels reorder the list) and its rank in the result list,
+the "#N" on the card ("Abstract 5 of 10 · rank #8"). The URL keeps the view and the abstract on
+screen (``view=screening&doc=ID``, :mod:`app_pages.place`), so a reload or a shared link opens
+the same abstract in screening mode.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import streamlit as st
 
@@ -24,8 +32,9 @@ from app_pages.curate_results import (
     ordered_docs,
     pending_grades,
 )
+from app_pages.place import remember_place, take_pending_doc
 from app_pages.safe import md
-from curation.matching.highlight import render_highlighted
+from curation.search.cards import highlighted_html
 from curation.search.session import RankedDoc, SearchResult, card_html, label_progress
 from curation.store.labels import Grade, labelled_grades, undo_last_label
 from curation.store.relations import PartialRelation
@@ -37,22 +46,32 @@ from kb_sources.schema import Schema
 GRADE_KEYS = {Grade.COMPLETE: "1", Grade.PARTIAL: "2", Grade.IRRELEVANT: "3", Grade.SKIP: "0"}
 KEYS_HELP = ("Keys: 1 complete · 2 partial · 3 irrelevant · 0 skip · N note · U undo · J next "
              "· K previous")
-POSITION = "screen_pos"  # {"key": the list's identity, "pos": index in its order}
+POSITION = "screen_pos"  # {"key": the list's identity, "pos": index in its order, "doc": id}
 NOTE_OPEN = "screen_note_open"
 NOTE_DRAFT = "screen_note_draft"  # {doc_id: note typed before the grade}
 NOTE_INPUT = "screen_note"
 
 
 def _position(order_key: tuple, docs: list[RankedDoc], grades: dict[str, Grade]) -> int:
-    """Where the curator is in this list: kept while the list stays the same, else the first
-    unlabelled abstract."""
+    """Where the curator is in this list: kept while the list stays the same, else the abstract
+    a link or reload named (when it is in the list), else the first unlabelled abstract."""
     saved = st.session_state.setdefault(POSITION, {})
-    if saved.get("key") != order_key:
+    wanted = take_pending_doc()
+    ids = [d.doc_id for d in docs]
+    if wanted in ids:
+        saved.clear()
+        saved.update(key=order_key, pos=ids.index(wanted))
+    elif saved.get("key") != order_key:
         first = next((i for i, d in enumerate(docs) if d.doc_id not in grades), 0)
         saved.clear()
         saved.update(key=order_key, pos=first)
     saved["pos"] = min(max(saved["pos"], 0), max(len(docs) - 1, 0))
     return saved["pos"]
+
+
+def shown_doc() -> str | None:
+    """The document id screening mode showed last (for the URL of a full page run)."""
+    return st.session_state.get(POSITION, {}).get("doc")
 
 
 def _move(step: int) -> None:
@@ -107,6 +126,8 @@ def _undo(ws: Workspace, docs: list[RankedDoc]) -> None:
         return
     flash("info", f"Undid your label '{md(label.grade.value)}' on {md(label.doc_id)}.",
           where="screen")
+    if label.note:  # the note typed for it waits for the grade given again
+        st.session_state.setdefault(NOTE_DRAFT, {})[label.doc_id] = label.note
     ids = [d.doc_id for d in docs]
     if label.doc_id in ids:
         st.session_state[POSITION]["pos"] = ids.index(label.doc_id)
@@ -127,8 +148,10 @@ def _focus_note() -> None:
 
 @st.fragment
 def screening_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
-                    result: SearchResult) -> None:
-    """One abstract, large, with the grade, note, undo and move keys."""
+                    result: SearchResult, place: Mapping[str, str]) -> None:
+    """One abstract, large, with the grade, note, undo and move keys. ``place`` is the page's
+    URL place (:func:`app_pages.place.place_params` with ``screening``); the abstract on screen
+    is added to it."""
     if not result.docs:
         st.info("No abstract matches this query. Edit the query or try another retriever.")
         return
@@ -141,11 +164,13 @@ def screening_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
                  tuple(d.doc_id for d in docs))
     pos = _position(order_key, docs, grades)
     doc = docs[pos]
+    st.session_state[POSITION]["doc"] = doc.doc_id
+    remember_place({**place, "doc": doc.doc_id})
     grade = grades.get(doc.doc_id)
     progress = label_progress(result.docs, grades)
     st.progress(progress.labelled / len(result.docs),
-                text=f"Abstract {pos + 1:d} of {len(docs):d} · labelled {progress.labelled:d}"
-                     f" · ranked by {md(result.model_version)}")
+                text=f"Abstract {pos + 1:d} of {len(docs):d} · rank #{doc.rank:d} · labelled "
+                     f"{progress.labelled:d} · ranked by {md(result.model_version)}")
     colours, enabled = highlight_controls(schema)
     cards = Cards(ctx, schema, partial, result.query_text, colours, enabled)
     with st.container(horizontal=True, vertical_alignment="center", key="screen_keys"):
@@ -171,7 +196,7 @@ def screening_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
     elif draft:
         st.caption(f"Note waiting for a grade: {md(draft)}")
     label = grade.value + (" (pending)" if doc.doc_id in pending else "") if grade else None
-    highlighted = render_highlighted(doc.title, doc.abstract, doc.spans, colours, enabled)
+    highlighted = highlighted_html(doc, colours, enabled)
     with st.container(border=True, key=f"screen_doc_{doc_key(doc.doc_id)}"):
         st.markdown(card_html(doc, highlighted, label, colours=colours, enabled_slots=enabled),
                     unsafe_allow_html=True)

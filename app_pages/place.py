@@ -3,7 +3,9 @@
 The Curate page writes its state into the query string (``st.query_params``) on every run:
 ``schema``, ``retriever``, ``rerank``, ``k``, and either ``relation`` (a KB partial relation's
 key) or ``mode=typed`` with one ``t.<slot>`` per typed entity, plus ``q`` when the query text was
-edited away from its template. The page itself is the URL's path (``/review``, ...), which
+edited away from its template; in screening mode also ``view=screening`` and ``doc`` (the
+abstract on screen, by document id: its position in the queue changes as labels reorder it, the
+id does not). The page itself is the URL's path (``/review``, ...), which
 ``st.navigation`` keeps. On the first signed-in run of a browser session, :func:`restore_place`
 copies those values into the widgets' session-state keys; the pages validate them as they would
 any stale value (an unknown schema, retriever or relation falls back to the default), so a
@@ -17,7 +19,7 @@ from collections.abc import Mapping
 import streamlit as st
 
 #: Query-string keys the app owns.
-KEYS = ("schema", "retriever", "rerank", "k", "relation", "mode", "q")
+KEYS = ("schema", "retriever", "rerank", "k", "relation", "mode", "q", "view", "doc")
 TYPED_PREFIX = "t."
 TYPED_MODE = "typed"
 #: Longest value taken from the URL (typed entities, edited query text).
@@ -26,6 +28,10 @@ RESTORED = "place_restored"
 PENDING_QUERY = "place_query"
 MODES = ("KB relation", "Type entities")  # app_pages/curate.py MODES
 DEFAULTS_FOR = "defaults_for"  # app_pages/curate.py DEFAULTS_FOR
+SCREENING_VIEW = "screening"
+VIEW_MODES = ("List", "Screening")  # app_pages/curate.py VIEWS
+#: The abstract a link or reload opens in screening mode (taken by app_pages/curate_screening.py).
+PENDING_DOC = "place_doc"
 
 
 def place_state(params: Mapping[str, str]) -> dict[str, object]:
@@ -56,13 +62,19 @@ def place_state(params: Mapping[str, str]) -> dict[str, object]:
         out[f"relation_pick_{schema}"] = get["relation"]
     if get.get("q", "").strip():
         out[PENDING_QUERY] = get["q"]
+    if get.get("view") == SCREENING_VIEW:
+        out["view_mode"] = VIEW_MODES[1]
+        if get.get("doc", "").strip():
+            out[PENDING_DOC] = get["doc"].strip()
     return out
 
 
 def place_params(*, schema: str, retriever: str, rerank: bool, k: int,
                  relation: str | None = None, typed: Mapping[str, str] | None = None,
-                 query: str | None = None) -> dict[str, str]:
-    """The query string for a place on the Curate page (inverse of :func:`place_state`)."""
+                 query: str | None = None, screening: bool = False,
+                 doc: str | None = None) -> dict[str, str]:
+    """The query string for a place on the Curate page (inverse of :func:`place_state`);
+    ``screening`` with the ``doc`` on screen for screening mode."""
     out = {"schema": schema, "retriever": retriever, "rerank": "1" if rerank else "0",
            "k": str(k)}
     if typed is not None:
@@ -73,6 +85,10 @@ def place_params(*, schema: str, retriever: str, rerank: bool, k: int,
         out["relation"] = relation
     if query is not None:
         out["q"] = query[:MAX_VALUE]
+    if screening:
+        out["view"] = SCREENING_VIEW
+        if doc:
+            out["doc"] = doc[:MAX_VALUE]
     return out
 
 
@@ -94,6 +110,11 @@ def remember_place(params: Mapping[str, str]) -> None:
     current = {k: st.query_params.get(k) for k in st.query_params.keys()}  # noqa: SIM118
     if current != dict(params):
         st.query_params.from_dict(dict(params))
+
+
+def take_pending_doc() -> str | None:
+    """The document id a link or reload asked screening mode to open (once), or None."""
+    return st.session_state.pop(PENDING_DOC, None)
 
 
 def take_pending_query(widget_key: str) -> None:

@@ -3,10 +3,10 @@
 Usage::
 
     kbcurate demo --no-serve -w /tmp/demo -q           # the sample workspace, once
-    python benchmarks/app_label_latency.py -w /tmp/demo [--clicks 10] [--browser]
+    python benchmarks/app_label_latency.py -w /tmp/demo [--clicks 10] [--browser] [--k 10]
 
 The workspace is copied to a temporary folder first (labels are written; yours stay as they
-are). Two measurements on BRAF V600E (PO, BM25, top 10):
+are). Two measurements on BRAF V600E (PO, the default ranking, top ``--k``, 10 by default):
 
 * ``apptest``: ``streamlit.testing.v1.AppTest`` sets a card's label control and re-runs the *whole*
   script (what a click costs the server without the fragment shortcut: an upper bound);
@@ -89,11 +89,12 @@ def summary(name: str, times: list[float]) -> str:
             f"max {ms[-1]:.0f} ms (each: {', '.join(f'{t * 1000:.0f}' for t in times)})")
 
 
-def bench_apptest(root: Path, clicks: int) -> list[float]:
+def bench_apptest(root: Path, clicks: int, k: int = 10) -> list[float]:
     from streamlit.testing.v1 import AppTest
 
     os.environ["KBCURATE_WORKSPACE"] = str(root)
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=300).run()
+    at.slider(key="top_k").set_value(k).run()
     at.text_input(key="rel_search").set_value("BRAF").run()
     at.selectbox(key="relation_pick_PO").set_value(RELATION).run()
     at.run()  # warm: search cached in the session, index and matcher in the process
@@ -104,18 +105,19 @@ def bench_apptest(root: Path, clicks: int) -> list[float]:
         start = time.perf_counter()
         at.segmented_control(key=controls[i % len(controls)]).set_value(grade).run()
         times.append(time.perf_counter() - start)
+        at.run()  # a label click re-draws only its card and the toolbar: the whole page back
         assert not at.exception, at.exception
     return times
 
 
-def _screening_keys(page, presses: int) -> list[float]:
+def _screening_keys(page, presses: int, k: int) -> list[float]:
     """Screening mode: key 1 (complete) -> the next abstract is on screen, one press a second;
     then back to the list view (its clicks relabel these abstracts as partial)."""
     page.locator(".st-key-view_mode").get_by_text("Screening").click()
     page.get_by_text("Abstract 1 of").first.wait_for(timeout=60_000)
     page.locator("h3").first.click()  # the focus on the page, not in the search field
     times = []
-    for _ in range(min(presses, 9)):  # 10 abstracts: 9 moves to a next one
+    for _ in range(min(presses, k - 1)):  # k abstracts: k - 1 moves to a next one
         time.sleep(PAUSE)
         page.evaluate(NEXT, page.evaluate(SCREEN_DOC))
         page.keyboard.press("1")
@@ -128,7 +130,7 @@ def _screening_keys(page, presses: int) -> list[float]:
     return times
 
 
-def bench_browser(root: Path, clicks: int) -> tuple[list[float], list[float]]:
+def bench_browser(root: Path, clicks: int, k: int = 10) -> tuple[list[float], list[float]]:
     """(screening key press -> next abstract, list click -> the card shows its label)."""
     sys.path.insert(0, str(REPO / "tests"))
     import subprocess
@@ -147,13 +149,13 @@ def bench_browser(root: Path, clicks: int) -> tuple[list[float], list[float]]:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(url)
+            page.goto(f"{url}/?schema=PO&k={k:d}")
             page.get_by_label("Search relations").fill("BRAF V600E")
             page.get_by_label("Search relations").press("Enter")
             page.get_by_text("Labelled 0 of").first.wait_for(timeout=120_000)
-            keys = _screening_keys(page, clicks)
+            keys = _screening_keys(page, clicks, k)
             times = []
-            for i in range(min(clicks, 10)):
+            for i in range(min(clicks, k)):
                 time.sleep(PAUSE)  # a curator reads before the next click
                 card = page.evaluate(CARDS)[i]  # cards keep their places while labelling
                 page.evaluate(WATCH, [card, "labelled partial"])
@@ -174,6 +176,8 @@ def main() -> int:
     parser.add_argument("-w", "--workspace", default="/tmp/demo")
     parser.add_argument("--clicks", type=int, default=10)
     parser.add_argument("--browser", action="store_true", help="also measure in Chromium")
+    parser.add_argument("--k", type=int, default=10, choices=range(5, 55, 5), metavar="5..50",
+                        help="abstracts shown (the sidebar's 'Abstracts to show')")
     args = parser.parse_args()
     src = Path(args.workspace).expanduser().resolve()
     if not (src / "workspace.sqlite").is_file():
@@ -182,9 +186,9 @@ def main() -> int:
     os.environ.setdefault("USER", "bench")
     with tempfile.TemporaryDirectory() as tmp:
         root = copy_workspace(src, Path(tmp) / "ws")
-        print(summary("apptest (full script rerun)", bench_apptest(root, args.clicks)))
+        print(summary("apptest (full script rerun)", bench_apptest(root, args.clicks, args.k)))
         if args.browser:
-            keys, clicks = bench_browser(root, args.clicks)
+            keys, clicks = bench_browser(root, args.clicks, args.k)
             print(summary("browser, screening (key 1 -> the next abstract shown)", keys))
             print(summary("browser, list (click -> the card shows its label)", clicks))
     return 0

@@ -34,7 +34,9 @@ def test_every_page_renders_with_the_shell(tmp_path, monkeypatch):
                           ("app_pages/curate.py", "Curate")):
         at.switch_page(page).run()
         assert not at.exception and not at.error, page
-        assert at.title[0].value == "kbcurate: KB curation assistant"
+        # the app's name once, in the sidebar; the page names itself (issue 29, item 3)
+        assert [t.value for t in at.sidebar.title] == ["kbcurate: KB curation assistant"]
+        assert not at.main.title
         assert at.subheader[0].value == heading
         # local mode: nobody to sign out, so no "Sign out" that would do nothing (issue 14)
         assert "signout" not in [b.key for b in at.button]

@@ -249,7 +249,8 @@ def test_choose_the_knowledge_base(tmp_path, monkeypatch, fixtures_dir):
 
         expected = len(list_partial_relations(ws, "PO", source="oncokb"))
         total = len(list_partial_relations(ws, "PO"))
-    assert f"{expected:,} partial relations" in " ".join(c.value for c in at.caption)
+    (box,) = [e for e in at.expander if e.label.startswith("Relation table and filters")]
+    assert f"{expected:,} partial relations" in shown(box.label)
     assert expected < total
 
 
@@ -298,7 +299,8 @@ def test_placeholders_speak_the_schema(ws_root):
     at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
     at.selectbox(key="schema").set_value("PTM").run()
     hint = at.text_input(key="rel_search").placeholder
-    assert hint.startswith("substrate, ") and "catalyst" in hint and "drug" not in hint
+    assert hint.startswith("Search relations: substrate, ") and "catalyst" in hint
+    assert "drug" not in hint
     with Workspace.open(ws_root) as ws:
         schema = get_schema("PTM", ws.schemas())
         partial = list_partial_relations(ws, "PTM", {})[0]
@@ -315,6 +317,7 @@ def test_card_order_is_per_signed_in_user(ws_root):
     at.toggle(key="unlabelled_first").set_value(False).run()
     at.toggle(key="unlabelled_first").set_value(True).run()
     assert f">PMID {top}</a>" in cards(at)[-1]  # alice's next unlabelled come first
+    at.run()  # the toggle re-drew the results panel only (AppTest keeps only that part)
     at.button(key="signout").click().run()
     sign_in(at, "boss")
     at.text_input(key="rel_search").set_value("BRAF").run()
@@ -364,3 +367,30 @@ def test_a_click_on_a_relation_row_selects_it(ws_root):
     # the picker stays free afterwards: choosing another relation there is not undone
     picker.set_value(first).run()
     assert at.selectbox(key="relation_pick_PO").value == first
+
+
+def test_relation_table_columns_fit_whole_entity_names(ws_root):
+    """Issue 29, item 3: the table cut "V600E/K and AMPLIFICATION" at its default width; the slot
+    columns are "medium" (200 px), the known answers "large"."""
+    import json
+
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    columns = json.loads(at.dataframe(key="relations_table_PO").proto.columns)
+    widths = {name: c.get("width") for name, c in columns.items() if not c.get("hidden")}
+    assert widths == {"gene": "medium", "variant": "medium", "known treatment": "large",
+                      "n_answers": "small", "n_pmids": "small", "sources": "small"}
+    assert columns["n_pmids"]["label"] == "PMIDs"
+
+
+def test_a_label_click_redraws_its_card_and_the_progress_only(ws_root):
+    """Issue 29, item 7: the click re-draws the clicked card and the toolbar (progress, undo),
+    not every card: AppTest, like the browser, gets only those elements from that run."""
+    at = braf_page(ws_root)
+    assert len(cards(at)) == 4
+    control(at, "grade", "90100001").set_value("partial").run()
+    assert not at.exception
+    (card,) = cards(at)  # only the clicked card was drawn again
+    assert ">PMID 90100001</a>" in card and "labelled <b>partial</b>" in card
+    assert "Labelled 1 of 4 shown" in at.get("progress")[0].proto.text
+    at.run()  # the whole page, as the browser still shows it
+    assert len(cards(at)) == 4 and "labelled <b>partial</b>" in doc_html(at, "90100001")

@@ -101,3 +101,61 @@ def test_the_last_abstract_says_the_list_is_done(ws_root):
     assert position(at) == (4, 4)
     assert at.success and "End of the list: 4 of 4" in at.success[0].value
     assert at.button(key="screen_next").disabled
+
+
+def test_the_counter_names_the_queue_place_and_the_rank(ws_root):
+    """Issue 29, item 4: with the two top-ranked abstracts labelled and the list re-sorted
+    (unlabelled first), screening opens on rank #3 as the first of its queue; the counter says
+    both ("Abstract 1 of 4 · rank #3"), as the card's "#3" does."""
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    at.text_input(key="rel_search").set_value("BRAF").run()
+    top = [re.search(r">PMID (\d+)</a>", m.value).group(1) for m in at.markdown
+           if m.value.startswith('<div class="kb-meta">')][:2]  # rank order: nothing labelled
+    for doc in top:
+        next(w for w in at.segmented_control if w.key.startswith(f"grade_{doc}_")) \
+            .set_value("irrelevant").run()
+        at.run()  # a label click re-draws only its card: the whole page back
+    at.toggle(key="unlabelled_first").set_value(False).run()
+    at.toggle(key="unlabelled_first").set_value(True).run()  # re-sorted: unlabelled first
+    at.run()
+    at.segmented_control(key="view_mode").set_value("Screening").run()
+    card = next(m.value for m in at.markdown if m.value.startswith('<div class="kb-meta">'))
+    rank = int(re.search(r"<b>#(\d+)</b>", card).group(1))
+    assert position(at) == (1, 4) and rank == 3
+    assert "Abstract 1 of 4 · rank #3 · labelled 2" in at.get("progress")[0].proto.text
+
+
+def test_a_reload_opens_the_same_abstract_in_screening_mode(ws_root):
+    """Issue 29, item 4: the URL keeps the view and the abstract on screen (by id: its place in
+    the queue changes as labels reorder it); a new session with that URL opens it."""
+    at = screening(ws_root)
+    at.button(key="screen_complete").click().run()
+    at.button(key="screen_skip").click().run()
+    third = shown_doc(at)
+    assert at.query_params["view"] == "screening" and at.query_params["doc"] == third
+    reload = AppTest.from_file(APP, default_timeout=60)
+    reload.query_params.update(at.query_params)
+    sign_in(reload.run(), "alice")
+    assert not reload.exception and not reload.error
+    assert reload.segmented_control(key="view_mode").value == "Screening"
+    assert shown_doc(reload) == third
+    assert position(reload) == (1, 4)  # labelled ones moved to the end of the new queue
+    reload.segmented_control(key="view_mode").set_value("List").run()
+    assert "view" not in reload.query_params and "doc" not in reload.query_params
+
+
+def test_undo_brings_back_the_note_typed_for_the_abstract(ws_root):
+    """Issue 29, item 4: U after a grade given with a note: the abstract comes back with its
+    note waiting for the grade, and the next grade stores it."""
+    at = screening(ws_root)
+    first = shown_doc(at)
+    at.button(key="screen_note_btn").click().run()
+    at.text_input(key="screen_note").input("dose unclear").run()
+    at.button(key="screen_partial").click().run()
+    assert shown_doc(at) != first
+    at.button(key="screen_undo").click().run()
+    assert shown_doc(at) == first and label_rows(ws_root) == []
+    assert any("Note waiting for a grade: dose unclear" in c.value for c in at.caption)
+    at.button(key="screen_irrelevant").click().run()
+    assert [(r["doc_id"], r["grade"], r["note"]) for r in label_rows(ws_root)] == [
+        (first, "irrelevant", "dose unclear")]

@@ -1,16 +1,26 @@
-"""One ranked abstract as the Curate page shows it, and its card as escaped HTML."""
+"""One ranked abstract as the Curate page shows it, and its card as escaped HTML.
+
+A card's highlighted text and evidence sentences depend only on the document (text, spans,
+evidence) and the highlight settings, not on its label, so they are rendered once per process
+and reused (:func:`highlighted_html`, and the evidence part of :func:`card_html`): a label click
+re-draws every card of the list, and only the first line (the label) changed.
+"""
 
 from __future__ import annotations
 
 import html
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from curation.matching.evidence import Evidence, mark_colours, render_evidence
+from curation.matching.highlight import render_highlighted
 from curation.matching.matcher import Span
 from curation.search.candidates import is_pmid
 
 PUBMED_URL = "https://pubmed.ncbi.nlm.nih.gov/{pmid}/"
+#: Rendered cards kept per process (a few result lists of 50 in a few highlight settings).
+RENDERED_CARDS = 512
 
 
 @dataclass(frozen=True)
@@ -65,6 +75,34 @@ class RankedDoc:
         return PUBMED_URL.format(pmid=self.pmid) if self.pmid else None
 
 
+def highlighted_html(doc: RankedDoc, colours: Mapping[str, str],
+                     enabled_slots: Collection[str] | None = None) -> str:
+    """The card's title and abstract with the entity marks
+    (:func:`~curation.matching.highlight.render_highlighted`), rendered once per document and
+    highlight setting."""
+    return _highlighted(doc, _colour_key(colours), _enabled_key(enabled_slots))
+
+
+def _colour_key(colours: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(colours.items()))
+
+
+def _enabled_key(enabled_slots: Collection[str] | None) -> frozenset[str] | None:
+    return None if enabled_slots is None else frozenset(enabled_slots)
+
+
+@lru_cache(maxsize=RENDERED_CARDS)
+def _highlighted(doc: RankedDoc, colours: tuple[tuple[str, str], ...],
+                 enabled: frozenset[str] | None) -> str:
+    return render_highlighted(doc.title, doc.abstract, doc.spans, dict(colours), enabled)
+
+
+@lru_cache(maxsize=RENDERED_CARDS)
+def _evidence(doc: RankedDoc, colours: tuple[tuple[str, str], ...],
+              enabled: frozenset[str] | None) -> str:
+    return render_evidence(doc.text, doc.evidence, doc.spans, dict(colours), enabled)
+
+
 
 def card_html(doc: RankedDoc, highlighted: str, grade: str | None = None, *,
               colours: Mapping[str, str] | None = None,
@@ -103,7 +141,7 @@ def card_html(doc: RankedDoc, highlighted: str, grade: str | None = None, *,
     if colours is None:
         colours = mark_colours(highlighted)
         enabled_slots = frozenset(colours) if enabled_slots is None else enabled_slots
-    evidence = render_evidence(doc.text, doc.evidence, doc.spans, colours, enabled_slots)
+    evidence = _evidence(doc, _colour_key(colours), _enabled_key(enabled_slots))
     why = ""
     if doc.reasons:
         why = ('<div class="kb-why"><b>Why this rank:</b> '
