@@ -8,12 +8,13 @@ Usage::
 The workspace is copied to a temporary folder first (labels are written; yours stay as they
 are). Two measurements on BRAF V600E (PO, the default ranking, top ``--k``, 10 by default):
 
-* ``apptest``: ``streamlit.testing.v1.AppTest`` sets a card's label control and re-runs the *whole*
-  script (what a click costs the server without the fragment shortcut: an upper bound);
+* ``apptest``: ``streamlit.testing.v1.AppTest`` sets a card's label control and runs what the click
+  runs: the callback (the label is written) and the fragments it re-draws (that card and the
+  toolbar); the whole page is drawn again after each, untimed;
 * ``--browser``: ``kbcurate serve`` + Playwright + Debian's Chromium: from the click (a DOM
   event in the page) until the clicked abstract's card shows "labelled partial", one click a
-  second (what a curator sees; only the results fragment reruns); and first, in screening
-  mode, from the key press ``1`` until the next abstract is on screen.
+  second (what a curator sees; only that card's fragment and the toolbar rerun); and first, in
+  screening mode, from the key press ``1`` until the next abstract is on screen.
 
 Target (issue): <= 300 ms with a warm cache.
 """
@@ -186,7 +187,8 @@ def main() -> int:
     os.environ.setdefault("USER", "bench")
     with tempfile.TemporaryDirectory() as tmp:
         root = copy_workspace(src, Path(tmp) / "ws")
-        print(summary("apptest (full script rerun)", bench_apptest(root, args.clicks, args.k)))
+        print(summary("apptest (label click: callback + re-drawn card and toolbar)",
+                      bench_apptest(root, args.clicks, args.k)))
         if args.browser:
             keys, clicks = bench_browser(root, args.clicks, args.k)
             print(summary("browser, screening (key 1 -> the next abstract shown)", keys))
