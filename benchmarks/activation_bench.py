@@ -1,12 +1,12 @@
 """Time to a usable model version (issue 26 item 7): from the Activate request to the version
 serving searches.
 
-Works in a **copy** of the workspace (its database through SQLite's online backup, its schema and
-margin files; never the original, whose registry and settings stay as they are). In the copy it
-registers the weights of ``--version`` again as a new version: a new id, so none of its vectors
-are cached and the whole corpus is encoded, as for a freshly trained version. With ``--backend``
-the copy's encoding default is set first (what ``kbcurate bench --backends --set-default``
-stores). Then, as the app's Activate button does:
+Works in a **copy** of the workspace (its database through SQLite's online backup, its schema,
+ranker and margin files; never the original, whose registry and settings stay as they are). In
+the copy it registers the weights of ``--version`` again as a new version: a new id, so none of
+its vectors are cached and the whole corpus is encoded, as for a freshly trained version. With
+``--backend`` the copy's encoding default is set first (what ``kbcurate bench --backends
+--set-default`` stores). Then, as the app's Activate button does:
 
 1. ``start_activation`` (the request: role and reason checks, the job queued): its wall time;
 2. the ``activate`` job in a worker process, followed every second until it ends (its progress
@@ -34,14 +34,15 @@ QUERY = "Genes associated with breast cancer?"
 
 
 def clone(source: Path, dest: Path) -> None:
-    """The workspace's database (no jobs) and its schema/margin folders, into ``dest``."""
+    """The workspace's database (no jobs) and its schema, margin and ranker folders, into
+    ``dest``."""
     from curation.store.transfer import clone_database
     from curation.store.workspace import DB_NAME, Workspace
 
     dest.mkdir(parents=True)
     with Workspace.open(source) as ws:
         clone_database(ws, dest / DB_NAME, empty=("jobs",))
-    for sub in ("schemas", "margins"):
+    for sub in ("schemas", "margins", "rankers"):
         if (source / sub).is_dir():
             shutil.copytree(source / sub, dest / sub)
 
