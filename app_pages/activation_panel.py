@@ -27,13 +27,13 @@ def activation_sidebar(ctx: AppContext) -> None:
             if not job.finished:
                 poll_job(ctx, job.id, "activation_sidebar")
             elif job.idle_s <= ENDED_SHOWN_S:
-                st.caption(ended_text(job))
+                st.caption(md(ended_text(job)))
 
 
 def ended_text(job: Job) -> str:
-    """How an activation job ended, in one markdown line (untrusted parts escaped)."""
-    version = md(job.params.get("version", ""))
-    schema = md(job.params.get("schema", ""))
+    """How an activation job ended, in one line of plain text (escape it to render it)."""
+    version = str(job.params.get("version", ""))
+    schema = str(job.params.get("schema", ""))
     if job.status is JobStatus.DONE:
         result = job.result
         rate = result.get("docs_per_s")
@@ -41,8 +41,8 @@ def ended_text(job: Job) -> str:
                 f"{float(result.get('seconds', 0.0)):.0f} s"
                 + (f", {float(rate):.1f} documents/s" if rate else ", from cached vectors"))
         return f"{version} is now the active {schema} model (job {job.id:d}: {took})."
-    reason = md(job.error or "no reason recorded")
-    return (f"Activating {version} (job {job.id:d}) {md(job.status.value)}: {reason}. The "
+    reason = job.error or "no reason recorded"
+    return (f"Activating {version} (job {job.id:d}) {job.status.value}: {reason}. The "
             f"previous {schema} version stays active.")
 
 

@@ -48,20 +48,21 @@ def handle_rollback(ctx: AppContext) -> None:
     except CurationError as exc:
         st.error(md(exc))
         return
-    flash("info", activation_started(ctx, job, request.get("version") or ""))
+    flash("info", md(activation_started(ctx, job, request.get("version") or "")))
 
 
 def activation_started(ctx: AppContext, job: Job, asked: str) -> str:
-    """What the Activate button answers at once: the job and where its build stands."""
+    """What the Activate button answers at once: the job and where its build stands (plain
+    text: escape it to render it)."""
     version, schema = job.params.get("version", ""), job.params.get("schema", "")
     if version != asked:
-        return (f"Activation job {job.id:d} of {md(version)} is still {md(job.status.value)}; "
-                f"activate {md(asked)} after it ends.")
+        return (f"Activation job {job.id:d} of {version} is still {job.status.value}; "
+                f"activate {asked} after it ends.")
     where = job.message or progress_message(version, "dense", 0, corpus_counts(ctx.ws)[0])
     active = active_model(ctx.ws, schema)
-    still = (f"{md(active.id)} stays active until then" if active is not None
+    still = (f"{active.id} stays active until then" if active is not None
              and active.id != version else "searches switch when it is complete")
-    return (f"Activating {md(version)} in the background (job {job.id:d}): {md(where)}. "
+    return (f"Activating {version} in the background (job {job.id:d}): {where}. "
             f"{still}.")
 
 
@@ -144,8 +145,9 @@ def metrics_chart(rows: list[dict]) -> None:
     if shown:
         st.plotly_chart(timeline_chart(shown), key="models_chart")
     if missing:
-        st.caption("Not evaluated on the test split (no test metrics, so not charted): "
-                   + ", ".join(md(v) for v in missing))
+        names = ", ".join(str(v) for v in missing)
+        st.caption(f"Not evaluated on the test split (no test metrics, so not charted): "
+                   f"{md(names)}")
 
 
 def render(ctx: AppContext) -> None:
