@@ -138,3 +138,26 @@ def test_the_schemas_model_versions_are_offered_as_retrievers(ws_root, tiny_mode
         assert not at.exception
         assert at.multiselect(key="eval_retrievers").value == ["bm25"]
         assert f"dense · {version}" not in at.multiselect(key="eval_retrievers").options
+
+
+def test_a_model_version_is_evaluated_under_its_menu_name(ws_root, tiny_model_path):
+    """Issue 26 item 3: 'dense · V' runs with V's index and reports under its own name."""
+    from curation.store.models import register_model
+
+    with Workspace.open(ws_root) as ws:
+        version = register_model(ws, schema="PO", recipe="edel", base_model="tiny",
+                                 model_dir=tiny_model_path, created_by="boss",
+                                 manifest={"max_seq_length": 32}).id
+    at = evaluate_page("boss")
+    at.selectbox(key="eval_schema").set_value("PO").run()
+    at.multiselect(key="eval_retrievers").set_value(["bm25", f"dense · {version}"])
+    at.selectbox(key="eval_split").set_value("all")
+    at.button(key="eval_start").click().run()
+    assert not at.error, [e.value for e in at.error]
+    (job,) = [j for j in jobs(ws_root) if j.kind == "evaluate"]
+    assert job.params["retrievers"] == ["bm25", f"dense · {version}"]
+    with Workspace.open(ws_root) as ws:
+        done = wait_for_job(ws, job.id, timeout=240)
+    assert done.status is JobStatus.DONE, done.error
+    assert set(done.result["retrievers"]) == {"bm25", f"dense · {version}"}
+    assert 0 <= done.result["retrievers"][f"dense · {version}"]["ndcg@10"] <= 1

@@ -119,9 +119,10 @@ def test_train_and_retrain_the_plugin_through_the_cli(toy_plugin, tmp_workspace,
     common = ["-w", str(ws.root), "--quiet", "--schema", "disease_gene"]
     tiny = ["--base", str(tiny_model_path), "--batch-size", "4", "--max-seq-length", "32",
             "--dev-depth", "0", "--recipe", "toy", "--negative-mu", "0.8"]
-    assert main(["train", *common, *tiny]) == 0
+    assert main(["train", *common, *tiny, "--activate"]) == 0
     out = capsys.readouterr()
     v1 = get_model(ws, "disease_gene-toy@1")
+    assert v1.status == "active" and "disease_gene-toy@1 is now the active" in out.out
     assert v1.recipe == "toy" and v1.manifest["options"]["negative_mu"] == 0.8
     assert "registered disease_gene-toy@1" in out.out
     assert f"NDCG@10 {v1.metrics['test_ndcg@10']:.4f}" in out.out  # scored before listed

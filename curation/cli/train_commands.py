@@ -10,7 +10,7 @@ from dataclasses import fields
 from typing import Any
 
 from curation.cli import model_commands, rank_commands, speed_commands
-from curation.cli.common import CLI_ADMIN, given_or, print_json, workspace_path
+from curation.cli.common import given_or, print_json, workspace_path
 from curation.cli.recipe_flags import add_recipe_argument, add_recipe_flags, option_values
 from curation.store.workspace import Workspace
 from curation.training.recipes.edel import EdelOptions
@@ -162,10 +162,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         for warning in result.warnings:
             print(f"warning: {warning}", file=sys.stderr)
         if args.activate:
-            from curation.training.activation import switch_active
-
-            switch_active(ws, version.id, user=CLI_ADMIN, reason="kbcurate train --activate")
-            print(f"{version.id} is now the active {version.schema} model")
+            model_commands.activate_with_progress(ws, version.id,
+                                                  reason="kbcurate train --activate",
+                                                  quiet=args.quiet)
     return 0
 
 

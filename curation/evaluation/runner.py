@@ -16,6 +16,7 @@ from curation.evaluation.harness import EvalQuery, EvalTask, build_task, report_
 from curation.matching.matcher import EntityMatcher
 from curation.ranking.pipeline import RANKED, RankingContext
 from curation.ranking.versions import active_version, load_ranker
+from curation.search.choices import VERSION_SEP, parse_retriever_choice
 from curation.search.indexing import get_index
 from curation.search.ranked import version_first_stages
 from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
@@ -33,10 +34,11 @@ Report = Callable[[float, str], None]
 
 
 def check_retriever_names(names: Sequence[str]) -> None:
-    """Fail early, listing the options, when a retriever name is unknown."""
+    """Fail early, listing the options, when a retriever name is unknown ("dense · V" and
+    "hybrid · V" name a model version: the version is checked when its index is opened)."""
     available = retriever_names()
     for name in names:
-        base = name.removesuffix(RERANK_SUFFIX)
+        base = name.removesuffix(RERANK_SUFFIX).partition(VERSION_SEP)[0]
         if base not in available and name != RANKED:
             options = ", ".join(available + [n + RERANK_SUFFIX for n in available] + [RANKED])
             raise CurationError(f"Unknown retriever {name!r}. Available options: {options}")
@@ -76,15 +78,26 @@ def evaluate_workspace(
         if name == RANKED:
             run = ranked_queries(ws, task, queries, matcher, progress=progress and not report)
         else:
-            run = rank_queries(ws, name, queries, texts.__getitem__, matcher,
-                               options=(options or {}).get(name.removesuffix(RERANK_SUFFIX), {}),
-                               report=step, progress=progress)
+            retriever, opts = _retriever_options(ws, schema, name, options or {})
+            run = rank_queries(ws, name, queries, texts.__getitem__, matcher, options=opts,
+                               report=step, progress=progress, retriever=retriever)
         if step:
             step(0.95, "scoring")
         results.append(score_run(queries, run, name, texts.__getitem__, matcher))
     if report:
         report(1.0, "done")
     return report_json(task, split, results)
+
+
+def _retriever_options(ws: Workspace, schema: str, name: str,
+                       options: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """(registered retriever, its options) of an entry: "dense · V" (a model version, as in the
+    app's menu; "dense · active" pinned to the schema's active one now) or a plain name with the
+    caller's options."""
+    base = name.removesuffix(RERANK_SUFFIX)
+    if VERSION_SEP in base:
+        return parse_retriever_choice(base, ws=ws, schema=schema)
+    return base, options.get(base, {})
 
 
 def _scaled(report: Report, i: int, n: int, name: str) -> Report:
@@ -97,9 +110,10 @@ def _scaled(report: Report, i: int, n: int, name: str) -> Report:
 def rank_queries(ws: Workspace, name: str, queries: Sequence[EvalQuery],
                  doc_text: Callable[[str], str], matcher: EntityMatcher, *,
                  options: dict[str, Any], report: Report | None,
-                 progress: bool) -> dict[str, list[Hit]]:
-    """qid -> top-DEPTH hits of one retriever (optionally entity-reranked)."""
-    base_name = name.removesuffix(RERANK_SUFFIX)
+                 progress: bool, retriever: str | None = None) -> dict[str, list[Hit]]:
+    """qid -> top-DEPTH hits of one retriever (optionally entity-reranked); ``retriever`` is
+    the registered name when ``name`` is a menu entry ("dense · V")."""
+    base_name = retriever or name.removesuffix(RERANK_SUFFIX)
 
     def index_progress(done: int, total: int) -> None:
         if report:
