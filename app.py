@@ -16,6 +16,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from app_pages.activation_panel import activation_sidebar
 from app_pages.common import (
     READABLE_ERRORS,
     AppContext,
@@ -86,6 +87,7 @@ def main() -> None:
     ])
     try:
         retrain_sidebar(AppContext(ws, user))
+        activation_sidebar(AppContext(ws, user))
     except READABLE_ERRORS as exc:  # the pages still work when the panel cannot be drawn
         show_error(exc, path)
     nav.run()

@@ -36,6 +36,7 @@ from curation.search.choices import (
     ensure_index_job,
     last_index_job,
     parse_retriever_choice,
+    resolve_retriever_choice,
     retriever_choices,
 )
 from curation.search.ranked import (
@@ -105,7 +106,8 @@ def retriever_controls(ctx: AppContext, schema: Schema) -> tuple[str, bool, int]
                                       "name (the learned ranker has this built in)")
     st.sidebar.caption(md(default_caption(ctx, schema, default)))
     k = st.sidebar.slider("Abstracts to show", 5, 50, step=5, key="top_k")
-    return name, rerank and not ranked, k
+    # "dense · active" / "hybrid · active" pinned to the active version now (its own index)
+    return resolve_retriever_choice(ctx.ws, schema.name, name), rerank and not ranked, k
 
 
 
@@ -328,7 +330,8 @@ def _place(schema: Schema, partial: PartialRelation, text: str,
            retriever: tuple[str, bool, int], screening: bool) -> dict[str, str]:
     """This page's place for the URL (reload and shared links: app_pages/place.py); in
     screening mode with the abstract shown last (the panel updates it as it moves)."""
-    name, rerank, k = retriever
+    _, rerank, k = retriever
+    name = st.session_state.get("retriever") or retriever[0]  # links keep "dense · active"
     edited = text if text != partial.render(schema).text.strip() else None
     view = {"screening": screening, "doc": shown_doc() if screening else None}
     if st.session_state.get("query_mode") == MODES[1]:

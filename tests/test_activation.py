@@ -201,9 +201,6 @@ def test_cli_background_activation_prints_the_job(two_versions, capsys):
     assert active_model(ws, "disease_gene").id == v2.id
 
 
-@pytest.mark.xfail(strict=True, reason="needs app_pages/curate.py (the lead's) to pin the menu "
-                                       "entry: retriever_controls returns resolve_retriever_choice"
-                                       "(ctx.ws, schema.name, name); remove this mark then")
 @pytest.mark.parametrize("choice", ["dense · active", "hybrid · active"])
 def test_the_curate_page_searches_with_the_activated_version(tmp_path, monkeypatch,
                                                              tiny_model_path, choice):
