@@ -139,7 +139,7 @@ def run_search(
     docs = [replace(_ranked_doc(texts.get(h.doc_id, {}), h, h.doc_id in cited, version),
                     reasons=why.get(h.doc_id, ())) for h in hits]
     candidates = answer_candidates(ws, schema, partial, [(d.doc_id, d.text) for d in docs],
-                                   matcher)
+                                   matcher, titles={d.doc_id: d.title for d in docs})
     highlight = slot_entities(schema, partial, [c.entity for c in candidates])
     docs = [_with_spans(d, tuple(matcher.find_spans(highlight, d.text)), schema) for d in docs]
     return SearchResult(query_text, version, tuple(docs), tuple(candidates))
