@@ -107,7 +107,8 @@ def retriever_controls(ctx: AppContext, schema: Schema) -> tuple[str, bool, int]
     st.sidebar.caption(md(default_caption(ctx, schema, default)))
     k = st.sidebar.slider("Abstracts to show", 5, 50, step=5, key="top_k")
     # "dense · active" / "hybrid · active" pinned to the active version now (its own index)
-    return resolve_retriever_choice(ctx.ws, schema.name, name), rerank and not ranked, k
+    pinned = name if ranked else resolve_retriever_choice(ctx.ws, schema.name, name)
+    return pinned, rerank and not ranked, k
 
 
 

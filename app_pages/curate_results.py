@@ -78,10 +78,14 @@ def _label(ws: Workspace, cards: Cards, doc: RankedDoc, keys: tuple[str, str]) -
     if user is None:
         flash("error", "Your session ended; sign in again to label.")
     else:
-        store_label(ws, user=user, schema=cards.schema.name,
-                    query_key=cards.partial.query_key, query_text=cards.query_text,
-                    doc_id=doc.doc_id, grade=grade, note=st.session_state.get(note_key, ""),
-                    model_version=doc.model_version)
+        had_pending = bool(pending_labels(ws))
+        stored = store_label(ws, user=user, schema=cards.schema.name,
+                             query_key=cards.partial.query_key, query_text=cards.query_text,
+                             doc_id=doc.doc_id, grade=grade,
+                             note=st.session_state.get(note_key, ""),
+                             model_version=doc.model_version)
+        if stored is None or had_pending:  # the sidebar's pending count changed: whole page
+            st.rerun()
     _rerun_cards(card_suffix(doc.doc_id, cards.partial.query_key))
 
 
