@@ -160,6 +160,15 @@ def _screen_doc(page) -> str:
     return next(c for c in classes.split() if c.startswith("st-key-screen_doc_"))[18:]
 
 
+def _wait_screen_doc(page, expected: str, timeout_s: float = 30) -> str:
+    """The abstract on screen once it is ``expected`` (the counter can be drawn a moment
+    before the card under load), or what is shown when the time is up."""
+    deadline = time.monotonic() + timeout_s
+    while (shown := _screen_doc(page)) != expected and time.monotonic() < deadline:
+        page.wait_for_timeout(200)
+    return shown
+
+
 def _press(page, key: str, expect_position: int | None) -> None:
     """A key press with the focus on the page (not in a field); waits for the next abstract."""
     page.keyboard.press(key)
@@ -220,7 +229,7 @@ def test_reload_screening_by_keyboard_and_adjudication_in_a_real_browser(served_
             shown.append(_screen_doc(page))
             _press(page, "2", 4)
             _press(page, "u", 3)  # undo: the third abstract's label goes, and it comes back
-            assert _screen_doc(page) == shown[2]
+            assert _wait_screen_doc(page, shown[2]) == shown[2]
             _press(page, "0", 4)
             fourth = _screen_doc(page)
             _press(page, "1", None)
