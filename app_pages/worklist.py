@@ -57,14 +57,14 @@ def _controls() -> tuple[Priority, int, bool, bool]:
                                  key="wl_limit",
                                  help="At most this many relations, taken in priority order; "
                                       "each one runs the retriever once")
-    done = cols[2].checkbox("Show finished", key="wl_done",
+    done = cols[2].checkbox("Show finished", key="wl_done", wrap=True,
                             help="Also list relations whose top abstracts are all labelled")
     order = Priority.parse(priority)
     if order is Priority.NEW_ANSWERS:  # this order counts them: shown ticked, not a choice
-        cols[3].checkbox("Count candidates", value=True, disabled=True,
+        cols[3].checkbox("Count candidates", value=True, disabled=True, wrap=True,
                          key="wl_candidates_forced", help=FORCED_HELP)
         return order, int(limit), done, True
-    candidates = cols[3].checkbox("Count candidates", key="wl_candidates",
+    candidates = cols[3].checkbox("Count candidates", key="wl_candidates", wrap=True,
                                   help="New answer candidates in each relation's top "
                                        "abstracts (slower)")
     return order, int(limit), done, candidates
