@@ -29,28 +29,31 @@ import os
 import socket
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from pathlib import Path
+from typing import Any, Literal, Protocol
 
+from curation.store.backend import StoreConnection
+from curation.store.clock import utcnow
 from curation.store.errors import WorkspaceBusyError, WorkspaceError
+from curation.store.tracked import TRACKED
 
-if TYPE_CHECKING:
-    from curation.store.workspace import Workspace
+
+class Workspace(Protocol):
+    """What the import ledger needs of a workspace (:class:`curation.store.workspace.Workspace`,
+    which opens the ledger, so it is not imported here)."""
+
+    root: Path
+    conn: StoreConnection
+
+    def transaction(self) -> AbstractContextManager[StoreConnection]: ...
 
 logger = logging.getLogger(__name__)
 
 UndoKind = Literal["document", "annotations", "relation"]
 
-#: Tables whose inserted rows carry ``import_id``, with the columns that find one row (``rowid``:
-#: SQLite's implicit one, a stand-in column on PostgreSQL). Children first: rolling back deletes
-#: in this order.
-TRACKED: dict[str, tuple[str, ...]] = {
-    "audit_log": ("id",), "synonyms": ("rowid",), "relations": ("id",),
-    "documents": ("rowid",), "citations": ("citing", "cited"), "mesh_tree": ("tree_number",),
-    "entities": ("rowid",),
-}
 _DELETE_BATCH = 2000
 #: An import running on another machine is taken for dead after this long without a batch.
 REMOTE_STALE_S = 15 * 60.0
@@ -95,8 +98,6 @@ class ImportRun:
     @contextmanager
     def batch(self, sizer: BatchSizer | None = None, rows: int = 0) -> Iterator[None]:
         """One short transaction whose inserts are stamped with this import's id."""
-        from curation.store.workspace import utcnow
-
         start = time.perf_counter()
         with self.ws.transaction():
             self.ws.conn.stamp_inserts(TRACKED, self.id)
@@ -117,8 +118,6 @@ class ImportRun:
 
     def finish(self, *, added: int, updated: int, unchanged: int, sha256: str) -> None:
         """Mark the import done with its counts; its undo images are no longer needed."""
-        from curation.store.workspace import utcnow
-
         with self.ws.transaction():
             self.ws.conn.execute(
                 "UPDATE imports SET status = 'done', ts = ?, added = ?, updated = ?, "
@@ -150,8 +149,6 @@ def begin_import(ws: Workspace, *, actor: str, kind: str, reader: str, path: str
     Raises:
         WorkspaceBusyError: Another import is running in a live process.
     """
-    from curation.store.workspace import utcnow
-
     nested = ws.conn.in_transaction
     if not nested:
         recover_unfinished_imports(ws)

@@ -32,6 +32,7 @@ from curation.store.pg_errors import (  # noqa: F401 - re-exported for callers
     translate_pg_error,
     url_has_password,
 )
+from curation.store.tracked import TRACKED
 
 logger = logging.getLogger(__name__)
 
@@ -277,8 +278,6 @@ class PgConnection:
         rows = self._raw(f"SELECT value FROM {STORE_TABLE} WHERE key = 'support_version'")
         if rows and rows[0][0] == SUPPORT_VERSION:
             return
-        from curation.store.import_log import TRACKED
-
         self.begin_write()
         try:
             for statement in support_sql(TRACKED):

@@ -29,7 +29,6 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ from curation.store.backend import (
     open_connection,
     write_store_settings,
 )
+from curation.store.clock import utcnow
 from curation.store.connection import LOCK_WAIT_S, lock_wait_of, set_lock_wait
 from curation.store.errors import (
     DATABASE_ERRORS,
@@ -52,6 +52,7 @@ from curation.store.errors import (
     WorkspaceReadOnlyError,
     read_only_error,
 )
+from curation.store.import_log import recover_on_open
 from curation.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from kb_sources.errors import SchemaError
 from kb_sources.schema import Schema, builtin_schemas, load_schema, load_schemas
@@ -62,11 +63,6 @@ __all__ = ["AREAS", "DB_NAME", "LOCK_WAIT_S", "Workspace", "WorkspaceBusyError",
 logger = logging.getLogger(__name__)
 
 AREAS = ("indexes", "models", "schemas", "cache", "exports")
-
-
-def utcnow() -> str:
-    """Current UTC time as ISO-8601 text (what every timestamp column stores)."""
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 @dataclass(frozen=True)
@@ -180,8 +176,6 @@ class Workspace:
         except BaseException:
             ws.close()
             raise
-        from curation.store.import_log import recover_on_open
-
         recover_on_open(ws)  # imports a killed process left unfinished
         return ws
 
