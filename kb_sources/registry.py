@@ -2,7 +2,9 @@
 and corpus readers (-> documents).
 
 Entries name their implementing function as ``module:function`` and are imported lazily, so
-listing readers (``kbcurate --help``) does not import parsers.
+listing readers (``kbcurate --help``) does not import parsers. The readers of each kind are a
+:class:`~kb_sources.plugins.Registry`; an installed distribution adds a reader by declaring a
+``ReaderSpec`` in the entry-point group ``kbcurate.kb_readers`` or ``kbcurate.doc_readers``.
 
 A reader is ``read(path, *, stats=None, **options) -> Iterator[Relation | Document]``. It only
 reads local files, raises :class:`~kb_sources.errors.InputFormatError` on bad input, notes what it
@@ -11,13 +13,13 @@ skips in ``stats`` (a :class:`~kb_sources.read_stats.ReadStats`), and never touc
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from kb_sources.errors import CurationError, UnknownNameError
+from kb_sources.plugins import Registry, load_target
 from kb_sources.read_stats import ReadResult, ReadStats
 from kb_sources.types import Document, Relation
 
@@ -44,8 +46,7 @@ class ReaderSpec:
     options: tuple[str, ...] = ()
 
     def load(self) -> ReadFunc:
-        module, func = self.target.split(":")
-        return getattr(importlib.import_module(module), func)
+        return load_target(self.target)
 
     def read(self, path: str | Path, **options: object) -> ReadResult[Relation | Document]:
         """Read ``path``; the result iterates over the records and carries the read's issues.
@@ -92,9 +93,31 @@ _SPECS: tuple[ReaderSpec, ...] = (
 )
 
 
+#: The entry-point groups of plug-in readers (a ReaderSpec, or a tuple of them, of that kind).
+ENTRY_POINT_GROUPS: dict[ReaderKind, str] = {"kb": "kbcurate.kb_readers",
+                                             "docs": "kbcurate.doc_readers"}
+_LABELS: dict[ReaderKind, str] = {"kb": "KB reader", "docs": "document reader"}
+
+
+def _accept(kind: ReaderKind):
+    def check(entry: object) -> str | None:
+        if not isinstance(entry, ReaderSpec) or entry.kind != kind:
+            return f"expected a ReaderSpec of kind {kind!r}"
+        return None
+    return check
+
+
+#: One registry per kind: the name "pubtator" is both a KB reader and a document reader.
+READERS: dict[ReaderKind, Registry[ReaderSpec]] = {
+    kind: Registry(_LABELS[kind], [s for s in _SPECS if s.kind == kind],
+                   group=ENTRY_POINT_GROUPS[kind], accept=_accept(kind),
+                   error=lambda label, name, available: UnknownNameError(label, name, available))
+    for kind in ("kb", "docs")}
+
+
 def readers(kind: ReaderKind) -> list[ReaderSpec]:
-    """All readers of one kind, in registration order."""
-    return [s for s in _SPECS if s.kind == kind]
+    """All readers of one kind: built-ins in registration order, then plug-ins."""
+    return READERS[kind].entries()
 
 
 def get_reader(kind: ReaderKind, name: str) -> ReaderSpec:
@@ -103,8 +126,4 @@ def get_reader(kind: ReaderKind, name: str) -> ReaderSpec:
     Raises:
         UnknownNameError: No such reader; the message lists the available ones.
     """
-    for spec in _SPECS:
-        if spec.kind == kind and spec.name == name:
-            return spec
-    label = "KB reader" if kind == "kb" else "document reader"
-    raise UnknownNameError(label, name, [s.name for s in readers(kind)])
+    return READERS[kind].get(name)

@@ -19,11 +19,11 @@ Example::
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kb_sources.plugins import Registry, load_target
 from retrievers.base import Retriever, read_manifest
 from retrievers.errors import unknown_name
 
@@ -46,8 +46,7 @@ class RetrieverSpec:
 
     def load_class(self) -> type[Retriever]:
         """Import and return the retriever class."""
-        module, cls = self.target.split(":")
-        return getattr(importlib.import_module(module), cls)
+        return load_target(self.target)
 
 
 _SPECS: tuple[RetrieverSpec, ...] = (
@@ -65,14 +64,21 @@ _SPECS: tuple[RetrieverSpec, ...] = (
 )
 
 
+#: The registry of retrievers (the entry-point group ``kbcurate.retrievers`` adds plug-ins).
+RETRIEVERS: Registry[RetrieverSpec] = Registry(
+    "retriever", _SPECS, group="kbcurate.retrievers",
+    accept=lambda e: None if isinstance(e, RetrieverSpec) else "expected a RetrieverSpec",
+    error=unknown_name)
+
+
 def retriever_specs() -> list[RetrieverSpec]:
     """Every registered retriever, in registration order."""
-    return list(_SPECS)
+    return RETRIEVERS.entries()
 
 
 def retriever_names() -> list[str]:
     """Names of every registered retriever."""
-    return [s.name for s in _SPECS]
+    return RETRIEVERS.names()
 
 
 def get_spec(name: str) -> RetrieverSpec:
@@ -81,10 +87,7 @@ def get_spec(name: str) -> RetrieverSpec:
     Raises:
         RetrieverError: No such retriever; the message lists the available ones.
     """
-    for spec in _SPECS:
-        if spec.name == name:
-            return spec
-    raise unknown_name("retriever", name, retriever_names())
+    return RETRIEVERS.get(name)
 
 
 def build_retriever(name: str, **options: Any) -> Retriever:

@@ -29,7 +29,6 @@ the two agree on L2-normalised vectors (every encoder here normalises by default
 from __future__ import annotations
 
 import hashlib
-import importlib
 import os
 import re
 from dataclasses import asdict, dataclass, fields
@@ -39,6 +38,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from kb_sources.plugins import Registry, load_target
 from retrievers.base import Progress
 from retrievers.errors import RetrieverError, unknown_name
 
@@ -58,11 +58,23 @@ class StoreKind(StrEnum):
     QDRANT = "qdrant"
 
 
-#: kind -> ``module:Class`` of its :class:`VectorStore`, imported lazily.
-_IMPLEMENTATIONS = {
-    StoreKind.FAISS: "retrievers.faiss_store:FaissStore",
-    StoreKind.QDRANT: "retrievers.qdrant_store:QdrantStore",
-}
+@dataclass(frozen=True)
+class VectorStoreSpec:
+    """One registered vector-store engine: its kind and the ``module:Class`` of its
+    :class:`VectorStore`, imported only when a store of that kind is opened."""
+
+    name: str
+    target: str
+    description: str = ""
+
+
+#: The vector-store engines (issue 27: one registry mechanism, kb_sources/plugins.py).
+VECTOR_STORES: Registry[VectorStoreSpec] = Registry("vector store", [
+    VectorStoreSpec(StoreKind.FAISS.value, "retrievers.faiss_store:FaissStore",
+                    "FAISS files in the workspace (default)"),
+    VectorStoreSpec(StoreKind.QDRANT.value, "retrievers.qdrant_store:QdrantStore",
+                    "a Qdrant server, cluster or local folder (pip install 'kbcurate[qdrant]')"),
+], error=unknown_name)
 
 
 class Neighbours(NamedTuple):
@@ -222,8 +234,7 @@ def open_store(config: StoreConfig | dict[str, Any] | None = None) -> VectorStor
         config = StoreConfig()
     elif isinstance(config, dict):
         config = StoreConfig.from_dict(config)
-    module, cls = _IMPLEMENTATIONS[StoreKind(config.kind)].split(":")
-    return getattr(importlib.import_module(module), cls)(config)
+    return load_target(VECTOR_STORES.get(StoreKind(config.kind).value).target)(config)
 
 
 def collection_name(model: str, backend: str = "torch", precision: str = "fp32",

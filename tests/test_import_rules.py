@@ -3,7 +3,9 @@
 Walks every module's AST (imports inside functions count too) and fails on an import that
 crosses a rule:
 
-* ``kb_sources/`` and ``retrievers/`` (floor 1) import neither each other nor anything above them;
+* ``kb_sources/`` and ``retrievers/`` (floor 1) import neither each other nor anything above them,
+  except the one registry mechanism, ``kb_sources/plugins.py`` (standard library only), which
+  every package may use;
 * a wing of ``curation/`` imports only the wings its ``__init__`` docstring names (table below);
   ``curation/templates.py`` is shared by every wing and imports no wing;
 * nothing below floor 3 imports ``app`` or ``app_pages``.
@@ -12,12 +14,15 @@ crosses a rule:
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FLOOR1 = ("kb_sources", "retrievers")
+#: Floor-1 modules every package may import: they import nothing of the project.
+SHARED_LEAVES = frozenset({"kb_sources.plugins"})
 TOP = ("app", "app_pages", "benchmarks")
 
 #: wing -> the wings it may import (itself and curation.templates are always allowed).
@@ -67,6 +72,8 @@ def violation(importer: str, imported: str) -> str | None:
     if top in TOP and mine[0] not in TOP:
         return f"{importer} (floor {1 if mine[0] in FLOOR1 else 2}) imports {top} (floor 3)"
     if mine[0] in FLOOR1:
+        if imported in SHARED_LEAVES or imported.rsplit(".", 1)[0] in SHARED_LEAVES:
+            return None
         if top == "curation" or (top in FLOOR1 and top != mine[0]):
             return f"{mine[0]}/ (floor 1) imports {top}"
         return None
@@ -127,6 +134,7 @@ def test_curation_modules_all_sit_in_wings():
     ("retrievers.dense", "curation.store.workspace", "floor 1"),
     ("retrievers.training.losses", "kb_sources.types", "retrievers/ (floor 1) imports kb_sources"),
     ("kb_sources.civic", "retrievers.base", "kb_sources/ (floor 1) imports retrievers"),
+    ("retrievers.registry", "kb_sources.errors", "retrievers/ (floor 1) imports kb_sources"),
     ("curation.search.session", "curation.evaluation.runner", "not curation.evaluation"),
     ("curation.matching.matcher", "curation.store.workspace", "no other wing"),
     ("curation.store.labels", "app_pages.common", "floor 3"),
@@ -143,6 +151,8 @@ def test_checker_catches_broken_rules(importer, imported, reason):
     ("curation.store.relations", "curation.templates"),
     ("retrievers.training.trainer", "retrievers.base"),
     ("curation.evaluation.runner", "kb_sources.errors"),
+    ("retrievers.registry", "kb_sources.plugins"),
+    ("retrievers.vector_store", "kb_sources.plugins.Registry"),
 ])
 def test_checker_allows_the_table(importer, imported):
     assert violation(importer, imported) is None
@@ -188,3 +198,142 @@ def test_only_the_store_imports_database_drivers():
                 problems.append(f"{rel}:{line}: imports {imported}; use the workspace store "
                                 "(ws.conn, curation.store.errors.DATABASE_ERRORS) instead")
     assert not problems, "\n".join(problems)
+
+
+def test_the_shared_leaves_import_only_the_standard_library():
+    import sys
+
+    for leaf in SHARED_LEAVES:
+        path = ROOT / (leaf.replace(".", "/") + ".py")
+        tops = {m.split(".")[0] for _, m in imported_modules(path.read_text(encoding="utf-8"))}
+        assert tops and tops <= set(sys.stdlib_module_names) | {"__future__"}, (leaf, tops)
+
+
+# -- the store owns the database; no cycles; no private names across modules (issue 27) ---------
+#: SQL statements as the structure check finds them in string constants.
+SQL_TEXT = re.compile(r"\b(SELECT\s+.+?\s+FROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|"
+                      r"DELETE\s+FROM|CREATE\s+(TABLE|INDEX))\b", re.I | re.S)
+#: Where SQL may be written: the store wing, and the embedding cache's own local SQLite file.
+SQL_HOMES = ("curation/store/", *OWN_SQLITE_FILES)
+
+
+def app_and_library_files() -> list[Path]:
+    return [*source_files(), *sorted((ROOT / "app_pages").rglob("*.py")), ROOT / "app.py"]
+
+
+def sql_outside_the_store(path: Path, source: str) -> list[str]:
+    """``file:line: ...`` for each SQL string constant or ``.execute(`` call in ``source``."""
+    rel = path.relative_to(ROOT).as_posix() if path.is_absolute() else str(path)
+    if rel.startswith(SQL_HOMES):
+        return []
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and SQL_TEXT.search(node.value)):
+            found.append(f"{rel}:{node.lineno}: SQL text {node.value.strip()[:50]!r}")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("execute", "executemany")
+              and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "conn"):
+            found.append(f"{rel}:{node.lineno}: calls .conn.{node.func.attr}(...)")
+    return found
+
+
+def test_sql_lives_only_in_the_store():
+    problems = []
+    for path in app_and_library_files():
+        problems += sql_outside_the_store(path, path.read_text(encoding="utf-8"))
+    assert not problems, ("SQL outside curation/store (add a repository function there):\n"
+                          + "\n".join(problems))
+
+
+@pytest.mark.parametrize("source", [
+    'rows = ws.conn.execute("SELECT id FROM labels WHERE schema = ?", (s,))',
+    'Q = """\n  update models set active = 1\n"""',
+    "ws.conn.executemany(sql, rows)",
+])
+def test_the_sql_check_catches_sql_text(source):
+    assert sql_outside_the_store(Path("curation/search/x.py"), source)
+    assert not sql_outside_the_store(Path("curation/store/x.py"), source)
+
+
+def import_graph() -> tuple[dict[str, set[str]], list[str]]:
+    """Module -> the project modules it imports (functions included), and every private name
+    (``_x``) imported from another module."""
+    paths = {module_name(p): p for p in app_and_library_files()}
+    graph: dict[str, set[str]] = {}
+    private: list[str] = []
+    for mod, path in paths.items():
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                if node.module in paths:
+                    edges.add(node.module)
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    if full in paths:
+                        edges.add(full)
+                    elif (alias.name.startswith("_") and not alias.name.startswith("__")
+                          and node.module in paths and node.module != mod):
+                        private.append(f"{mod} imports {full}")
+            elif isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in paths)
+        graph[mod] = edges - {mod}
+    return graph, private
+
+
+def cycles_of(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycles_counting_imports_inside_functions():
+    graph, _ = import_graph()
+    assert cycles_of(graph) == []
+
+
+def test_no_private_name_is_imported_from_another_module():
+    _, private = import_graph()
+    assert private == []
+
+
+def test_the_cycle_check_finds_a_cycle_through_a_function_level_import():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles_of(graph) == [["a", "b", "c"]]
+    assert cycles_of({"a": {"b"}, "b": set()}) == []
