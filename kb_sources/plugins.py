@@ -83,6 +83,8 @@ class Registry(Generic[E]):
         accept: Checks a plug-in's entry; returns a reason to refuse it, or None to accept.
         error: Builds the error for an unknown name from ``(kind, name, available names)``, so
             each package raises its own error type (default :class:`RegistryError`).
+        adopt: Turns what an entry point loaded into the entry to keep, given the entry point's
+            name (e.g. instantiate a class, fill in an empty name); default: kept as loaded.
 
     Example::
 
@@ -94,8 +96,10 @@ class Registry(Generic[E]):
 
     def __init__(self, kind: str, entries: Iterable[E] = (), *, group: str | None = None,
                  accept: Callable[[Any], str | None] | None = None,
-                 error: Callable[[str, str, list[str]], Exception] = _default_error) -> None:
+                 error: Callable[[str, str, list[str]], Exception] = _default_error,
+                 adopt: Callable[[Any, str], Any] | None = None) -> None:
         self.kind = kind
+        self._adopt = adopt
         self.group = group
         self._accept = accept
         self._error = error
@@ -127,9 +131,14 @@ class Registry(Generic[E]):
                 logger.error("%s plug-in %s (%s) failed to load: %s", self.kind, ep.name,
                              ep.value, exc)
                 continue
-            items = (list(loaded) if isinstance(loaded, (list, tuple))
-                     else [loaded() if isinstance(loaded, type) else loaded])
+            items = list(loaded) if isinstance(loaded, (list, tuple)) else [loaded]
             for item in items:
+                try:
+                    item = self._adopt(item, ep.name) if self._adopt else item
+                except Exception as exc:
+                    logger.error("%s plug-in %s (%s) failed to load: %s", self.kind, ep.name,
+                                 ep.value, exc)
+                    continue
                 name = getattr(item, "name", None) or ep.name
                 why = self._accept(item) if self._accept else None
                 if why:

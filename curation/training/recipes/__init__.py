@@ -19,7 +19,6 @@ from __future__ import annotations
 import importlib
 import logging
 from functools import cache
-from importlib.metadata import entry_points
 from typing import Any
 
 from curation.training.recipes.base import (
@@ -31,6 +30,7 @@ from curation.training.recipes.base import (
     option_fields,
 )
 from kb_sources.errors import CurationError
+from kb_sources.plugins import Registry
 
 logger = logging.getLogger(__name__)
 
@@ -47,28 +47,29 @@ __all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "RECIPES", "OptionField", "Recipe", "
            "options_class", "recipe_help", "recipe_names", "recipe_options", "refresh"]
 
 
+def _adopt(loaded: Any, entry_point: str) -> Any:
+    recipe = loaded() if isinstance(loaded, type) else loaded
+    if isinstance(recipe, Recipe):
+        recipe.name = recipe.name or entry_point
+    return recipe
+
+
+def _accept(recipe: Any) -> str | None:
+    if not isinstance(recipe, Recipe) or not issubclass(recipe.Options, TrainingOptions):
+        return "expected a Recipe whose Options extend TrainingOptions"
+    return None
+
+
+def _unknown(kind: str, name: str, available: list[str]) -> CurationError:
+    return CurationError(f"Unknown {kind} {name!r}. Available recipes: {', '.join(available)}")
+
+
 @cache
-def _registry() -> dict[str, Recipe]:
-    found: dict[str, Recipe] = {}
-    for name, module in BUILTIN.items():
-        found[name] = importlib.import_module(module).RECIPE
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in found:
-            logger.warning("recipe plug-in %s (%s) ignored: the name is taken", ep.name, ep.value)
-            continue
-        try:
-            loaded = ep.load()
-        except Exception as exc:  # a broken plug-in must not take the built-ins down
-            logger.error("recipe plug-in %s (%s) failed to load: %s", ep.name, ep.value, exc)
-            continue
-        recipe = loaded() if isinstance(loaded, type) else loaded
-        if not isinstance(recipe, Recipe) or not issubclass(recipe.Options, TrainingOptions):
-            logger.error("recipe plug-in %s (%s) ignored: expected a Recipe whose Options extend "
-                         "TrainingOptions", ep.name, ep.value)
-            continue
-        recipe.name = recipe.name or ep.name
-        found[ep.name] = recipe
-    return found
+def _registry() -> Registry[Recipe]:
+    """The recipes (built-ins imported on first use, then the entry-point plug-ins)."""
+    return Registry("training recipe",
+                    [importlib.import_module(module).RECIPE for module in BUILTIN.values()],
+                    group=ENTRY_POINT_GROUP, accept=_accept, adopt=_adopt, error=_unknown)
 
 
 def refresh() -> None:
@@ -78,12 +79,12 @@ def refresh() -> None:
 
 def recipe_names() -> tuple[str, ...]:
     """Every recipe's name: the built-ins first, then plug-ins."""
-    return tuple(_registry())
+    return tuple(_registry().names())
 
 
 def recipe_help() -> dict[str, str]:
     """Name -> one line (menus, ``--help``)."""
-    return {name: recipe.description or name for name, recipe in _registry().items()}
+    return {recipe.name: recipe.description or recipe.name for recipe in _registry()}
 
 
 def get_recipe(name: str) -> Recipe:
@@ -92,11 +93,7 @@ def get_recipe(name: str) -> Recipe:
     Raises:
         CurationError: Unknown name (the message lists the available ones).
     """
-    registry = _registry()
-    if name not in registry:
-        raise CurationError(f"Unknown training recipe {name!r}. Available recipes: "
-                            f"{', '.join(registry)}")
-    return registry[name]
+    return _registry().get(name)
 
 
 def options_class(recipe: str) -> type[TrainingOptions]:
