@@ -14,13 +14,15 @@ from typing import Any
 from curation.access.users import User
 from curation.jobs.queue import Job, list_jobs, submit_job
 from curation.search.indexing import index_folder, with_workspace_defaults
+from curation.store.identities import ACTIVE, VERSION_SEP, RetrieverChoice
 from curation.store.models import ModelStatus, ModelVersion, active_model, list_models
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from retrievers.registry import retriever_names
 
-#: Separates a retriever from a model version in a retriever choice ("dense · PO-edel@2").
-VERSION_SEP = " · "
+__all__ = ["ACTIVE", "VERSION_SEP", "VERSIONED", "RetrieverChoice", "active_index_job",
+           "ensure_index_job", "index_location", "last_index_job", "parse_retriever_choice",
+           "resolve_retriever_choice", "retriever_choices", "version_choices"]
 
 
 def retriever_choices(ws: Workspace, schema: str | None = None) -> list[str]:
@@ -29,7 +31,7 @@ def retriever_choices(ws: Workspace, schema: str | None = None) -> list[str]:
     "dense · active" and "hybrid · active" (which follow promotions) when there is an active one.
     """
     versions = _menu_versions(ws, schema)
-    follow = ([f"{name}{VERSION_SEP}{ACTIVE}" for name in VERSIONED]
+    follow = ([str(RetrieverChoice(name, ACTIVE)) for name in VERSIONED]
               if versions and versions[0].status == ModelStatus.ACTIVE else [])
     return [*retriever_names(), *follow, *_entries(versions)]
 
@@ -51,11 +53,7 @@ def _menu_versions(ws: Workspace, schema: str | None) -> list[ModelVersion]:
 
 
 def _entries(versions: list[ModelVersion]) -> list[str]:
-    return [f"{name}{VERSION_SEP}{v.id}" for v in versions for name in VERSIONED]
-
-
-#: The version part of a menu entry that follows the schema's active version ("dense · active").
-ACTIVE = "active"
+    return [str(RetrieverChoice(name, v.id)) for v in versions for name in VERSIONED]
 
 
 def resolve_retriever_choice(ws: Workspace, schema: str, choice: str) -> str:
@@ -68,14 +66,14 @@ def resolve_retriever_choice(ws: Workspace, schema: str, choice: str) -> str:
     Raises:
         CurationError: The entry follows the active version but the schema has none.
     """
-    name, _, version = choice.partition(VERSION_SEP)
-    if version != ACTIVE:
+    parsed = RetrieverChoice.parse(choice)
+    if not parsed.follows_active:
         return choice
     active = active_model(ws, schema)
     if active is None:
         raise CurationError(f"{schema} has no active model version yet; train one (kbcurate "
                             "train / retrain) or pick another retriever")
-    return f"{name}{VERSION_SEP}{active.id}"
+    return str(parsed.pinned(active.id))
 
 
 def parse_retriever_choice(choice: str, *, ws: Workspace | None = None,
@@ -92,16 +90,18 @@ def parse_retriever_choice(choice: str, *, ws: Workspace | None = None,
     """
     if ws is not None and schema is not None:
         choice = resolve_retriever_choice(ws, schema, choice)
-    name, _, version = choice.partition(VERSION_SEP)
-    if not version:
-        return name, {}
-    if version == ACTIVE:
+    parsed = RetrieverChoice.parse(choice)
+    name, version = parsed.retriever, parsed.version
+    if version is None:
+        return str(parsed), {}  # "bm25", or "bm25+rerank" as given
+    if parsed.follows_active:
         raise CurationError(
             f"{choice!r} follows a schema's active model version, but no schema was given to "
             "pin it to; pick the version itself from the menu (e.g. 'dense · "
             "disease_gene-edel@1'), or pin the entry with resolve_retriever_choice(ws, schema, "
             "choice) before its index is looked up")
-    return name, ({"model": version} if name == "dense" else {"dense": {"model": version}})
+    model = str(version)
+    return name, ({"model": model} if name == "dense" else {"dense": {"model": model}})
 
 
 def index_location(ws: Workspace, name: str, options: Mapping[str, Any] | None = None) -> Path:
