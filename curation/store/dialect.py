@@ -185,7 +185,7 @@ def _ddl(toks: list[tuple[str, str]], *, create: bool) -> list[tuple[str, str]]:
                 depth += 1
                 if create and depth == 1:
                     position = 0
-            elif text in ",)" and depth == 1:
+            elif text in ",)" and depth == 1 and create:
                 if references:
                     out.append(("word", " DEFERRABLE INITIALLY IMMEDIATE"))
                 references = False

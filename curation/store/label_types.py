@@ -39,6 +39,8 @@ class Label:
     model_version: str
     train_size: int | None
     superseded_by: int | None = None
+    #: The ``models`` row of the dense version named in ``model_version`` (None: it names none).
+    model_version_id: int | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> Label:

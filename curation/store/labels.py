@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from curation.store.label_types import Grade, Label, LabelPending, PendingLabel
+from curation.store.label_versions import labels_learned, version_row_id
 from curation.store.outbox import Outbox
 from curation.store.workspace import (
     Workspace,
@@ -76,6 +77,8 @@ def record_label(
     grade = Grade.parse(grade)
     if not user.strip():
         raise CurationError("A label needs a user; sign in first")
+    if train_size is None:  # what the ranking version had learned from (0 for BM25)
+        train_size = labels_learned(ws.root, model_version)
     label = PendingLabel(uuid.uuid4().hex, utcnow(), user, schema, query_key, query_text, doc_id,
                          grade, note.strip(), model_version, train_size)
     ws.check_writable()
@@ -189,9 +192,11 @@ def _insert_label(ws: Workspace, label: PendingLabel, *, was_pending: bool = Fal
         return _insert_late(ws, label, old)
     cur = ws.conn.execute(
         "INSERT INTO labels(created_at, user, schema, query_key, query_text, doc_id, grade, "
-        "note, model_version, train_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "note, model_version, train_size, model_version_id) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (label.created_at, label.user, label.schema, label.query_key, label.query_text,
-         label.doc_id, label.grade.value, label.note, label.model_version, label.train_size))
+         label.doc_id, label.grade.value, label.note, label.model_version, label.train_size,
+         version_row_id(ws.conn, label.model_version)))
     new_id = int(cur.lastrowid)
     extra = {"pending_since": label.created_at} if was_pending else {}
     if old is not None:
@@ -211,10 +216,11 @@ def _insert_late(ws: Workspace, label: PendingLabel, newer: Label) -> int:
     one, so the latest label stays the current one and none is lost."""
     cur = ws.conn.execute(
         "INSERT INTO labels(created_at, user, schema, query_key, query_text, doc_id, grade, "
-        "note, model_version, train_size, superseded_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "note, model_version, train_size, superseded_by, model_version_id) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (label.created_at, label.user, label.schema, label.query_key, label.query_text,
          label.doc_id, label.grade.value, label.note, label.model_version, label.train_size,
-         newer.id))
+         newer.id, version_row_id(ws.conn, label.model_version)))
     new_id = int(cur.lastrowid)
     ws.audit(label.user, "label", "label", str(new_id),
              after={"doc_id": label.doc_id, "grade": label.grade.value,

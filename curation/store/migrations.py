@@ -301,6 +301,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE imports ADD COLUMN host TEXT NOT NULL DEFAULT '';
     ALTER TABLE imports ADD COLUMN beat TEXT
     """,
+    # 8 -> 9: a label references the dense model version that ranked its abstract (typed
+    # identities, issue 27); the text column stays as written. Workspace.migrate links the older
+    # rows whose text names a registered version (curation/store/label_versions.py).
+    """
+    ALTER TABLE labels ADD COLUMN model_version_id INTEGER REFERENCES models(id)
+    """,
 ]
 
 #: Schema version this code writes and reads.

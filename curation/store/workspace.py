@@ -53,6 +53,7 @@ from curation.store.errors import (
     read_only_error,
 )
 from curation.store.import_log import recover_on_open
+from curation.store.label_versions import link_label_versions
 from curation.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from kb_sources.errors import SchemaError
 from kb_sources.schema import Schema, builtin_schemas, load_schema, load_schemas
@@ -62,6 +63,8 @@ __all__ = ["AREAS", "DB_NAME", "LOCK_WAIT_S", "Workspace", "WorkspaceBusyError",
 
 logger = logging.getLogger(__name__)
 
+#: The schema version whose labels reference their model version (rows linked on migrating).
+LABEL_VERSION_IDS = 9
 AREAS = ("indexes", "models", "schemas", "cache", "exports")
 
 
@@ -257,6 +260,8 @@ class Workspace:
             with self.transaction():
                 for statement in _split_sql(steps[version]):
                     self.conn.execute(statement)
+                if version + 1 == LABEL_VERSION_IDS and migrations is None:
+                    link_label_versions(self.conn)
                 self.conn.set_schema_version(version + 1)
             logger.info("workspace %s migrated to schema version %d", self.root, version + 1)
         self.conn.after_migrate()
