@@ -106,6 +106,18 @@ class Annotation:
     ids: tuple[str, ...] = ()
 
 
+def joined_text(title: str, abstract: str) -> str:
+    """A document's text: title and abstract joined by one space, or whichever is non-empty.
+
+    The one definition of document text (issue 27): span offsets of the matcher and PubTator,
+    the BM25 and dense indexes and every training recipe read a document this way
+    (:func:`curation.store.documents.document_text` applies a recipe's format on top).
+    """
+    if title and abstract:
+        return f"{title} {abstract}"
+    return title or abstract
+
+
 @dataclass(frozen=True)
 class Document:
     """A citable text: a PubMed abstract or similar.
@@ -135,9 +147,7 @@ class Document:
     @property
     def text(self) -> str:
         """Title and abstract joined by one space (the PubTator offset convention)."""
-        if self.title and self.abstract:
-            return f"{self.title} {self.abstract}"
-        return self.title or self.abstract
+        return joined_text(self.title, self.abstract)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serialisable dict used for storage and hashing."""

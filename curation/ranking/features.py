@@ -36,7 +36,7 @@ import numpy as np
 from curation.matching.evidence import document_sentences
 from curation.matching.matcher import EntityMatcher, Span
 from curation.matching.patterns import MatchKind
-from kb_sources.types import Entity
+from kb_sources.types import Entity, joined_text
 from retrievers.base import Hit
 
 #: Default depth of each first-stage retriever.
@@ -181,7 +181,7 @@ class FeatureBuilder:
 
     def _tag(self, doc_id: str) -> tuple[tuple[int, int, str], ...]:
         title, abstract = self.parts.get(doc_id, ("", ""))
-        return tuple(self.tagger.find(_joined(title, abstract)))
+        return tuple(self.tagger.find(joined_text(title, abstract)))
 
     def matrix(self, query: Mapping[str, Sequence[Entity]], candidates: Candidates,
                query_key: str = "") -> np.ndarray:
@@ -199,7 +199,7 @@ class FeatureBuilder:
     def _row(self, doc_id: str, query: Mapping[str, Sequence[Entity]], c: Candidates,
              top: float, siblings: set[str], query_keys: set[str]) -> list[float]:
         title, abstract = self.parts.get(doc_id, ("", ""))
-        text = _joined(title, abstract)
+        text = joined_text(title, abstract)
         shift = len(title) + 1 if title and abstract else (len(title) if title else 0)
         nan = math.nan
         bm_rank, bm_score = c.bm25.get(doc_id, (c.depth + 1, 0.0))
@@ -229,11 +229,6 @@ class FeatureBuilder:
                 math.log1p(evidence)]
         row += [float(doc_id in siblings)]
         return row
-
-
-def _joined(title: str, abstract: str) -> str:
-    """The document text as the matcher sees it (``title + " " + abstract``)."""
-    return f"{title} {abstract}" if title and abstract else title or abstract
 
 
 def _evidence_sentences(title: str, abstract: str, spans: Mapping[str, Sequence[Span]],

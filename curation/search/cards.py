@@ -17,6 +17,7 @@ from curation.matching.evidence import Evidence, mark_colours, render_evidence
 from curation.matching.highlight import render_highlighted
 from curation.matching.matcher import Span
 from curation.search.candidates import is_pmid
+from kb_sources.types import joined_text
 
 PUBMED_URL = "https://pubmed.ncbi.nlm.nih.gov/{pmid}/"
 #: Rendered cards kept per process (a few result lists of 50 in a few highlight settings).
@@ -61,9 +62,7 @@ class RankedDoc:
     @property
     def text(self) -> str:
         """Title and abstract joined as the span offsets expect."""
-        if self.title and self.abstract:
-            return f"{self.title} {self.abstract}"
-        return self.title or self.abstract
+        return joined_text(self.title, self.abstract)
 
     @property
     def pmid(self) -> str | None:

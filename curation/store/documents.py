@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
+from kb_sources.types import joined_text
 
 #: How a document becomes text unless a recipe's format says otherwise.
 PLAIN_FORMAT = "{title} {abstract}"
@@ -17,7 +18,10 @@ _CHUNK = 500
 
 
 def document_text(title: str, abstract: str, document_format: str = PLAIN_FORMAT) -> str:
-    """A document's text in ``document_format`` (``{title}``, ``{abstract}``)."""
+    """A document's text in ``document_format`` (``{title}``, ``{abstract}``); the plain format
+    is :func:`kb_sources.types.joined_text`, stripped."""
+    if document_format == PLAIN_FORMAT:
+        return joined_text(title or "", abstract or "").strip()
     return document_format.format(title=title or "", abstract=abstract or "").strip()
 
 

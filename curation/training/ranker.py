@@ -49,6 +49,7 @@ from curation.training.feedback import current_labels, resolve_conflicts
 from curation.training.gate import GateDecision, decide
 from kb_sources.errors import CurationError
 from kb_sources.schema import get_schema
+from kb_sources.types import joined_text
 from retrievers.base import Hit, Retriever
 
 logger = logging.getLogger(__name__)
@@ -212,7 +213,7 @@ def doc_texts(ctx: RankingContext) -> dict[str, str]:
         def __missing__(self, doc_id: str) -> str:
             ctx.parts.load([doc_id])
             title, abstract = ctx.parts.get(doc_id, ("", ""))
-            self[doc_id] = f"{title} {abstract}"
+            self[doc_id] = joined_text(title, abstract)
             return self[doc_id]
     return _Lazy()
 
