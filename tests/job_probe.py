@@ -1,7 +1,8 @@
 """A slow job kind for the job-queue tests, and worker entry points that know it.
 
-The tests register :data:`PROBE` in ``JOB_KINDS`` (``monkeypatch.setitem``); a worker in another
-process runs ``python -m tests.job_probe QUEUE WS [JOB_ID]``, which registers it first.
+The tests register :data:`PROBE` with :func:`register_probe` (the job kinds of the test become
+a registry that also knows it); a worker in another process runs ``python -m tests.job_probe
+QUEUE WS [JOB_ID]``, which registers it first.
 """
 
 from __future__ import annotations
@@ -11,12 +12,20 @@ import sys
 import time
 from typing import Any
 
-from curation.jobs.kinds import JOB_KINDS, JobKind
+import pytest
+
+from curation.jobs import kinds
+from curation.jobs.kinds import JobKind
 
 PROBE = JobKind("probe", "tests.job_probe:probe", "test kind: steps with pauses",
                 params=("steps", "pause"))
 #: Ids of the probe jobs that ran to their end in this process (each once, when the queue works).
 RUNS: list[int] = []
+
+
+def register_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Register :data:`PROBE` for the running test (undone after it)."""
+    monkeypatch.setattr(kinds, "JOB_KINDS", kinds.job_kind_registry([PROBE]))
 
 
 def probe(ctx: Any, steps: int = 3, pause: float = 0.0) -> dict[str, Any]:
@@ -34,7 +43,8 @@ def main(argv: list[str]) -> int:
     import logging
 
     logging.basicConfig(level=logging.INFO)
-    JOB_KINDS.setdefault(PROBE.name, PROBE)
+    if PROBE.name not in kinds.JOB_KINDS:
+        kinds.JOB_KINDS.register(PROBE)
     if argv[0] == "table":
         from curation.jobs.worker import main as worker_main
 

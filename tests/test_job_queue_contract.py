@@ -22,8 +22,6 @@ import pytest
 
 from curation.access.users import PermissionDenied, Role, User
 from curation.jobs import distributed
-from curation.jobs.backends import job_queue
-from curation.jobs.kinds import JOB_KINDS
 from curation.jobs.queue import (
     JobStatus,
     cancel_job,
@@ -31,10 +29,11 @@ from curation.jobs.queue import (
     list_jobs,
     submit_job,
 )
+from curation.jobs.queues import job_queue
 from curation.store.errors import WorkspaceError
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError, UnknownNameError
-from tests.job_probe import PROBE, RUNS
+from tests.job_probe import RUNS, register_probe
 
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN = User("root", Role.ADMIN)
@@ -46,7 +45,7 @@ ANNOTATOR = User("ann", Role.ANNOTATOR)
 def ws(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A fresh workspace whose job queue is the parameter, with the probe kind registered."""
     url = request.getfixturevalue("pg_url") if request.param == "procrastinate" else None
-    monkeypatch.setitem(JOB_KINDS, PROBE.name, PROBE)
+    register_probe(monkeypatch)
     RUNS.clear()
     workspace = Workspace.init(tmp_path / "ws", store_url=url)
     assert job_queue(workspace).name == request.param
@@ -121,8 +120,8 @@ def test_permissions_are_checked_as_before(ws):
 
 
 def test_unknown_kinds_and_parameters_are_refused(ws):
-    with pytest.raises(UnknownNameError, match="Available options: activate, evaluate, index, probe, rank, "
-                       "retrain, selftest, simulate, train$"):
+    with pytest.raises(UnknownNameError, match="Available options: activate, evaluate, index, "
+                       "probe, rank, retrain, selftest, simulate, train$"):
         submit(ws, "train-everything", {})
     with pytest.raises(CurationError, match=r"Job kind 'selftest' got unknown parameter\(s\) "
                        "epochs. Available options: steps"):
@@ -208,7 +207,7 @@ def test_the_worker_command_runs_the_queue(ws, capsys):
 # -- procrastinate only: setting, errors, schema --------------------------------------------------
 @pytest.fixture
 def pg_ws(tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setitem(JOB_KINDS, PROBE.name, PROBE)
+    register_probe(monkeypatch)
     RUNS.clear()
     workspace = Workspace.init(tmp_path / "ws", store_url=pg_url)
     yield workspace

@@ -14,12 +14,11 @@ import sys
 import pytest
 
 from curation.access.users import PermissionDenied, Role, User
-from curation.jobs import guards
+from curation.jobs import guards, kinds
+from curation.jobs.kinds import JobKind, get_kind, job_kinds
 from curation.jobs.queue import (
-    JOB_KINDS,
     ORPHAN_AFTER_S,
     SYSTEM_USER,
-    JobKind,
     JobStatus,
     cancel_job,
     get_job,
@@ -203,7 +202,7 @@ def test_unknown_parameters_are_refused_with_the_allowed_ones(tmp_workspace):
 
 
 def test_every_kind_declares_its_parameters():
-    assert {name: kind.params for name, kind in JOB_KINDS.items()} == {
+    assert {kind.name: kind.params for kind in job_kinds()} == {
         "activate": ("schema", "version", "reason"),
         "evaluate": ("schema", "retrievers", "split", "options"),
         "index": ("retriever", "options", "rebuild"),
@@ -213,14 +212,14 @@ def test_every_kind_declares_its_parameters():
         "simulate": ("schema", "config", "options"),
         "selftest": ("steps",),
     }
-    for kind in JOB_KINDS.values():  # every target and validator names a real function
+    for kind in job_kinds():  # every target and validator names a real function
         assert callable(kind.load())
         if kind.validator:
             module, name = kind.validator.split(":")
             assert callable(getattr(importlib.import_module(module), name))
-    assert JOB_KINDS["index"].validator == "curation.search.indexing:check_index_params"
-    assert JOB_KINDS["rank"].validator == "curation.training.ranker:check_rank_params"
-    assert not JOB_KINDS["rank"].admin_only  # a curator's labels start it
+    assert get_kind("index").validator == "curation.search.indexing:check_index_params"
+    assert get_kind("rank").validator == "curation.training.ranker:check_rank_params"
+    assert not get_kind("rank").admin_only  # a curator's labels start it
 
 
 @pytest.mark.parametrize(("options", "message"), [
@@ -279,7 +278,7 @@ def only_even_steps(ws, params) -> None:
 def test_a_kind_validates_its_own_values_through_its_validator(tmp_workspace, monkeypatch):
     probe = JobKind("probe", "curation.jobs.queue:selftest", "test kind", params=("steps",),
                     validator=f"{__name__}:only_even_steps")
-    monkeypatch.setitem(JOB_KINDS, "probe", probe)
+    monkeypatch.setattr(kinds, "JOB_KINDS", kinds.job_kind_registry([probe]))
     with pytest.raises(CurationError, match="steps=3 is odd; give an even number"):
         submit_job(tmp_workspace, "probe", {"steps": 3}, user=ADMIN, start=False)
     job = submit_job(tmp_workspace, "probe", {"steps": 2}, user=ADMIN, start=False)

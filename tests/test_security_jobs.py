@@ -8,9 +8,8 @@ import time
 import pytest
 
 from curation.access.users import Role, User
+from curation.jobs.kinds import JobKind
 from curation.jobs.queue import (
-    JOB_KINDS,
-    JobKind,
     JobStatus,
     get_job,
     list_jobs,
@@ -81,11 +80,11 @@ def silent_job(ctx) -> dict:
 
 
 def test_run_job_sends_heartbeats_while_the_job_runs(tmp_workspace, monkeypatch):
-    from curation.jobs import queue
+    from curation.jobs import kinds, lifecycle
 
-    monkeypatch.setattr(queue, "HEARTBEAT_S", 0.1)
-    monkeypatch.setitem(JOB_KINDS, "silent", JobKind("silent", f"{__name__}:silent_job",
-                                                      "test kind"))
+    monkeypatch.setattr(lifecycle, "HEARTBEAT_S", 0.1)
+    monkeypatch.setattr(kinds, "JOB_KINDS", kinds.job_kind_registry(
+        [JobKind("silent", f"{__name__}:silent_job", "test kind")]))
     job = submit_job(tmp_workspace, "silent", {}, user=ADMIN, start=False)
     done = run_job(tmp_workspace, job.id)
     assert done.status is JobStatus.DONE

@@ -258,7 +258,7 @@ def test_spooled_labels_are_private(tmp_workspace):
 
 
 def test_a_linked_job_log_leaks_nothing_into_the_job_error(tmp_workspace, tmp_path):
-    from curation.jobs.backends import log_path
+    from curation.jobs.queues import log_path
 
     secret = _secret(tmp_path, "api_key=hunter2\n")
     job = submit_job(tmp_workspace, "selftest", {"steps": 1}, user=ADMIN, start=False)

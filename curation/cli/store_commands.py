@@ -51,7 +51,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from curation.jobs.backends import job_queue
+    from curation.jobs.queues import job_queue
 
     if args.concurrency < 1:
         raise CurationError(f"--concurrency {args.concurrency}: expected 1 or more")

@@ -2,10 +2,14 @@
 worker process (``python -m curation.jobs.worker WS JOB_ID``) that runs registered job kinds.
 
 - ``kinds``: the registry of job kinds (function, roles, whitelisted parameters, validator);
+  each wing declares its own kinds through the ``kbcurate.job_kinds`` entry points;
 - ``queue``: submit, read, cancel and run jobs; jobs whose worker is gone are failed;
-- ``records``: a job's record (a row of the ``jobs`` table), the same on every queue;
-- ``backends``: the job queue interface, chosen by the workspace's store setting, and its first
-  implementation (one worker process per job on this machine);
+- ``lifecycle``: what every queue's worker does with a job (claim, run, heartbeat, finish) and
+  the job queue interface;
+- ``records``: when a job's record (a row of the ``jobs`` table, the same on every queue) counts
+  as abandoned;
+- ``queues``: the choice of job queue from the workspace's store setting, and the first queue
+  (one worker process per job on this machine);
 - ``distributed``: the queue on PostgreSQL through procrastinate (workers on any machine);
 - ``guards``: waiting out a busy workspace, parameter and workspace-path checks, pid liveness;
 - ``worker``: the worker process.

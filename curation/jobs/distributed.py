@@ -4,7 +4,7 @@
 and then defers one procrastinate job carrying its id (:mod:`curation.store.pg_jobs`).
 Workers, ``kbcurate worker -w WS`` on any machine that reaches the database
 (:meth:`ProcrastinateQueue.work`), claim procrastinate jobs with row locks, so two workers never
-run the same job, and run each with :func:`~curation.jobs.queue.run_job` in a workspace
+run the same job, and run each with :func:`~curation.jobs.lifecycle.execute_job` in a workspace
 connection of their own. The ``jobs``
 row stays the record the app and the CLI read (status, progress, result, error, owner).
 
@@ -31,13 +31,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from curation.jobs.guards import retry_busy
-from curation.jobs.queue import JobContext, _finish, run_job
-from curation.jobs.records import ORPHAN_AFTER_S, Job, JobStatus
-from curation.jobs.worker import record_busy
+from curation.jobs.lifecycle import JobContext, QueueOf, execute_job, finish_job, record_busy
+from curation.jobs.records import ORPHAN_AFTER_S
 from curation.store.backend import StoreSettings
 from curation.store.errors import WorkspaceBusyError, WorkspaceError
+from curation.store.job_table import Job, JobStatus, fail_queued_job, job_status
 from curation.store.pg_jobs import UNFINISHED, PgJobBroker
-from curation.store.workspace import Workspace, utcnow
+from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
 logger = logging.getLogger(__name__)
@@ -70,11 +70,7 @@ class ProcrastinateQueue:
             queued_id = self.broker.defer(job_id)
         except CurationError as exc:
             try:
-                with ws.transaction():
-                    ws.conn.execute(
-                        "UPDATE jobs SET status = 'failed', error = ?, updated_at = ? "
-                        "WHERE id = ? AND status = 'queued'",
-                        (f"not handed to the job queue: {exc}", utcnow(), job_id))
+                fail_queued_job(ws, job_id, f"not handed to the job queue: {exc}")
             except WorkspaceError as again:  # the orphan check fails it later
                 logger.warning("job %d: could not record the failure (%s)", job_id, again)
             raise
@@ -129,7 +125,7 @@ class ProcrastinateQueue:
         root = ws.root
 
         def runner(job_id: int, abort_reason: Callable[[], str | None]) -> None:
-            run_claimed(root, job_id, abort_reason)
+            run_claimed(root, job_id, abort_reason, lambda _ws: self)
 
         quiet = _NoTracebackForJobFailed()
         procrastinate_log = logging.getLogger("procrastinate.worker")
@@ -152,15 +148,13 @@ class QueueJobContext(JobContext):
         self._abort_reason = abort_reason
 
     def cancelled(self) -> bool:
-        row = self.ws.conn.execute("SELECT status FROM jobs WHERE id = ?",
-                                   (self.job_id,)).fetchone()
-        if row is None or row[0] != JobStatus.RUNNING:
+        if job_status(self.ws, self.job_id) != JobStatus.RUNNING:
             return True
         reason = self._abort_reason()
         if reason is None:
             return False
-        _finish(self.ws, self.job_id, JobStatus.CANCELLED,
-                error=f"stopped through the job queue ({reason})")
+        finish_job(self.ws, self.job_id, JobStatus.CANCELLED,
+                   error=f"stopped through the job queue ({reason})")
         return True
 
 
@@ -182,9 +176,16 @@ class _NoTracebackForJobFailed(logging.Filter):
         return True
 
 
-def run_claimed(root: Path, job_id: int, abort_reason: Callable[[], str | None]) -> None:
+def run_claimed(root: Path, job_id: int, abort_reason: Callable[[], str | None],
+                queue_of: QueueOf) -> None:
     """Run kbcurate job ``job_id``, claimed by a procrastinate worker, in the workspace at
     ``root`` (a connection of its own); a job no longer queued is skipped with a log line.
+
+    Args:
+        root: The workspace folder.
+        job_id: The kbcurate job.
+        abort_reason: procrastinate's abort request (None while there is none).
+        queue_of: The workspace's job queue (the worker's own :class:`ProcrastinateQueue`).
 
     Raises:
         JobFailed: The job ran and failed (its error is already in kbcurate's ``jobs`` row).
@@ -192,7 +193,8 @@ def run_claimed(root: Path, job_id: int, abort_reason: Callable[[], str | None])
     ws = retry_busy(lambda: Workspace.open(root), f"job {job_id}: open the workspace")
     with ws:
         try:
-            job = run_job(ws, job_id, context=QueueJobContext(ws, job_id, abort_reason))
+            job = execute_job(ws, job_id, queue_of,
+                              context=QueueJobContext(ws, job_id, abort_reason))
         except WorkspaceBusyError as exc:
             logger.error("job %d: %s", job_id, exc)
             record_busy(ws, job_id, str(exc))

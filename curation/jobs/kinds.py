@@ -1,20 +1,35 @@
 """The registry of background job kinds: what each runs, who may start it, which parameters
 it accepts and how its values are checked (see :mod:`curation.jobs.queue`).
 
-A kind names its function and validator as ``module:function`` strings, so this wing imports no
-job's code. Adding a kind is one :class:`JobKind` line in :data:`JOB_KINDS`.
+Job kinds register themselves: each wing that has background work declares its kinds as a
+tuple ``JOB_KINDS`` of :class:`JobKind` in its own ``job_kinds`` module and names that tuple in
+the entry-point group :data:`GROUP` of its distribution (``pyproject.toml``)::
+
+    [project.entry-points."kbcurate.job_kinds"]
+    mywing = "mypackage.job_kinds:JOB_KINDS"
+
+:data:`JOB_KINDS` (a :class:`~kb_sources.plugins.Registry`) holds this wing's own kind,
+``selftest``, and reads the group when first asked. A kind names its function and validator as
+``module:function``, imported only when a job runs or is submitted
+(:func:`~kb_sources.plugins.load_target`), so this wing imports no job's code. Look kinds up
+with :func:`get_kind` (an unknown name raises :class:`~kb_sources.errors.UnknownNameError`
+listing the available ones) or :func:`find_kind`.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from curation.access.users import Role, User
 from curation.jobs.guards import check_params
 from curation.store.workspace import Workspace
+from kb_sources.errors import UnknownNameError
+from kb_sources.plugins import Registry, load_target
+
+#: The entry-point group in which installed distributions declare job kinds.
+GROUP = "kbcurate.job_kinds"
 
 #: The actor of internal callers (CLI demo, maintenance, benchmarks): an admin whose name no
 #: real user can have (user names are letters, digits, '.', '_' and '-').
@@ -43,47 +58,61 @@ class JobKind:
     validator: str | None = None
 
     def load(self) -> Callable[..., dict[str, Any]]:
-        return _load_function(self.target)
+        """The kind's function (imported now).
+
+        Raises:
+            RegistryError: The target cannot be imported.
+        """
+        return load_target(self.target)
 
     def check(self, ws: Workspace, params: Mapping[str, Any]) -> None:
         """Refuse unknown parameter names, then run the kind's validator, if any."""
         check_params(self.name, params, self.params)
         if self.validator:
-            _load_function(self.validator)(ws, dict(params))
+            load_target(self.validator)(ws, dict(params))
 
 
-def _load_function(target: str) -> Callable[..., Any]:
-    module, func = target.split(":")
-    return getattr(importlib.import_module(module), func)
+#: This wing's own kind: a diagnostic job (:func:`curation.jobs.queue.selftest`).
+SELFTEST = JobKind("selftest", "curation.jobs.queue:selftest",
+                   "check that background workers start and report progress", params=("steps",))
 
 
-JOB_KINDS: dict[str, JobKind] = {
-    kind.name: kind for kind in (
-        JobKind("evaluate", "curation.evaluation.runner:run_evaluation",
-                "evaluate retrievers on a schema's held-out queries",
-                params=("schema", "retrievers", "split", "options")),
-        JobKind("index", "curation.search.indexing:run_index_job",
-                "build or update a retriever index over the workspace documents",
-                admin_only=False, params=("retriever", "options", "rebuild"),
-                validator="curation.search.indexing:check_index_params"),
-        JobKind("train", "curation.training.jobs:run_training",
-                "train a dense retriever (EDEL, BiCA or BioHiCL) into a new model version",
-                params=("schema", "options", "recipe")),
-        JobKind("retrain", "curation.training.jobs:run_retrain",
-                "retrain a schema's model on KB + labels; promote it if it passes the gate",
-                params=("schema", "options")),
-        JobKind("activate", "curation.training.activation:run_activation",
-                "build a model version's dense and hybrid indexes, then make it the active one",
-                params=("schema", "version", "reason"),
-                validator="curation.training.activation:check_activation_params"),
-        JobKind("rank", "curation.training.ranker:run_ranker_job",
-                "retrain a schema's learned ranker on KB + labels (seconds); the gate promotes it",
-                admin_only=False, params=("schema", "labels"),
-                validator="curation.training.ranker:check_rank_params"),
-        JobKind("simulate", "curation.training.jobs:run_simulation",
-                "simulate labelling and retraining rounds in a copy of the workspace",
-                params=("schema", "config", "options")),
-        JobKind("selftest", "curation.jobs.queue:selftest",
-                "check that background workers start and report progress", params=("steps",)),
-    )
-}
+def _not_a_kind(entry: object) -> str | None:
+    """Why a plug-in's entry is refused (it is not a :class:`JobKind`), or None."""
+    if isinstance(entry, JobKind):
+        return None
+    return f"expected a JobKind, got {type(entry).__name__}"
+
+
+def job_kind_registry(extra: Iterable[JobKind] = ()) -> Registry[JobKind]:
+    """A registry of job kinds: ``selftest`` and ``extra`` built in, then every kind that an
+    installed distribution declares in :data:`GROUP`.
+
+    Args:
+        extra: More built-in kinds (tests register their own kinds this way).
+    """
+    return Registry("job kind", (SELFTEST, *extra), group=GROUP, accept=_not_a_kind,
+                    error=UnknownNameError)
+
+
+#: The job kinds of this installation (see the module docstring).
+JOB_KINDS: Registry[JobKind] = job_kind_registry()
+
+
+def get_kind(name: str) -> JobKind:
+    """The job kind called ``name``.
+
+    Raises:
+        UnknownNameError: No such kind; the message lists the available ones.
+    """
+    return JOB_KINDS.get(name)
+
+
+def find_kind(name: str) -> JobKind | None:
+    """The job kind called ``name``, or None when there is none."""
+    return JOB_KINDS.get(name) if name in JOB_KINDS else None
+
+
+def job_kinds() -> list[JobKind]:
+    """Every job kind: this wing's first, then those of installed distributions."""
+    return JOB_KINDS.entries()

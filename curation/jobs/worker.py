@@ -13,9 +13,10 @@ import logging
 import sys
 
 from curation.jobs.guards import retry_busy
+from curation.jobs.lifecycle import record_busy
 from curation.jobs.queue import JobStatus, run_job
 from curation.store.errors import WorkspaceBusyError
-from curation.store.workspace import Workspace, utcnow
+from curation.store.workspace import Workspace
 
 logger = logging.getLogger("curation.jobs.worker")
 
@@ -37,18 +38,6 @@ def main(argv: list[str] | None = None) -> int:
             record_busy(ws, job_id, str(exc))
             return 1
     return 0 if job.status is JobStatus.DONE else 1
-
-
-def record_busy(ws: Workspace, job_id: int, error: str) -> None:
-    """Mark the unfinished job failed because the workspace stayed busy (one attempt)."""
-    try:
-        with ws.transaction():
-            ws.conn.execute("UPDATE jobs SET status = 'failed', error = ?, updated_at = ? "
-                            "WHERE id = ? AND status IN ('queued', 'running')",
-                            (error, utcnow(), job_id))
-    except WorkspaceBusyError:
-        logger.error("job %d: could not record the failure; the app reports it from this log",
-                     job_id)
 
 
 if __name__ == "__main__":

@@ -1,19 +1,20 @@
-"""The job queue interface, its first implementation (the ``jobs`` table with one worker process
-per job) and the choice of queue from the workspace's store setting.
+"""The job queues: the choice of queue from the workspace's store setting, and the first queue
+(the ``jobs`` table with one worker process per job).
 
 Every queue keeps the job's record in the workspace's ``jobs`` table (status, progress, result,
-error, owner: :mod:`curation.jobs.records`), written and read by the functions of
+error, owner: :mod:`curation.store.job_table`), written and read by the functions of
 :mod:`curation.jobs.queue` that every caller uses. What differs between queues is how a queued
 job reaches a worker, how a lost worker is noticed and how a cancel reaches a running worker;
-that is the :class:`JobQueue` interface:
+that is the :class:`~curation.jobs.lifecycle.JobQueue` interface:
 
 - ``table`` (:class:`TableQueue`, the only choice for SQLite): :meth:`~TableQueue.start` starts
   ``python -m curation.jobs.worker WS JOB_ID`` on the submitting machine; a job whose worker
   process is gone, or that never got one within :data:`~curation.jobs.records.ORPHAN_AFTER_S`,
   is failed with the reason and the end of the worker's log; so is a running job whose row got
-  no heartbeat (:data:`~curation.jobs.records.HEARTBEAT_S`, sent by
-  :func:`curation.jobs.queue.run_job`) for :data:`~curation.jobs.records.STALE_AFTER_S`, even
-  when a process with its pid runs (the pid was reused).
+  no heartbeat (:data:`~curation.jobs.records.HEARTBEAT_S`, sent while
+  :func:`curation.jobs.lifecycle.execute_job` runs it) for
+  :data:`~curation.jobs.records.STALE_AFTER_S`, even when a process with its pid runs (the pid
+  was reused).
 - ``procrastinate`` (:class:`curation.jobs.distributed.ProcrastinateQueue`, the default on
   PostgreSQL): workers started with ``kbcurate worker`` on any machine claim jobs with
   procrastinate's row locks; stale workers are found by their heartbeats.
@@ -31,12 +32,13 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Protocol
 
 from curation.jobs.guards import process_alive
-from curation.jobs.records import ORPHAN_AFTER_S, STALE_AFTER_S, Job, JobStatus
+from curation.jobs.lifecycle import JobQueue, execute_job
+from curation.jobs.records import ORPHAN_AFTER_S, STALE_AFTER_S
 from curation.store.backend import read_store_settings
 from curation.store.errors import WorkspaceBusyError
+from curation.store.job_table import Job, JobStatus, record_worker_pid, unclaimed_job_ids
 from curation.store.safe_files import LinkRefusedError, open_no_follow, read_text_no_follow
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
@@ -45,30 +47,6 @@ logger = logging.getLogger(__name__)
 
 #: Seconds between looks for new jobs of a waiting :meth:`TableQueue.work`.
 POLL_S = 1.0
-
-
-class JobQueue(Protocol):
-    """How queued jobs reach workers (the part of the job queue that differs between queues).
-
-    Attributes:
-        name: The queue's name in ``WS/store.toml`` (``jobs = ...``).
-    """
-
-    name: str
-
-    def start(self, ws: Workspace, job_id: int) -> None:
-        """Hand the newly queued job ``job_id`` to a worker."""
-
-    def worker_gone(self, ws: Workspace, job: Job) -> str | None:
-        """Why the unfinished ``job`` can never finish (its worker is gone: the error to
-        record, saying where to look), or None while it still may."""
-
-    def stop(self, ws: Workspace, job: Job) -> None:
-        """Tell the worker of ``job``, just recorded as cancelled, to stop."""
-
-    def work(self, ws: Workspace, *, concurrency: int = 1, wait: bool = True) -> None:
-        """Run queued jobs in this process, ``concurrency`` at a time, until interrupted
-        (``wait``) or until none is left."""
 
 
 class TableQueue:
@@ -88,9 +66,7 @@ class TableQueue:
                 stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
                 env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
         try:
-            with ws.transaction():
-                ws.conn.execute("UPDATE jobs SET pid = ? WHERE id = ? AND pid IS NULL",
-                                (proc.pid, job_id))
+            record_worker_pid(ws, job_id, proc.pid)
         except WorkspaceBusyError as exc:
             logger.warning("job %d: could not record worker pid %d (%s); the worker records it",
                            job_id, proc.pid, exc)
@@ -112,8 +88,7 @@ class TableQueue:
         ``UPDATE``)."""
         with ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="job") as pool:
             while True:
-                ids = [int(r[0]) for r in ws.conn.execute(
-                    "SELECT id FROM jobs WHERE status = 'queued' AND pid IS NULL ORDER BY id")]
+                ids = unclaimed_job_ids(ws)
                 list(pool.map(lambda job_id: _run_here(ws.root, job_id), ids))
                 if not wait and not ids:
                     return
@@ -123,11 +98,9 @@ class TableQueue:
 
 def _run_here(root: Path, job_id: int) -> None:
     """Claim and run one job with a connection of its own; a job claimed elsewhere is skipped."""
-    from curation.jobs.queue import run_job
-
     with Workspace.open(root) as ws:
         try:
-            run_job(ws, job_id)
+            execute_job(ws, job_id, job_queue)
         except WorkspaceBusyError:
             raise
         except CurationError as exc:  # claimed by another worker, or cancelled meanwhile

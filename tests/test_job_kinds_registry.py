@@ -1,0 +1,100 @@
+"""Job kinds register themselves (issue 27 item 4): each wing declares its kinds in its own
+``job_kinds`` module, named in the entry-point group ``kbcurate.job_kinds``; the jobs wing knows
+only its own kind (``selftest``) and names no other wing's code."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from curation.jobs import kinds
+from curation.jobs.kinds import GROUP, JobKind, find_kind, get_kind, job_kinds
+from kb_sources.errors import UnknownNameError
+from kb_sources.plugins import load_target
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Every kind of today: name -> (target, description, admin_only, params, validator).
+TODAY = {
+    "evaluate": ("curation.evaluation.runner:run_evaluation",
+                 "evaluate retrievers on a schema's held-out queries", True,
+                 ("schema", "retrievers", "split", "options"), None),
+    "index": ("curation.search.indexing:run_index_job",
+              "build or update a retriever index over the workspace documents", False,
+              ("retriever", "options", "rebuild"), "curation.search.indexing:check_index_params"),
+    "train": ("curation.training.jobs:run_training",
+              "train a dense retriever (EDEL, BiCA or BioHiCL) into a new model version", True,
+              ("schema", "options", "recipe"), None),
+    "retrain": ("curation.training.jobs:run_retrain",
+                "retrain a schema's model on KB + labels; promote it if it passes the gate", True,
+                ("schema", "options"), None),
+    "activate": ("curation.training.activation:run_activation",
+                 "build a model version's dense and hybrid indexes, then make it the active one",
+                 True, ("schema", "version", "reason"),
+                 "curation.training.activation:check_activation_params"),
+    "rank": ("curation.training.ranker:run_ranker_job",
+             "retrain a schema's learned ranker on KB + labels (seconds); the gate promotes it",
+             False, ("schema", "labels"), "curation.training.ranker:check_rank_params"),
+    "simulate": ("curation.training.jobs:run_simulation",
+                 "simulate labelling and retraining rounds in a copy of the workspace", True,
+                 ("schema", "config", "options"), None),
+    "selftest": ("curation.jobs.queue:selftest",
+                 "check that background workers start and report progress", True, ("steps",),
+                 None),
+}
+
+
+def test_the_jobs_wing_names_no_other_wings_code():
+    for path in sorted((ROOT / "curation" / "jobs").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        for wing in ("curation.training", "curation.search", "curation.evaluation"):
+            assert wing not in text, f"{path.relative_to(ROOT)} names {wing}"
+
+
+def test_every_kind_of_today_is_registered_and_loads():
+    found = {kind.name: (kind.target, kind.description, kind.admin_only, kind.params,
+                         kind.validator) for kind in job_kinds()}
+    assert found == TODAY
+    for kind in job_kinds():
+        assert callable(kind.load()), kind.name
+        if kind.validator:
+            assert callable(load_target(kind.validator)), kind.name
+        assert get_kind(kind.name) is kind and find_kind(kind.name) is kind
+
+
+def test_the_jobs_wing_builds_in_only_selftest(monkeypatch):
+    from kb_sources import plugins
+
+    assert kinds.JOB_KINDS.group == GROUP == "kbcurate.job_kinds"
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [])  # no distribution declares any
+    assert kinds.job_kind_registry().names() == ["selftest"]
+
+
+def test_each_wing_declares_its_kinds_through_the_entry_points():
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    group = declared["project"]["entry-points"][GROUP]
+    assert group == {"evaluation": "curation.evaluation.job_kinds:JOB_KINDS",
+                     "search": "curation.search.job_kinds:JOB_KINDS",
+                     "training": "curation.training.job_kinds:JOB_KINDS"}
+    names = {wing: [kind.name for kind in load_target(target)] for wing, target in group.items()}
+    assert names == {"evaluation": ["evaluate"], "search": ["index"],
+                     "training": ["train", "retrain", "activate", "rank", "simulate"]}
+    for target in group.values():
+        assert all(isinstance(kind, JobKind) for kind in load_target(target))
+
+
+def test_an_unknown_kind_lists_the_available_ones():
+    with pytest.raises(UnknownNameError, match=r"Unknown job kind 'train-everything'. Available "
+                       "options: activate, evaluate, index, rank, retrain, selftest, simulate, "
+                       "train$"):
+        get_kind("train-everything")
+    assert find_kind("train-everything") is None
+
+
+def test_a_test_may_register_a_kind_of_its_own(monkeypatch):
+    probe = JobKind("probe", "curation.jobs.queue:selftest", "test kind", params=("steps",))
+    monkeypatch.setattr(kinds, "JOB_KINDS", kinds.job_kind_registry([probe]))
+    assert get_kind("probe") is probe
+    assert {kind.name for kind in job_kinds()} == {*TODAY, "probe"}
