@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from curation.store.labels import Grade
+from curation.store.search_labels import current_label_rows
 from curation.store.workspace import Workspace
 from kb_sources.schema import Schema
 
@@ -20,14 +21,7 @@ if TYPE_CHECKING:
 
 
 def _current_labels(ws: Workspace, schema: str | None, user: str | None) -> pd.DataFrame:
-    sql = ("SELECT user, query_key, doc_id, grade, created_at FROM labels "
-           "WHERE superseded_by IS NULL")
-    params: list[Any] = []
-    for column, value in (("schema", schema), ("user", user)):
-        if value is not None:
-            sql += f" AND {column} = ?"
-            params.append(value)
-    rows = [tuple(r) for r in ws.conn.execute(sql + " ORDER BY id", params)]
+    rows = current_label_rows(ws, schema, user)
     return pd.DataFrame(rows, columns=["user", "query_key", "doc_id", "grade", "created_at"])
 
 

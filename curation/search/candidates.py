@@ -22,7 +22,6 @@ suggestion (:mod:`curation.search.suggestions`).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +35,12 @@ from curation.search.candidate_sentences import (
     supporting_sentences,
 )
 from curation.store.relations import PartialRelation
+from curation.store.search_docs import (
+    AnnotationRow,
+    annotation_rows,
+    answer_slot_entities,
+    dictionary_keys,
+)
 from curation.store.synonyms import entity_from_store, with_synonyms
 from curation.store.workspace import Workspace
 from kb_sources.checks import is_pmid as _is_pmid
@@ -50,7 +55,6 @@ ANNOTATION_TYPES: dict[str, tuple[str, ...]] = {"chemical": ("chemical", "drug")
 #: Slot type -> broader annotation types that fill it only for an entity of the slot's type in
 #: the workspace's entity dictionary (a chemical is not always a drug: "lipids", "water").
 BROADER_ANNOTATION_TYPES: dict[str, tuple[str, ...]] = {"drug": ("chemical",)}
-_SEP = "\x1f"
 
 
 def is_pmid(value: str) -> bool:
@@ -97,17 +101,7 @@ class Candidate:
 
 def kb_answer_entities(ws: Workspace, schema: Schema) -> list[Entity]:
     """Every entity that fills the answer slot of some KB record of the schema (with synonyms)."""
-    rows = ws.conn.execute(
-        "SELECT e.key, e.type, e.id, e.text, group_concat(s.synonym, char(31)) AS syn "
-        "FROM entities e LEFT JOIN synonyms s ON s.entity_key = e.key WHERE e.key IN ("
-        "SELECT DISTINCT rs.entity_key FROM relation_slots rs JOIN relations r "
-        "ON r.id = rs.relation_id WHERE r.schema = ? AND rs.slot = ?) GROUP BY e.key "
-        "ORDER BY e.key", (schema.name, schema.answer))
-    out = []
-    for row in rows:
-        synonyms = tuple(sorted({s for s in (row["syn"] or "").split(_SEP) if s} - {row["text"]}))
-        out.append(Entity(row["text"], row["type"], row["id"], synonyms))
-    return out
+    return answer_slot_entities(ws, schema.name, schema.answer)
 
 
 def _forms(entity: Entity) -> set[str]:
@@ -263,10 +257,6 @@ def _ranked(schema: Schema, partial: PartialRelation, docs: Sequence[tuple[str, 
     return out
 
 
-#: One stored annotation: (doc_id, text with spaces collapsed, type, ids).
-_Annotation = tuple[str, str, str, tuple[str, ...]]
-
-
 def _add_annotations(ws: Workspace, schema: Schema, doc_ids: Sequence[str],
                      found: dict[str, tuple[Entity, list[str], set[str]]],
                      lookup: tuple[Mapping[str, str], Mapping[str, Entity]],
@@ -281,7 +271,7 @@ def _add_annotations(ws: Workspace, schema: Schema, doc_ids: Sequence[str],
     etype = schema.slot(schema.answer).type
     as_is = ANNOTATION_TYPES.get(etype, (etype,))
     broader = tuple(t for t in BROADER_ANNOTATION_TYPES.get(etype, ()) if t not in as_is)
-    rows = _annotations(ws, doc_ids, (*as_is, *broader))
+    rows = annotation_rows(ws, doc_ids, (*as_is, *broader))
     dictionary = _dictionary_keys(ws, etype, [r for r in rows if r[2] in broader])
     loaded: dict[str, Entity] = dict(kb)
     dropped: set[str] = set()
@@ -317,40 +307,14 @@ def _add_annotations(ws: Workspace, schema: Schema, doc_ids: Sequence[str],
                      ", ".join(sorted(dropped)[:10]))
 
 
-def _annotations(ws: Workspace, doc_ids: Sequence[str],
-                 types: Sequence[str]) -> list[_Annotation]:
-    """The documents' annotations of ``types``, ids without the "-" placeholder."""
-    if not doc_ids or not types:
-        return []
-    rows = ws.conn.execute(
-        f"SELECT doc_id, text, type, ids FROM annotations WHERE doc_id IN "
-        f"({','.join('?' * len(doc_ids))}) AND type IN ({','.join('?' * len(types))})",
-        (*doc_ids, *types))
-    return [(r["doc_id"], " ".join(r["text"].split()), r["type"],
-             tuple(i for i in json.loads(r["ids"] or "[]") if i and i != "-")) for r in rows]
-
-
 def _dictionary_keys(ws: Workspace, etype: str,
-                     annotations: Sequence[_Annotation]) -> dict[str, str]:
+                     annotations: Sequence[AnnotationRow]) -> dict[str, str]:
     """Lower-case surface form, and ``#id``, -> key of the entity of type ``etype`` that the
     workspace's entity dictionary (entities with their synonyms) holds under that text or id,
     for the texts and ids of ``annotations`` (the smallest key when several match)."""
     forms = sorted({text.lower() for _, text, _, _ in annotations})
     ids = sorted({i for *_, ann_ids in annotations for i in ann_ids})
-    if not forms:
-        return {}
-    fmarks, imarks = ",".join("?" * len(forms)), ",".join("?" * len(ids))
-    rows = ws.conn.execute(
-        f"SELECT e.key, lower(e.text) FROM entities e WHERE e.type = ? AND lower(e.text) IN "
-        f"({fmarks}) UNION SELECT e.key, lower(s.synonym) FROM entities e JOIN synonyms s ON "
-        f"s.entity_key = e.key WHERE e.type = ? AND lower(s.synonym) IN ({fmarks}) "
-        f"UNION SELECT e.key, '#' || e.id FROM entities e WHERE e.type = ? AND e.id != '' "
-        f"AND e.id IN ({imarks}) ORDER BY 1",
-        (etype, *forms, etype, *forms, etype, *ids))
-    out: dict[str, str] = {}
-    for key, form in rows:
-        out.setdefault(form, key)
-    return out
+    return dictionary_keys(ws, etype, forms, ids)
 
 
 def _ordered(pmids: Sequence[str], docs: Sequence[tuple[str, str]]) -> tuple[str, ...]:

@@ -13,8 +13,9 @@ Dense encoders run on the workspace's default backend (``meta`` key ``encoder_ba
 --set-default`` does, when a candidate passes the quality guard). Exported models live in
 ``WS/cache/exports``. The pair is part of the index options, so each pair has its own index.
 
-The workspace's vector store (:mod:`curation.search.vectors`, ``meta`` key ``vector_store``)
-adds the dense option ``vector_store`` when it is not FAISS (so FAISS indexes are unchanged).
+The workspace's vector store (:mod:`curation.search.vector_settings`, ``meta`` key
+``vector_store``) adds the dense option ``vector_store`` when it is not FAISS (so FAISS indexes
+are unchanged).
 
 Index jobs accept only the parameters ``retriever``, ``options`` and ``rebuild``;
 :func:`check_index_params` (the ``index`` job kind's validator) refuses unknown retrievers, an
@@ -32,9 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from curation.jobs.guards import workspace_path
-from curation.search.vectors import store_options
+from curation.search.vector_settings import store_options
+from curation.store.documents import PLAIN_FORMAT, document_text
 from curation.store.index_models import check_index_models
 from curation.store.models import is_model_version, model_options
+from curation.store.search_docs import corpus_hashes, corpus_parts
+from curation.store.search_settings import put_setting, setting_value
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError, UnknownNameError
 from retrievers.backends import DEFAULT as DEFAULT_BACKEND
@@ -53,8 +57,7 @@ CORPUS_FILE = "corpus.json"
 def corpus_fingerprint(ws: Workspace) -> str:
     """SHA-256 over every (doc_id, content hash): changes when any document changes."""
     h = hashlib.sha256()
-    for doc_id, digest in ws.conn.execute(
-            "SELECT doc_id, content_hash FROM documents ORDER BY doc_id"):
+    for doc_id, digest in corpus_hashes(ws):
         h.update(f"{doc_id}\t{digest}\n".encode())
     return h.hexdigest()
 
@@ -62,13 +65,13 @@ def corpus_fingerprint(ws: Workspace) -> str:
 def corpus_docs(ws: Workspace, document_format: str | None = None) -> list[tuple[str, str]]:
     """All documents as (doc_id, text), in doc_id order.
 
-    The text is ``title + " " + abstract``, or ``document_format`` filled with ``{title}`` and
-    ``{abstract}`` (a trained model's format, e.g. "{title} [SEP] {abstract}").
+    The text is :func:`curation.store.documents.document_text`: ``title + " " + abstract``, or
+    ``document_format`` filled with ``{title}`` and ``{abstract}`` (a trained model's format,
+    e.g. "{title} [SEP] {abstract}").
     """
-    rows = ws.conn.execute("SELECT doc_id, title, abstract FROM documents ORDER BY doc_id")
-    if document_format:
-        return [(r[0], document_format.format(title=r[1], abstract=r[2]).strip()) for r in rows]
-    return [(r[0], f"{r[1]} {r[2]}".strip()) for r in rows]
+    text_format = document_format or PLAIN_FORMAT
+    return [(doc_id, document_text(title, abstract, text_format))
+            for doc_id, title, abstract in corpus_parts(ws)]
 
 
 def _resolve_version(ws: Workspace, dense: dict[str, Any]) -> dict[str, Any]:
@@ -85,13 +88,13 @@ BACKEND_KEY = "encoder_backend"
 
 def default_backend(ws: Workspace) -> tuple[str, str]:
     """The workspace's default (backend, precision) for dense encoders; torch/fp32 when unset."""
-    row = ws.conn.execute("SELECT value FROM meta WHERE key = ?", (BACKEND_KEY,)).fetchone()
-    if row is None:
+    value = setting_value(ws, BACKEND_KEY)
+    if value is None:
         return DEFAULT_BACKEND
     try:
-        return parse_combination(row[0])
+        return parse_combination(value)
     except RetrieverError as exc:
-        logger.warning("ignoring the workspace setting %s=%r: %s", BACKEND_KEY, row[0], exc)
+        logger.warning("ignoring the workspace setting %s=%r: %s", BACKEND_KEY, value, exc)
         return DEFAULT_BACKEND
 
 
@@ -105,9 +108,7 @@ def set_default_backend(ws: Workspace, backend: str, precision: str, *, actor: s
     with ws.transaction():
         old = default_backend(ws)
         if old != pair:
-            ws.conn.execute("INSERT INTO meta(key, value) VALUES (?, ?) "
-                            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                            (BACKEND_KEY, "/".join(pair)))
+            put_setting(ws, BACKEND_KEY, "/".join(pair))
             ws.audit(actor, "set", "setting", BACKEND_KEY, before={BACKEND_KEY: "/".join(old)},
                      after={BACKEND_KEY: "/".join(pair)})
 

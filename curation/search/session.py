@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from curation.matching.evidence import find_evidence
@@ -23,6 +23,8 @@ from curation.search.cards import PUBMED_URL, RankedDoc, card_html  # noqa: F401
 from curation.search.ranked import RankedSearch
 from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
 from curation.search.suggestions import accepted_answers
+from curation.store import search_docs
+from curation.store.documents import document_text
 from curation.store.importer import query_key as make_query_key
 from curation.store.labels import Grade
 from curation.store.relations import PartialRelation, list_partial_relations
@@ -64,15 +66,8 @@ def slot_entities(schema: Schema, partial: PartialRelation,
 
 def fetch_documents(ws: Workspace, doc_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     """doc_id -> {title, abstract, year, journal} for the given ids (one query per 500)."""
-    out: dict[str, dict[str, Any]] = {}
-    ids = list(dict.fromkeys(doc_ids))
-    for i in range(0, len(ids), 500):
-        chunk = ids[i:i + 500]
-        rows = ws.conn.execute(
-            "SELECT doc_id, title, abstract, year, journal FROM documents WHERE doc_id IN "
-            f"({','.join('?' * len(chunk))})", chunk)
-        out.update({r["doc_id"]: dict(r) for r in rows})
-    return out
+    rows = search_docs.documents_by_id(ws, doc_ids)
+    return {doc_id: asdict(row) for doc_id, row in rows.items()}
 
 
 def rank(retriever: Retriever, query_text: str, k: int, *, entities: Sequence[Entity] = (),
@@ -125,7 +120,7 @@ def run_search(
         if doc_id not in texts:
             texts.update(fetch_documents(ws, [doc_id]))
         row = texts.get(doc_id, {})
-        return f"{row.get('title', '')} {row.get('abstract', '')}".strip()
+        return document_text(row.get("title", ""), row.get("abstract", ""))
 
     why: dict[str, tuple[str, ...]] = {}
     if ranked is not None:
@@ -167,19 +162,13 @@ def lookup_entity(ws: Workspace, etype: str, text: str, slot: tuple[str, str] = 
     its synonyms; one that fills ``slot`` (schema name, slot name) in some KB record wins. A
     bare entity when the workspace does not know the text."""
     clean = " ".join(text.split())
-    row = ws.conn.execute(
-        "SELECT e.key FROM entities e LEFT JOIN synonyms s ON s.entity_key = e.key "
-        "WHERE e.type = ? AND (lower(e.text) = lower(?) OR lower(s.synonym) = lower(?)) "
-        "ORDER BY EXISTS (SELECT 1 FROM relation_slots rs JOIN relations r ON r.id = "
-        "rs.relation_id WHERE rs.entity_key = e.key AND r.schema = ? AND rs.slot = ?) DESC, "
-        "lower(e.text) = lower(?) DESC, e.key LIMIT 1",
-        (etype, clean, clean, *slot, clean)).fetchone()
-    if row is None:
-        row = _variant_by_key(ws, etype, clean, slot)
-    return entity_from_store(ws, row[0]) if row else Entity(clean, etype)
+    key = search_docs.entity_key_for_text(ws, etype, clean, slot)
+    if key is None:
+        key = _variant_by_key(ws, etype, clean, slot)
+    return entity_from_store(ws, key) if key else Entity(clean, etype)
 
 
-def _variant_by_key(ws: Workspace, etype: str, text: str, slot: tuple[str, str]) -> Any:
+def _variant_by_key(ws: Workspace, etype: str, text: str, slot: tuple[str, str]) -> str | None:
     """A stored variant naming the same change as ``text`` under the matcher's normalisation
     ("p.His1047Arg" finds the KB's "H1047R"); entities filling ``slot`` come first."""
     from curation.matching.variants import variant_keys
@@ -187,14 +176,9 @@ def _variant_by_key(ws: Workspace, etype: str, text: str, slot: tuple[str, str])
     wanted = variant_keys(text)
     if not wanted:
         return None
-    rows = ws.conn.execute(
-        "SELECT e.key, e.text, EXISTS (SELECT 1 FROM relation_slots rs JOIN relations r ON "
-        "r.id = rs.relation_id WHERE rs.entity_key = e.key AND r.schema = ? AND rs.slot = ?) "
-        "AS fills FROM entities e WHERE e.type = ? ORDER BY fills DESC, e.key",
-        (*slot, etype)).fetchall()
-    for row in rows:
-        if variant_keys(row["text"]) & wanted:
-            return row
+    for key, entity_text in search_docs.entities_of_type(ws, etype, slot):
+        if variant_keys(entity_text) & wanted:
+            return key
     return None
 
 
@@ -223,8 +207,7 @@ def typed_partial(ws: Workspace, schema: Schema, values: Mapping[str, str]) -> P
 # -- relation browsing ---------------------------------------------------------------------------
 def schemas_with_relations(ws: Workspace) -> list[str]:
     """Names of the schemas that have KB relations, most relations first."""
-    rows = ws.conn.execute("SELECT schema, COUNT(*) FROM relations GROUP BY 1 ORDER BY 2 DESC, 1")
-    return [r[0] for r in rows]
+    return search_docs.schemas_by_relations(ws)
 
 
 def relation_filters(schema: Schema, slot_values: Mapping[str, str],
@@ -238,23 +221,17 @@ def relation_filters(schema: Schema, slot_values: Mapping[str, str],
 
 def corpus_counts(ws: Workspace) -> tuple[int, int]:
     """(documents, KB relations): the sidebar's two numbers, without the full statistics."""
-    docs, rels = ws.conn.execute(
-        "SELECT (SELECT COUNT(*) FROM documents), (SELECT COUNT(*) FROM relations)").fetchone()
-    return int(docs), int(rels)
+    return search_docs.corpus_counts(ws)
 
 
 def schema_sources(ws: Workspace, schema: str) -> list[str]:
     """The knowledge bases (relation sources) that hold relations of ``schema``."""
-    return [r[0] for r in ws.conn.execute(
-        "SELECT DISTINCT source FROM relations WHERE schema = ? ORDER BY source", (schema,))]
+    return search_docs.relation_sources(ws, schema)
 
 
 def evidence_levels(ws: Workspace, schema: str) -> list[str]:
     """Distinct evidence levels of a schema's relations (empty when none has one)."""
-    rows = ws.conn.execute(
-        "SELECT DISTINCT json_extract(data, '$.attributes.evidence_level') FROM relations "
-        "WHERE schema = ?", (schema,))
-    return sorted(str(r[0]) for r in rows if r[0])
+    return search_docs.relation_evidence_levels(ws, schema)
 
 
 def search_relations(rows: Sequence[PartialRelation], text: str) -> list[PartialRelation]:
@@ -308,6 +285,6 @@ def queue_order(docs: Sequence[RankedDoc], grades: Mapping[str, Grade],
 # -- indexes -------------------------------------------------------------------------------------
 def documents_stamp(ws: Workspace) -> str:
     """A cheap marker that changes when documents are added or updated."""
-    n, last = ws.conn.execute("SELECT COUNT(*), MAX(updated_at) FROM documents").fetchone()
+    n, last = search_docs.documents_marker(ws)
     return f"{n}:{last}"
 

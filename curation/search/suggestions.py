@@ -2,7 +2,8 @@
 
 A curator turns a candidate answer (:mod:`curation.search.candidates`) into a
 :class:`SourceSuggestion` (PMID, the relation's slots, a required comment, who confirmed it),
-kept in the workspace, moderated (new -> accepted / rejected by a curator or admin, with a
+kept in the workspace (:mod:`curation.store.search_suggestions`, which defines it and
+:class:`SuggestionStatus`), moderated (new -> accepted / rejected by a curator or admin, with a
 reason) and exported as CSV in the shape of a CIViC source suggestion.
 """
 
@@ -10,19 +11,17 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any
 
 from curation.access.adjudication import require_reviewer
 from curation.access.users import PermissionDenied, User
 from curation.search.candidates import is_pmid, kb_answer_entities
+from curation.store import search_suggestions as stored
 from curation.store.relations import PartialRelation
+from curation.store.search_suggestions import SourceSuggestion, SuggestionStatus
 from curation.store.workspace import Workspace, utcnow
-from kb_sources.errors import CurationError, parse_choice
+from kb_sources.errors import CurationError
 from kb_sources.schema import Schema, get_schema
 from kb_sources.types import Entity
 
@@ -33,50 +32,6 @@ CIVIC_COLUMNS: dict[str, str] = {"treatment": "therapy"}
 
 
 # -- confirmed source suggestions ----------------------------------------------------------------
-@dataclass(frozen=True)
-class SourceSuggestion:
-    """A PMID a curator confirmed as evidence for a relation, with the required comment.
-
-    ``status`` starts ``new``; a curator or admin accepts or rejects it
-    (:func:`moderate_suggestion`), recorded in ``reviewed_by``, ``reviewed_at`` and
-    ``review_reason``.
-    """
-
-    id: int
-    created_at: str
-    confirmed_by: str
-    schema: str
-    query_key: str
-    pmid: str
-    slots: dict[str, str]
-    answer: str
-    answer_key: str
-    comment: str
-    status: SuggestionStatus
-    reviewed_by: str
-    reviewed_at: str | None
-    review_reason: str
-
-    @classmethod
-    def from_row(cls, row: Any) -> SourceSuggestion:
-        data = dict(row)
-        data["slots"] = json.loads(data["slots"])
-        data["status"] = SuggestionStatus(data["status"])
-        return cls(**data)
-
-
-class SuggestionStatus(StrEnum):
-    """Where a source suggestion stands in moderation."""
-
-    NEW = "new"
-    ACCEPTED = "accepted"
-    REJECTED = "rejected"
-
-    @classmethod
-    def parse(cls, value: str | SuggestionStatus) -> SuggestionStatus:
-        return parse_choice(cls, value, "suggestion status")
-
-
 def add_suggestion(
     ws: Workspace, *, user: User | None, schema: Schema, partial: PartialRelation, pmid: str,
     answer: str, comment: str, answer_key: str = "",
@@ -99,19 +54,13 @@ def add_suggestion(
                             "CIViC requires one")
     slots = {s: " + ".join(e.text for e in partial.query.get(s, ())) for s in schema.query_slots}
     with ws.transaction():
-        if ws.conn.execute(
-                "SELECT 1 FROM source_suggestions WHERE schema = ? AND query_key = ? AND pmid = ? "
-                "AND answer_key = ? AND answer = ?",
-                (schema.name, partial.query_key, pmid.strip(), answer_key, answer.strip())
-        ).fetchone():
+        if stored.suggestion_exists(ws, schema.name, partial.query_key, pmid.strip(), answer_key,
+                                    answer.strip()):
             raise CurationError(f"PMID {pmid} is already suggested for {answer.strip()} on this "
                                 "relation; see the suggestion list")
-        new_id = int(ws.conn.execute(
-            "INSERT INTO source_suggestions(created_at, confirmed_by, schema, query_key, pmid, "
-            "slots, answer, answer_key, comment) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (utcnow(), user.name, schema.name, partial.query_key, pmid.strip(),
-             json.dumps(slots, ensure_ascii=False), answer.strip(), answer_key,
-             comment.strip())).lastrowid)
+        new_id = stored.insert_suggestion(
+            ws, utcnow(), user.name, schema.name, partial.query_key, pmid.strip(), slots,
+            answer=answer.strip(), answer_key=answer_key, comment=comment.strip())
         ws.audit(user.name, "suggest", "source_suggestion", str(new_id),
                  after={"pmid": pmid.strip(), "answer": answer.strip(), "query_key":
                         partial.query_key})
@@ -119,11 +68,10 @@ def add_suggestion(
 
 
 def get_suggestion(ws: Workspace, suggestion_id: int) -> SourceSuggestion:
-    row = ws.conn.execute("SELECT * FROM source_suggestions WHERE id = ?",
-                          (suggestion_id,)).fetchone()
-    if row is None:
+    found = stored.suggestion_by_id(ws, suggestion_id)
+    if found is None:
         raise CurationError(f"No source suggestion with id {suggestion_id}")
-    return SourceSuggestion.from_row(row)
+    return found
 
 
 def list_suggestions(ws: Workspace, *, schema: str | None = None, query_key: str | None = None,
@@ -133,15 +81,8 @@ def list_suggestions(ws: Workspace, *, schema: str | None = None, query_key: str
     Raises:
         CurationError: Unknown status (the message lists the options).
     """
-    sql, params = "SELECT * FROM source_suggestions WHERE 1 = 1", []
-    for column, value in (("schema", schema), ("query_key", query_key),
-                          ("status", None if status is None
-                           else SuggestionStatus.parse(status).value)):
-        if value is not None:
-            sql += f" AND {column} = ?"
-            params.append(value)
-    return [SourceSuggestion.from_row(r) for r in ws.conn.execute(sql + " ORDER BY id DESC",
-                                                                  params)]
+    wanted = None if status is None else SuggestionStatus.parse(status)
+    return stored.stored_suggestions(ws, schema=schema, query_key=query_key, status=wanted)
 
 
 def remove_suggestion(ws: Workspace, suggestion_id: int, *, user: User | None) -> None:
@@ -151,7 +92,7 @@ def remove_suggestion(ws: Workspace, suggestion_id: int, *, user: User | None) -
         raise CurationError(f"Only {old.confirmed_by} or an admin may remove suggestion "
                             f"{suggestion_id}")
     with ws.transaction():
-        ws.conn.execute("DELETE FROM source_suggestions WHERE id = ?", (suggestion_id,))
+        stored.delete_suggestion(ws, suggestion_id)
         ws.audit(user.name, "remove", "source_suggestion", str(suggestion_id),
                  before={"pmid": old.pmid, "answer": old.answer, "comment": old.comment})
 
@@ -190,10 +131,7 @@ def moderate_suggestion(ws: Workspace, suggestion_id: int, status: str | Suggest
     with ws.transaction():
         old = get_suggestion(ws, suggestion_id)
         _check_moderation(old, new, reason, user)
-        ws.conn.execute(
-            "UPDATE source_suggestions SET status = ?, reviewed_by = ?, reviewed_at = ?, "
-            "review_reason = ? WHERE id = ?",
-            (new.value, user.name, utcnow(), reason, suggestion_id))
+        stored.set_review(ws, suggestion_id, new, user.name, utcnow(), reason)
         ws.audit(user.name, "accept" if new is SuggestionStatus.ACCEPTED else "reject",
                  "source_suggestion", str(suggestion_id),
                  before={"status": old.status.value, "reviewed_by": old.reviewed_by,
@@ -222,15 +160,13 @@ def accepted_answers(ws: Workspace, schema: Schema | str, query_key: str) -> lis
     """The answers of accepted suggestions for one partial relation, as entities to treat as
     known (with the KB's synonyms when the answer is a KB entity), oldest acceptance first."""
     sch = schema if isinstance(schema, Schema) else get_schema(schema, ws.schemas())
-    rows = ws.conn.execute(
-        "SELECT answer, answer_key FROM source_suggestions WHERE schema = ? AND query_key = ? "
-        "AND status = 'accepted' ORDER BY reviewed_at, id", (sch.name, query_key)).fetchall()
+    rows = stored.accepted_answer_rows(ws, sch.name, query_key)
     if not rows:
         return []
     kb = {e.key: e for e in kb_answer_entities(ws, sch)}
     out: dict[str, Entity] = {}
-    for row in rows:
-        entity = kb.get(row["answer_key"]) or _answer_entity(sch, row["answer"], row["answer_key"])
+    for answer, answer_key in rows:
+        entity = kb.get(answer_key) or _answer_entity(sch, answer, answer_key)
         out.setdefault(entity.key, entity)
     return list(out.values())
 

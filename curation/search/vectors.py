@@ -1,96 +1,40 @@
-"""The workspace's vector store setting, and bulk encoding of its documents into a dense index.
-
-The ``meta`` key ``vector_store`` holds the store's settings as JSON
-(:class:`retrievers.vector_store.StoreConfig` fields, e.g. ``{"kind": "qdrant", "exact": true}``);
-unset or ``faiss`` keeps today's embedded FAISS files, and every dense index is built as before.
-With ``qdrant``, dense indexes put their vectors in Qdrant: local mode in ``WS/indexes/qdrant``
-(one process at a time: the app and a job worker together need a server), or the server at
-``$KBCURATE_QDRANT_URL`` (API key ``$KBCURATE_QDRANT_API_KEY``); collection names start with
-this workspace's namespace (from its creation time, the same after a move).
+"""Bulk encoding of a workspace's documents into a dense index.
 
 :func:`bulk_index` builds a dense index over every document with
 :func:`retrievers.bulk_encode.bulk_encode`: shards encoded in parallel (Ray) straight into the
-vector collection, resumable from ``WS/cache/bulk/<index>-<corpus>.json``; the finished index is
-saved where :func:`curation.search.indexing.get_index` finds it.
+vector collection (the workspace's vector store, :mod:`curation.search.vector_settings`),
+resumable from ``WS/cache/bulk/<index>-<corpus>.json``; the finished index is saved where
+:func:`curation.search.indexing.get_index` finds it.
+
+The vector store setting itself (:func:`store_setting`, :func:`set_store_setting`,
+:func:`store_options`, :func:`namespace`) lives in :mod:`curation.search.vector_settings`
+(which :mod:`curation.search.indexing` reads, so this module imports indexing, never the other
+way).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil
 from typing import Any
 
+from curation.search.indexing import (
+    CORPUS_FILE,
+    corpus_docs,
+    corpus_fingerprint,
+    index_folder,
+    with_workspace_defaults,
+)
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from retrievers.base import Progress
 from retrievers.bulk_encode import BulkConfig, BulkReport, bulk_encode
 from retrievers.errors import RetrieverError
-from retrievers.vector_store import StoreConfig, StoreKind
+from retrievers.registry import build_retriever
+from retrievers.saved import replace_folder
 
 logger = logging.getLogger(__name__)
-
-#: The ``meta`` key of the workspace's vector store settings (JSON).
-STORE_KEY = "vector_store"
-
-
-def store_setting(ws: Workspace) -> dict[str, Any]:
-    """The saved vector store settings that differ from the defaults, with ``kind`` always
-    (``{"kind": "faiss"}`` when unset)."""
-    row = ws.conn.execute("SELECT value FROM meta WHERE key = ?", (STORE_KEY,)).fetchone()
-    if row is None:
-        return {"kind": StoreKind.FAISS.value}
-    try:
-        return _compact(StoreConfig.from_dict(json.loads(row[0])))
-    except (ValueError, TypeError) as exc:
-        raise CurationError(f"the workspace setting {STORE_KEY}={row[0]!r} is not usable "
-                            f"({exc}); set it again with kbcurate vector-store") from exc
-
-
-def set_store_setting(ws: Workspace, kind: str, *, actor: str, **settings: Any) -> dict[str, Any]:
-    """Save the vector store settings (audited as ``actor``); ``path`` and ``namespace`` are
-    the workspace's own and cannot be set.
-
-    Raises:
-        CurationError: An unknown kind or setting, or ``path`` / ``namespace``.
-    """
-    fixed = {"path", "namespace"} & settings.keys()
-    if fixed:
-        raise CurationError(f"vector store setting {', '.join(sorted(fixed))} is chosen by the "
-                            "workspace (WS/indexes/qdrant, its namespace); leave it out")
-    try:
-        config = StoreConfig.from_dict({"kind": kind, **settings})
-    except RetrieverError as exc:
-        raise CurationError(f"vector store: {exc}") from None
-    value = _compact(config)
-    with ws.transaction():
-        before = store_setting(ws)
-        ws.conn.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE "
-                        "SET value = excluded.value", (STORE_KEY, json.dumps(value)))
-        ws.audit(actor, "set", "setting", STORE_KEY, before=before, after=value)
-    return value
-
-
-def store_options(ws: Workspace) -> dict[str, Any] | None:
-    """The dense option ``vector_store`` for this workspace; ``None`` for FAISS (so FAISS
-    indexes keep their folders and files)."""
-    setting = store_setting(ws)
-    if setting["kind"] == StoreKind.FAISS:
-        return None
-    return {**setting, "path": str(ws.root / "indexes" / "qdrant"), "namespace": namespace(ws)}
-
-
-def _compact(config: StoreConfig) -> dict[str, Any]:
-    defaults = StoreConfig().to_dict()
-    return {k: v for k, v in config.to_dict().items() if v != defaults[k] or k == "kind"}
-
-
-def namespace(ws: Workspace) -> str:
-    """The workspace's prefix of collection names: ``ws`` + a hash of its creation time."""
-    row = ws.conn.execute("SELECT value FROM meta WHERE key = 'created_at'").fetchone()
-    seed = row[0] if row else str(ws.root)
-    return "ws" + hashlib.sha256(seed.encode()).hexdigest()[:10]
 
 
 def bulk_index(ws: Workspace, options: dict[str, Any] | None = None,
@@ -111,16 +55,6 @@ def bulk_index(ws: Workspace, options: dict[str, Any] | None = None,
     Raises:
         CurationError: Encoding or storing failed (the message says how to fix it).
     """
-    from curation.search.indexing import (
-        CORPUS_FILE,
-        corpus_docs,
-        corpus_fingerprint,
-        index_folder,
-        with_workspace_defaults,
-    )
-    from retrievers.registry import build_retriever
-    from retrievers.saved import replace_folder
-
     opts = with_workspace_defaults(ws, "dense", options or {})
     folder = index_folder(ws, "dense", opts)
     fingerprint = corpus_fingerprint(ws)

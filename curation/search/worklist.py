@@ -49,7 +49,10 @@ from curation.matching.matcher import EntityMatcher
 from curation.search.candidates import answer_candidates, kb_answer_entities
 from curation.search.rerank import EntityReranker, RerankConfig
 from curation.search.session import RERANK_DEPTH, fetch_documents, relation_label
+from curation.store.documents import document_text
 from curation.store.relations import PartialRelation, list_partial_relations
+from curation.store.search_labels import label_counts, labellers, worklist_stamp
+from curation.store.search_suggestions import pending_answers
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError, parse_choice
 from kb_sources.schema import Schema, get_schema
@@ -183,15 +186,11 @@ class _Counts:
 def _counts(ws: Workspace, schema: str, user: str | None) -> _Counts:
     labels: Counter[str] = Counter()
     mine: Counter[str] = Counter()
-    for key, n, n_user in ws.conn.execute(
-            "SELECT query_key, COUNT(*), COUNT(CASE WHEN user = ? THEN 1 END) FROM labels "
-            "WHERE schema = ? AND superseded_by IS NULL GROUP BY query_key", (user or "", schema)):
-        labels[key], mine[key] = n, n_user or 0
+    for key, n, n_user in label_counts(ws, schema, user):
+        labels[key], mine[key] = n, n_user
     pending: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for row in ws.conn.execute(
-            "SELECT query_key, answer_key, answer FROM source_suggestions WHERE schema = ? AND "
-            "status = 'new' ORDER BY id", (schema,)):
-        pending[row["query_key"]].append((row["answer_key"], row["answer"]))
+    for key, answer_key, answer in pending_answers(ws, schema):
+        pending[key].append((answer_key, answer))
     return _Counts(labels, mine, pending)
 
 
@@ -311,12 +310,7 @@ def _top_k(ws: Workspace, schema: Schema, retriever: Retriever,
 def _labelled(ws: Workspace, schema: str, keys: Sequence[str]) -> dict[str, dict[str, set[str]]]:
     """query_key -> doc_id -> users with a current label on it."""
     out: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    if not keys:
-        return out
-    rows = ws.conn.execute(
-        "SELECT query_key, doc_id, user FROM labels WHERE schema = ? AND superseded_by IS NULL "
-        f"AND query_key IN ({','.join('?' * len(keys))})", (schema, *keys))
-    for key, doc_id, user in rows:
+    for key, doc_id, user in labellers(ws, schema, keys):
         out[key][doc_id].add(user)
     return out
 
@@ -364,19 +358,13 @@ def _with_candidates(ws: Workspace, schema: Schema, rows: Sequence[WorklistRow],
 
 def _text(row: Mapping[str, Any]) -> str:
     """Title and abstract as the matcher and the rerank read them."""
-    return f"{row.get('title') or ''} {row.get('abstract') or ''}".strip()
+    return document_text(row.get("title") or "", row.get("abstract") or "")
 
 
 def data_stamp(ws: Workspace) -> str:
     """A cheap marker that changes whenever a worklist could: labels given, relabelled or
     undone; source suggestions added, removed or moderated; relations imported."""
-    row = ws.conn.execute(
-        "SELECT (SELECT COUNT(*) || ':' || IFNULL(MAX(id), 0) FROM labels), "
-        "(SELECT COUNT(*) || ':' || IFNULL(MAX(id), 0) || ':' "
-        "|| COUNT(CASE WHEN status = 'new' THEN 1 END) || ':' || IFNULL(MAX(reviewed_at), '') "
-        "FROM source_suggestions), "
-        "(SELECT COUNT(*) || ':' || IFNULL(MAX(updated_at), '') FROM relations)").fetchone()
-    return "|".join(str(v) for v in row)
+    return worklist_stamp(ws)
 
 
 # -- tables and charts ------------------------------------------------------------------------
