@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from curation.matching.matcher import EntityMatcher
+from curation.store.evaluation_data import corpus_doc_ids
 from curation.store.relations import PartialRelation, list_partial_relations
 from curation.store.workspace import Workspace
 from curation.templates import render_query
@@ -70,8 +71,14 @@ class EvalTask:
         return [q for q in self.queries if q.split == name]
 
 
-def assign_splits(groups: Iterable[str], seed: int = 13,
-                  fractions: tuple[float, float, float] = (0.6, 0.2, 0.2)) -> dict[str, str]:
+#: Seed of the train/dev/test split by query entity (``kbcurate evaluate`` and every trainer).
+SPLIT_SEED = 13
+#: Shares of the query-entity groups in train, dev and test.
+SPLIT_FRACTIONS: tuple[float, float, float] = (0.6, 0.2, 0.2)
+
+
+def assign_splits(groups: Iterable[str], seed: int = SPLIT_SEED,
+                  fractions: tuple[float, float, float] = SPLIT_FRACTIONS) -> dict[str, str]:
     """Seeded assignment of query-entity groups to train/dev/test by the given fractions."""
     if abs(sum(fractions) - 1.0) > 1e-6 or min(fractions) < 0:
         raise CurationError(f"Split fractions {fractions} must be non-negative and sum to 1")
@@ -84,12 +91,13 @@ def assign_splits(groups: Iterable[str], seed: int = 13,
             for i, g in enumerate(ordered)}
 
 
-def build_task(ws: Workspace, schema: str, *, source: str | None = None, seed: int = 13,
-               fractions: tuple[float, float, float] = (0.6, 0.2, 0.2)) -> EvalTask:
+def build_task(ws: Workspace, schema: str, *, source: str | None = None,
+               seed: int = SPLIT_SEED,
+               fractions: tuple[float, float, float] = SPLIT_FRACTIONS) -> EvalTask:
     """Queries of one schema from the workspace's relations and documents."""
     sch = get_schema(schema, ws.schemas())
     partials = list_partial_relations(ws, sch.name, source=source)
-    corpus = {r[0] for r in ws.conn.execute("SELECT doc_id FROM documents")}
+    corpus = corpus_doc_ids(ws)
     usable = [(p, tuple(x for x in p.pmids if x in corpus)) for p in partials]
     usable = [(p, gold) for p, gold in usable if gold]
     if not usable:

@@ -10,7 +10,7 @@ For every query of the **train split** (the seeded split by query entity of
 * negatives: :func:`retrievers.training.walks.walk_negatives` (BiCA's Algorithm 1) over C1 ∪ C2
   of the positives, the query's own neighbourhood;
 * excluded from every negative: all positives of the query, every PMID a train record with the
-  query entity and an answer cites (``_cited_for_first_entity`` of the EDEL builder), and by
+  query entity and an answer cites (``cited_for_first_entity`` of the EDEL builder), and by
   default the gold documents of dev and test queries (no negative from a held-out query).
 
 The graph (``graph``):
@@ -35,8 +35,9 @@ encoder (the base model, through the workspace embedding cache: :func:`base_vect
 injected functions; the walks are seeded per query, so one config gives the same triplets.
 
 The graph and the walks (:class:`Graph`, :class:`CitationDirection`, :class:`NegativeSource`,
-:func:`base_vectors`, edges, adjacency, walks) live in :mod:`curation.training.bica_graph`,
-whose public names are re-exported here.
+:func:`base_vectors`, adjacency, walks) live in :mod:`curation.training.bica_graph`, whose
+names for callers are re-exported here; the citation edges and document titles are read with
+:mod:`curation.store.training_data`.
 """
 
 from __future__ import annotations
@@ -50,29 +51,29 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from curation.evaluation.harness import EvalTask, build_task
+from curation.evaluation.harness import SPLIT_SEED, EvalTask, build_task
 from curation.matching.matcher import EntityMatcher
+from curation.store.training_data import all_documents, citation_edges
 from curation.store.workspace import Workspace
 from curation.training.bica_graph import (  # noqa: F401 - BaseVectors re-exported for callers
     BaseVectors,
     CitationDirection,
+    DocVectors,
     Graph,
     NegativeSource,
     VectorFunction,
-    _adjacency,
-    _citation_edges,
-    _DocVectors,
-    _Unit,
-    _walk_all,
+    WalkUnit,
     base_vectors,
+    graph_adjacency,
+    walk_all,
 )
 from curation.training.examples import (
     DEFAULT_DOCUMENT_FORMAT,
     Ablation,
+    CorpusDocs,
+    ExampleBuilder,
     ExampleConfig,
-    _Builder,
-    _Docs,
-    _records,
+    train_records,
 )
 from curation.training.margins import margin_table
 from kb_sources.errors import CurationError, parse_choice
@@ -118,7 +119,8 @@ class BicaConfig:
         bm25_fallback: BM25 negatives of a query that falls back (0: the query is dropped).
         bm25_depth: BM25 hits looked at for them.
         seed: Seed of the walks and of ``max_queries``.
-        split_seed: Seed of the train/dev/test split (that of ``kbcurate evaluate``).
+        split_seed: Seed of the train/dev/test split (that of ``kbcurate evaluate``,
+            :data:`~curation.evaluation.harness.SPLIT_SEED`).
         max_queries: Use at most this many train queries (None: all).
         document_format: How a document becomes text (``{title}``, ``{abstract}``): the triplet
             texts and the texts the walk's encoder embeds.
@@ -138,7 +140,7 @@ class BicaConfig:
     bm25_fallback: int = 5
     bm25_depth: int = 50
     seed: int = 42
-    split_seed: int = 13
+    split_seed: int = SPLIT_SEED
     max_queries: int | None = None
     document_format: str = DEFAULT_DOCUMENT_FORMAT
     model: str = DEFAULT_MODEL
@@ -153,7 +155,7 @@ class BicaConfig:
         for name, low, example in (("knn_k", 1, 10), ("n_paths", 1, 3), ("path_length", 1, 3),
                                    ("top_k", 1, 5), ("bm25_fallback", 0, 5),
                                    ("bm25_depth", 0, 50), ("max_seq_length", 1, 256),
-                                   ("seed", None, 42), ("split_seed", None, 13)):
+                                   ("seed", None, 42), ("split_seed", None, SPLIT_SEED)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or (
                     low is not None and value < low):
@@ -276,27 +278,26 @@ def build_bica_examples(ws: Workspace, schema: str, config: BicaConfig | None = 
     assert query_vectors is not None
     embedder_id = embedder_id or getattr(vectors, "model_id", None)
 
-    docs = _Docs(ws, EntityMatcher(), config.document_format)
-    records = _records(ws, sch, {q.qid for q in train}, docs)
-    helper = _Builder(sch, margin_table(sch, ws.root),
-                      ExampleConfig(bm25_depth=config.bm25_depth, seed=config.seed,
-                                    split_seed=config.split_seed,
-                                    document_format=config.document_format),
-                      Ablation.NONE, docs, records, queries)
+    docs = CorpusDocs(ws, EntityMatcher(), config.document_format)
+    records = train_records(ws, sch, {q.qid for q in train}, docs)
+    helper = ExampleBuilder(sch, margin_table(sch, ws.root),
+                            ExampleConfig(bm25_depth=config.bm25_depth, seed=config.seed,
+                                          split_seed=config.split_seed,
+                                          document_format=config.document_format),
+                            Ablation.NONE, docs, records, queries)
     titles: dict[str, str] = {}
     with_abstract: set[str] = set()
-    for doc_id, title, abstract in ws.conn.execute(
-            "SELECT doc_id, title, abstract FROM documents"):
+    for doc_id, title, abstract in all_documents(ws):
         titles[doc_id] = (title or "").strip()
         if (abstract or "").strip():
             with_abstract.add(doc_id)
     heldout = ({d for q in task.queries if q.split != "train" for d in q.gold}
                if config.exclude_heldout else set())
 
-    citations = _citation_edges(ws)
+    citations = citation_edges(ws)
     cited_docs = {d for edge in citations for d in edge}
     counts: Counter[str] = Counter()
-    units: list[_Unit] = []
+    units: list[WalkUnit] = []
     with_edges = 0
     for q in queries:
         positives = sorted({p for rel in records.get(q.qid, []) if rel.slots.get(sch.answer)
@@ -305,20 +306,21 @@ def build_bica_examples(ws: Workspace, schema: str, config: BicaConfig | None = 
             counts["query without positive"] += 1
             continue
         with_edges += any(p in cited_docs for p in positives)
-        exclude = frozenset(positives) | helper._cited_for_first_entity(q) | heldout
+        exclude = frozenset(positives) | helper.cited_for_first_entity(q) | heldout
         if config.query_source != QuerySource.TITLE:
-            units.append(_Unit(q, q.text, QuerySource.TEMPLATE.value, tuple(positives), exclude))
+            units.append(WalkUnit(q, q.text, QuerySource.TEMPLATE.value, tuple(positives),
+                                  exclude))
         if config.query_source != QuerySource.TEMPLATE:
             for p in positives:
                 if titles.get(p):
-                    units.append(_Unit(q, titles[p], QuerySource.TITLE.value, (p,), exclude))
+                    units.append(WalkUnit(q, titles[p], QuerySource.TITLE.value, (p,), exclude))
                 else:
                     counts["positive without title"] += 1
 
-    doc_vectors = _DocVectors(vectors)
-    adjacency = _adjacency(config, citations, doc_vectors, sorted(titles))
-    walks: list[tuple[int, _Unit, list[str], list[str]]] = []
-    fell_back: list[tuple[int, _Unit, str]] = []
+    doc_vectors = DocVectors(vectors)
+    adjacency = graph_adjacency(config, citations, doc_vectors, sorted(titles))
+    walks: list[tuple[int, WalkUnit, list[str], list[str]]] = []
+    fell_back: list[tuple[int, WalkUnit, str]] = []
     for i, unit in enumerate(units):
         hop1, hop2 = neighbourhood(adjacency, unit.positives)
         usable = [d for d in hop1 if d in with_abstract and d not in unit.exclude]
@@ -329,9 +331,9 @@ def build_bica_examples(ws: Workspace, schema: str, config: BicaConfig | None = 
         else:
             walks.append((i, unit, usable, [d for d in hop1 + hop2 if d in with_abstract]))
 
-    negatives = _walk_all(config, walks, doc_vectors, query_vectors, progress)
+    negatives = walk_all(config, walks, doc_vectors, query_vectors, progress)
     for i, unit, _ in fell_back:
-        found = helper._bm25_negatives(replace(unit.query, text=unit.text), set(unit.exclude)) \
+        found = helper.bm25_negatives(replace(unit.query, text=unit.text), set(unit.exclude)) \
             if config.bm25_fallback else []
         negatives[i] = [(d, NegativeSource.BM25.value) for d in found[:config.bm25_fallback]]
     triplets: list[Triplet] = []

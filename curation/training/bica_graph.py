@@ -5,11 +5,15 @@
 * :func:`base_vectors`: the walk's fixed encoder, documents through the workspace embedding
   cache (:class:`BaseVectors`);
 * the plumbing of :func:`~curation.training.bica.build_bica_examples`: one walk per query
-  text (``_Unit``), the workspace's citation edges, the adjacency of the chosen graph
-  (citations, kNN or both), document vectors fetched once and checked, and the seeded walks of
-  :func:`retrievers.training.walks.walk_negatives`.
+  text (:class:`WalkUnit`), the adjacency of the chosen graph (citations, kNN or both:
+  :func:`graph_adjacency`), document vectors fetched once and checked (:class:`DocVectors`), and
+  the seeded walks of :func:`retrievers.training.walks.walk_negatives` (:func:`walk_all`). The
+  options they read are :class:`WalkSettings` (:class:`~curation.training.bica.BicaConfig` has
+  them); the workspace's citation edges come from
+  :func:`curation.store.training_data.citation_edges`.
 
-Moved out of :mod:`curation.training.bica`, which re-exports the public names.
+Moved out of :mod:`curation.training.bica`, which re-exports the names its callers use; this
+module does not import it.
 """
 
 from __future__ import annotations
@@ -19,21 +23,19 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from curation.evaluation.harness import EvalQuery
+from curation.store.training_data import all_documents
 from curation.store.workspace import Workspace
 from curation.training.examples import DEFAULT_DOCUMENT_FORMAT
 from kb_sources.errors import CurationError
 from retrievers.encoder import DEFAULT_MODEL
 from retrievers.errors import RetrieverError
 from retrievers.training.walks import knn_graph, walk_negatives
-
-if TYPE_CHECKING:
-    from curation.training.bica import BicaConfig
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +64,35 @@ class NegativeSource(StrEnum):
     WALK = "walk"
     RANDOM = "random"
     BM25 = "bm25"
+
+
+class WalkSettings(Protocol):
+    """The walk options :func:`graph_adjacency` and :func:`walk_all` read (see
+    :class:`~curation.training.bica.BicaConfig`, which has them all)."""
+
+    @property
+    def graph(self) -> str: ...  # a Graph value
+
+    @property
+    def citation_direction(self) -> str: ...  # a CitationDirection value
+
+    @property
+    def knn_k(self) -> int: ...
+
+    @property
+    def n_paths(self) -> int: ...
+
+    @property
+    def path_length(self) -> int: ...
+
+    @property
+    def top_k(self) -> int: ...
+
+    @property
+    def include_random(self) -> bool: ...
+
+    @property
+    def seed(self) -> int: ...
 
 
 class BaseVectors(NamedTuple):
@@ -113,8 +144,7 @@ def base_vectors(ws: Workspace, model: str = DEFAULT_MODEL,
 
     def documents(doc_ids: list[str]) -> np.ndarray:
         if not texts:
-            for doc_id, title, abstract in ws.conn.execute(
-                    "SELECT doc_id, title, abstract FROM documents"):
+            for doc_id, title, abstract in all_documents(ws):
                 texts[doc_id] = document_format.format(title=title, abstract=abstract).strip()
         missing = [d for d in doc_ids if d not in texts]
         if missing:
@@ -130,8 +160,16 @@ def base_vectors(ws: Workspace, model: str = DEFAULT_MODEL,
 
 
 @dataclass(frozen=True)
-class _Unit:
-    """One walk: a query text, its positives (the walk's seeds) and its exclusions."""
+class WalkUnit:
+    """One walk: a query text, its positives (the walk's seeds) and its exclusions.
+
+    Attributes:
+        query: The KB query.
+        text: The query text the walk starts from.
+        kind: Where the text comes from (a ``QuerySource`` value of :mod:`~curation.training.bica`).
+        positives: The walk's seeds.
+        exclude: Documents never taken as negatives.
+    """
 
     query: EvalQuery
     text: str
@@ -140,16 +178,7 @@ class _Unit:
     exclude: frozenset[str]
 
 
-
-def _citation_edges(ws: Workspace) -> list[tuple[str, str]]:
-    """Distinct citing -> cited edges with both ends in the workspace (no self-citations)."""
-    return [(a, b) for a, b in ws.conn.execute(
-        "SELECT c.citing, c.cited FROM citations c "
-        "JOIN documents x ON x.doc_id = c.citing JOIN documents y ON y.doc_id = c.cited "
-        "WHERE c.citing != c.cited ORDER BY c.citing, c.cited")]
-
-
-class _DocVectors:
+class DocVectors:
     """Document vectors fetched once per document through the vector function, then kept."""
 
     def __init__(self, fn: VectorFunction) -> None:
@@ -167,8 +196,8 @@ class _DocVectors:
         return np.stack([self.rows[d] for d in ids])
 
 
-def _adjacency(config: BicaConfig, citations: Sequence[tuple[str, str]],
-               doc_vectors: _DocVectors, corpus: Sequence[str]) -> dict[str, list[str]]:
+def graph_adjacency(config: WalkSettings, citations: Sequence[tuple[str, str]],
+                    doc_vectors: DocVectors, corpus: Sequence[str]) -> dict[str, list[str]]:
     """doc id -> neighbours (sorted citation neighbours, then kNN neighbours by similarity)."""
     adjacency: dict[str, list[str]] = {}
     if config.graph != Graph.KNN:
@@ -202,14 +231,14 @@ def _checked(matrix: object, rows: int, what: str) -> np.ndarray:
     return arr.astype(np.float32, copy=False)
 
 
-def _unit_seed(seed: int, unit: _Unit) -> int:
+def _unit_seed(seed: int, unit: WalkUnit) -> int:
     key = f"{seed}\t{unit.query.qid}\t{unit.kind}\t{','.join(unit.positives)}"
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
 
 
-def _walk_all(config: BicaConfig, walks: Sequence[tuple[int, _Unit, list[str], list[str]]],
-              doc_vectors: _DocVectors, query_vectors: VectorFunction, progress: bool
-              ) -> dict[int, list[tuple[str, str]]]:
+def walk_all(config: WalkSettings, walks: Sequence[tuple[int, WalkUnit, list[str], list[str]]],
+             doc_vectors: DocVectors, query_vectors: VectorFunction, progress: bool
+             ) -> dict[int, list[tuple[str, str]]]:
     """unit index -> [(doc id, source)] of every walked unit (paths first, then random)."""
     out: dict[int, list[tuple[str, str]]] = {}
     if not walks:

@@ -33,8 +33,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from curation.evaluation.harness import EvalQuery, EvalTask, build_task
+from curation.evaluation.harness import SPLIT_SEED, EvalQuery, EvalTask, build_task
 from curation.matching.matcher import EntityMatcher
+from curation.store.training_data import all_documents, annotation_types, relation_rows
 from curation.store.workspace import Workspace
 from curation.training.margins import MarginTable, margin_table
 from kb_sources.errors import CurationError, parse_choice
@@ -69,7 +70,8 @@ class ExampleConfig:
         bm25_depth: BM25 hits looked at per query for BM25 negatives.
         ablation: :class:`Ablation` name.
         seed: Seed of every sample.
-        split_seed: Seed of the train/dev/test split (that of ``kbcurate evaluate``).
+        split_seed: Seed of the train/dev/test split (that of ``kbcurate evaluate``,
+            :data:`~curation.evaluation.harness.SPLIT_SEED`).
         document_format: How a document becomes text (``{title}``, ``{abstract}``).
         max_queries: Use at most this many train queries (None: all).
     """
@@ -78,7 +80,7 @@ class ExampleConfig:
     bm25_depth: int = 50
     ablation: str = "none"
     seed: int = 42
-    split_seed: int = 13
+    split_seed: int = SPLIT_SEED
     document_format: str = DEFAULT_DOCUMENT_FORMAT
     max_queries: int | None = None
 
@@ -116,18 +118,22 @@ class ExampleSet:
         return self.texts[doc_id]
 
 
-class _Docs:
-    """Document texts, annotation types and g(e, d) with a memo (each pair is matched once)."""
+class CorpusDocs:
+    """Document texts, annotation types and g(e, d) with a memo (each pair is matched once).
+
+    Shared by the EDEL and BiCA builders. Attributes: ``raw`` (doc id -> "title abstract"),
+    ``formatted`` (doc id -> text in the given format), ``ids`` (sorted doc ids), ``ws``.
+    """
 
     def __init__(self, ws: Workspace, matcher: EntityMatcher, fmt: str) -> None:
-        rows = ws.conn.execute("SELECT doc_id, title, abstract FROM documents").fetchall()
+        rows = all_documents(ws)
         self.raw = {r[0]: f"{r[1]} {r[2]}".strip() for r in rows}
         self.formatted = {r[0]: fmt.format(title=r[1], abstract=r[2]).strip() for r in rows}
         self.ids = sorted(self.raw)
         self.matcher = matcher
         self._memo: dict[tuple[str, str], bool] = {}
         self._types: dict[str, set[str]] = {}
-        for doc_id, etype in ws.conn.execute("SELECT DISTINCT doc_id, type FROM annotations"):
+        for doc_id, etype in annotation_types(ws):
             self._types.setdefault(doc_id, set()).add(etype.lower())
         self.ws = ws
 
@@ -142,6 +148,7 @@ class _Docs:
         return found
 
     def annotated_types(self, doc_id: str) -> set[str]:
+        """The lower-cased annotation types of a document."""
         return self._types.get(doc_id, set())
 
 
@@ -165,9 +172,9 @@ def build_examples(ws: Workspace, schema: str, config: ExampleConfig | None = No
     if not queries:
         raise CurationError(f"The train split of {sch.name} has no query with a cited abstract "
                             "in the workspace; import the cited documents first")
-    docs = _Docs(ws, matcher or EntityMatcher(), config.document_format)
-    records = _records(ws, sch, {q.qid for q in task.split("train")}, docs)
-    builder = _Builder(sch, table, config, ablation, docs, records, queries)
+    docs = CorpusDocs(ws, matcher or EntityMatcher(), config.document_format)
+    records = train_records(ws, sch, {q.qid for q in task.split("train")}, docs)
+    builder = ExampleBuilder(sch, table, config, ablation, docs, records, queries)
     out: list[Example] = []
     for i, q in enumerate(tqdm(queries, desc=f"examples {sch.name}", disable=not progress,
                                mininterval=0.5)):
@@ -180,12 +187,16 @@ def build_examples(ws: Workspace, schema: str, config: ExampleConfig | None = No
     return ExampleSet(sch.name, tuple(out), {d: docs.formatted[d] for d in used}, manifest)
 
 
-def _records(ws: Workspace, sch: Schema, train_keys: set[str], docs: _Docs
-             ) -> dict[str, list[Relation]]:
-    """Train-split records of the schema by query key (PMIDs kept only when in the corpus)."""
+def train_records(ws: Workspace, sch: Schema, train_keys: set[str], docs: CorpusDocs
+                  ) -> dict[str, list[Relation]]:
+    """Train-split records of the schema by query key (PMIDs kept only when in the corpus).
+
+    Returns:
+        query key -> its records in import order, each with the PMIDs in ``docs`` only; records
+        citing none of them are left out.
+    """
     out: dict[str, list[Relation]] = {}
-    for key, data in ws.conn.execute(
-            "SELECT query_key, data FROM relations WHERE schema = ? ORDER BY id", (sch.name,)):
+    for key, data in relation_rows(ws, sch.name):
         if key not in train_keys:
             continue
         rel = Relation.from_json(json.loads(data))
@@ -196,9 +207,12 @@ def _records(ws: Workspace, sch: Schema, train_keys: set[str], docs: _Docs
     return out
 
 
-class _Builder:
+class ExampleBuilder:
+    """EDEL's positives and negatives per train query (see the module docstring); BiCA uses
+    :meth:`cited_for_first_entity` and :meth:`bm25_negatives`."""
+
     def __init__(self, sch: Schema, table: MarginTable, config: ExampleConfig,
-                 ablation: Ablation, docs: _Docs, records: dict[str, list[Relation]],
+                 ablation: Ablation, docs: CorpusDocs, records: dict[str, list[Relation]],
                  queries: Sequence[EvalQuery]) -> None:
         self.sch, self.table, self.config, self.ablation = sch, table, config, ablation
         self.docs, self.records = docs, records
@@ -239,7 +253,7 @@ class _Builder:
         if not pos:
             self.skipped["query without positive"] += 1
             return []
-        exclude = set(pos) | self._cited_for_first_entity(q)
+        exclude = set(pos) | self.cited_for_first_entity(q)
         cap = self.config.negatives_per_class * len(pos)
         negatives: dict[str, tuple[float, str]] = {}
         if self.ablation is Ablation.NO_HARDNEG:
@@ -250,7 +264,7 @@ class _Builder:
             classes: dict[str, list[tuple[str, float]]] = {}
             for pmid, mu, cls in self._kb_negatives(q, exclude, rng, cap):
                 classes.setdefault(cls, []).append((pmid, mu))
-            classes["neg:bm25"] = [(d, self.table.bm25) for d in self._bm25_negatives(q, exclude)]
+            classes["neg:bm25"] = [(d, self.table.bm25) for d in self.bm25_negatives(q, exclude)]
             classes["neg:random"] = [(d, self.table.random) for d in rng.sample(
                 self.docs.ids, min(len(self.docs.ids), 4 * cap + len(exclude)))
                 if d not in exclude]
@@ -270,7 +284,7 @@ class _Builder:
                 + [Example(q.qid, q.text, d, False, mu, c)
                    for d, (mu, c) in sorted(negatives.items())])
 
-    def _cited_for_first_entity(self, q: EvalQuery) -> set[str]:
+    def cited_for_first_entity(self, q: EvalQuery) -> set[str]:
         """PMIDs any train record with the query's first entity and an answer cites."""
         keys = {e.key for e in q.query.get(self.first, ())}
         return {p for k in keys for _, rel in self.by_first.get(k, ())
@@ -310,7 +324,9 @@ class _Builder:
         tokens.append("1" if rel.slots.get(self.sch.answer) else "0")
         return tokens
 
-    def _bm25_negatives(self, q: EvalQuery, exclude: set[str]) -> list[str]:
+    def bm25_negatives(self, q: EvalQuery, exclude: set[str]) -> list[str]:
+        """Top BM25 hits for the query text (``bm25_depth``) that are not excluded, carry no
+        annotation of the answer type and mention none of the query's known answers."""
         if self.config.bm25_depth == 0:
             return []
         if self._bm25 is None:

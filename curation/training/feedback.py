@@ -32,6 +32,7 @@ from curation.access.adjudication import current_adjudications
 from curation.access.users import Role
 from curation.evaluation.harness import EvalQuery, EvalTask
 from curation.matching.matcher import EntityMatcher
+from curation.store.documents import document_parts
 from curation.store.labels import Grade, Label, list_labels
 from curation.store.workspace import Workspace
 from curation.training.examples import Example, ExampleSet, manifest_digest
@@ -209,12 +210,5 @@ def _group(sch: Schema, query_key: str) -> str:
 
 def _documents(ws: Workspace, ids: set[str]) -> dict[str, tuple[str, str, str]]:
     """doc_id -> (raw text, title, abstract) of the labelled documents still in the workspace."""
-    out: dict[str, tuple[str, str, str]] = {}
-    ordered = sorted(ids)
-    for start in range(0, len(ordered), 500):
-        chunk = ordered[start:start + 500]
-        marks = ",".join("?" * len(chunk))
-        for doc_id, title, abstract in ws.conn.execute(
-                f"SELECT doc_id, title, abstract FROM documents WHERE doc_id IN ({marks})", chunk):
-            out[doc_id] = (f"{title} {abstract}".strip(), title, abstract)
-    return out
+    return {doc_id: (f"{title} {abstract}".strip(), title, abstract)
+            for doc_id, (title, abstract) in document_parts(ws, sorted(ids)).items()}

@@ -15,6 +15,7 @@ from typing import Any
 
 from curation.access.users import User
 from curation.jobs.queue import Job, submit_job
+from curation.store.training_data import job_creator
 from curation.store.workspace import Workspace
 from curation.training.recipes import recipe_options
 from curation.training.rounds import run_round
@@ -50,8 +51,7 @@ def run_training(ctx: Any, schema: str, options: dict[str, Any],
 
 
 def _job_owner(ctx: Any) -> str:
-    row = ctx.ws.conn.execute("SELECT created_by FROM jobs WHERE id = ?", (ctx.job_id,)).fetchone()
-    return (row[0] if row else "") or "worker"
+    return job_creator(ctx.ws, ctx.job_id) or "worker"
 
 
 # -- the feedback loop: retraining rounds and simulations --------------------------------------

@@ -27,12 +27,18 @@ Entity annotations (PubTator disease and chemical mentions) name MeSH descriptor
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from curation.store.training_mesh import annotation_mentions, mesh_headings
+from curation.training.mesh_inputs import (
+    DESCRIPTOR_UI,
+    ENTITY_TYPES,
+    descriptor_ui,
+    is_reserved_source,
+)
 from kb_sources.errors import CurationError, InputFormatError
 
 if TYPE_CHECKING:
@@ -40,9 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DESCRIPTOR_UI", "FROM_ANNOTATIONS", "derive_descriptor_names", "descriptor_names",
            "descriptor_names_from_annotations", "read_descriptor_names"]
-
-#: A MeSH descriptor UI.
-DESCRIPTOR_UI = re.compile(r"D[0-9]{6,9}")
 
 #: The ``mesh_descriptors`` value that derives the mapping from the workspace's annotations.
 FROM_ANNOTATIONS = "annotations"
@@ -131,13 +134,8 @@ def _descriptor_ids(ids: str) -> list[str]:
         values = json.loads(ids)
     except json.JSONDecodeError:
         return []
-    out = []
-    for value in values if isinstance(values, list) else []:
-        ui = str(value).strip()
-        ui = ui[5:] if ui.upper().startswith("MESH:") else ui
-        if DESCRIPTOR_UI.fullmatch(ui):
-            out.append(ui)
-    return out
+    found = (descriptor_ui(value) for value in (values if isinstance(values, list) else []))
+    return [ui for ui in found if ui is not None]
 
 
 def derive_descriptor_names(mentions: Iterable[tuple[str, str]], headings: Iterable[str]
@@ -195,19 +193,14 @@ def descriptor_names_from_annotations(ws: Workspace, types: Iterable[str] | None
         CurationError: The workspace has no MeSH tree, or no annotation (outside the reserved
             corpora) of those types carries a descriptor UI that spells a heading.
     """
-    from curation.training.mesh_labels import ENTITY_TYPES, is_reserved_source
-
     wanted = tuple(t.lower() for t in (types or ENTITY_TYPES))
-    headings = [row[0] for row in ws.conn.execute("SELECT DISTINCT term FROM mesh_tree")]
+    headings = mesh_headings(ws)
     if not headings:
         raise CurationError(
             f"workspace {ws.root} has no MeSH tree (table mesh_tree is empty), so descriptor "
             "names cannot be derived from annotations; import it with `kbcurate import mesh "
             "mtrees2019.bin.gz`")
-    marks = ", ".join("?" * len(wanted))
-    rows = ws.conn.execute(
-        "SELECT a.text, a.ids, d.source FROM annotations a JOIN documents d "
-        f"ON d.doc_id = a.doc_id WHERE lower(a.type) IN ({marks}) AND a.ids != '[]'", wanted)
+    rows = annotation_mentions(ws, wanted)
     names, stats = derive_descriptor_names(
         ((text, ids) for text, ids, source in rows if not is_reserved_source(source)), headings)
     if not names:

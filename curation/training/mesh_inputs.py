@@ -4,10 +4,13 @@
 - the selected documents and their ``documents.mesh`` headings, without the documents of the
   reserved corpora (:data:`RESERVED_SOURCES`, :func:`is_reserved_source`);
 - with ``entity_mesh``, the descriptors of each document's Disease and Chemical annotations
-  (:data:`ENTITY_TYPES`) through a descriptor UI -> name mapping.
+  (:data:`ENTITY_TYPES`) through a descriptor UI -> name mapping (:data:`DESCRIPTOR_UI`,
+  :func:`descriptor_ui`: what counts as a descriptor id, shared with
+  :mod:`curation.training.mesh_descriptors`).
 
-Moved out of :mod:`curation.training.mesh_labels`, which re-exports the public names; the
-choices they implement are described there.
+The rows come from :mod:`curation.store.training_mesh`. Moved out of
+:mod:`curation.training.mesh_labels`, which re-exports the names it documents; the choices they
+implement are described there. This module imports no other MeSH module of the wing.
 """
 
 from __future__ import annotations
@@ -18,14 +21,21 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from curation.training.mesh_descriptors import DESCRIPTOR_UI
+from curation.store.training_mesh import (
+    annotation_ids,
+    documents_mesh_by_id,
+    documents_with_mesh,
+    mesh_tree_rows,
+)
 from kb_sources.errors import CurationError
 from kb_sources.medline import mesh_descriptor
 
 if TYPE_CHECKING:
     from curation.store.workspace import Workspace
 
-__all__ = ["ENTITY_TYPES", "RESERVED_SOURCES", "is_reserved_source"]
+__all__ = ["DESCRIPTOR_UI", "ENTITY_TYPES", "FIX_HEADINGS", "RESERVED_SOURCES", "descriptor_ui",
+           "document_headings", "entity_descriptors", "is_reserved_source",
+           "no_descriptor_mapping", "selected_documents", "tree_numbers"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,11 +45,15 @@ RESERVED_SOURCES: tuple[str, ...] = ("bc5cdr", "seth")
 #: Annotation types (compared case-insensitively) whose MeSH ids ``entity_mesh=True`` uses.
 ENTITY_TYPES: tuple[str, ...] = ("disease", "chemical")
 
+#: A MeSH descriptor UI.
+DESCRIPTOR_UI = re.compile(r"D[0-9]{6,9}")
+
 _FIX_TREE = ("import the MeSH tree with `kbcurate import mesh mtrees2019.bin.gz` (the shared data "
              "has it in mesh_trees/), or build the demo workspace with `kbcurate demo`")
-_FIX_HEADINGS = ("attach MeSH headings with `kbcurate import mesh-headings FILE` (a TSV with "
-                 "columns pmid and descriptor, e.g. abstract_pool/pmid_mesh_headings.tsv.gz), "
-                 "import MEDLINE records that carry MH fields, or use `kbcurate demo`")
+#: How to give a workspace's documents MeSH headings (the end of the errors that lack them).
+FIX_HEADINGS = ("attach MeSH headings with `kbcurate import mesh-headings FILE` (a TSV with "
+                "columns pmid and descriptor, e.g. abstract_pool/pmid_mesh_headings.tsv.gz), "
+                "import MEDLINE records that carry MH fields, or use `kbcurate demo`")
 
 
 def is_reserved_source(source: str) -> bool:
@@ -52,7 +66,16 @@ def is_reserved_source(source: str) -> bool:
     return any(name in words for name in RESERVED_SOURCES)
 
 
-def _no_descriptor_mapping() -> CurationError:
+def descriptor_ui(value: object) -> str | None:
+    """The descriptor UI an annotation id names (``D003920`` or ``MESH:D003920``), else None."""
+    ui = str(value).strip()
+    ui = ui[5:] if ui.upper().startswith("MESH:") else ui
+    return ui if DESCRIPTOR_UI.fullmatch(ui) else None
+
+
+def no_descriptor_mapping() -> CurationError:
+    """The error of ``entity_mesh=True`` without a descriptor UI -> name mapping (names the
+    ways to get one)."""
     return CurationError(
         "entity_mesh=True needs a MeSH descriptor UI -> name mapping: annotation ids are "
         "descriptor UIs (D003920) but the workspace's mesh_tree (imported from mtreesYYYY.bin) "
@@ -66,11 +89,14 @@ def _no_descriptor_mapping() -> CurationError:
         "curation.training.mesh_descriptors), or leave entity_mesh off")
 
 
-def _tree_numbers(ws: Workspace) -> dict[str, list[str]]:
-    """Descriptor name -> tree numbers, from the workspace's ``mesh_tree`` table."""
+def tree_numbers(ws: Workspace) -> dict[str, list[str]]:
+    """Descriptor name -> tree numbers, from the workspace's ``mesh_tree`` table.
+
+    Raises:
+        CurationError: The workspace has no MeSH tree (names the import).
+    """
     tree: dict[str, list[str]] = {}
-    for term, number in ws.conn.execute(
-            "SELECT term, tree_number FROM mesh_tree ORDER BY tree_number"):
+    for term, number in mesh_tree_rows(ws):
         tree.setdefault(term, []).append(number)
     if not tree:
         raise CurationError(f"workspace {ws.root} has no MeSH tree (table mesh_tree is empty); "
@@ -78,33 +104,33 @@ def _tree_numbers(ws: Workspace) -> dict[str, list[str]]:
     return tree
 
 
-def _documents(ws: Workspace, doc_ids: Sequence[str] | None,
-               entity_mesh: bool) -> tuple[list[tuple[str, str]], int]:
-    """``[(doc_id, mesh JSON)]`` of the selected documents and the number of reserved ones."""
+def selected_documents(ws: Workspace, doc_ids: Sequence[str] | None,
+                       entity_mesh: bool) -> tuple[list[tuple[str, str]], int]:
+    """The documents labels are built for, without those of the reserved corpora.
+
+    Args:
+        ws: The workspace.
+        doc_ids: The documents, in order; None: every document with MeSH headings (with
+            ``entity_mesh`` also those with Disease/Chemical annotations), by id.
+        entity_mesh: Whether entity annotations give labels too.
+
+    Returns:
+        ``([(doc_id, mesh JSON)], number of reserved documents dropped)``.
+
+    Raises:
+        CurationError: No document with headings, ``doc_ids`` repeats or names unknown ids.
+    """
     if doc_ids is None:
-        sql = "SELECT doc_id, source, mesh FROM documents WHERE mesh != '[]'"
-        if entity_mesh:
-            types = ", ".join("?" * len(ENTITY_TYPES))
-            sql += (" OR doc_id IN (SELECT doc_id FROM annotations WHERE lower(type) IN "
-                    f"({types}) AND ids != '[]')")
-        found = ws.conn.execute(sql + " ORDER BY doc_id",
-                                ENTITY_TYPES if entity_mesh else ()).fetchall()
-        if not found:
+        rows = documents_with_mesh(ws, ENTITY_TYPES if entity_mesh else ())
+        if not rows:
             raise CurationError(f"workspace {ws.root} has no document with MeSH headings; "
-                                f"{_FIX_HEADINGS}")
-        rows = [(r[0], r[1], r[2]) for r in found]
+                                f"{FIX_HEADINGS}")
     else:
         wanted = list(dict.fromkeys(str(d) for d in doc_ids))
         if len(wanted) != len(doc_ids):
             raise CurationError("doc_ids lists a document more than once; pass each document "
                                 "id once (it becomes one label row)")
-        by_id: dict[str, tuple[str, str, str]] = {}
-        for start in range(0, len(wanted), 500):
-            chunk = wanted[start:start + 500]
-            for r in ws.conn.execute(
-                    "SELECT doc_id, source, mesh FROM documents WHERE doc_id IN "
-                    f"({', '.join('?' * len(chunk))})", chunk):
-                by_id[r[0]] = (r[0], r[1], r[2])
+        by_id = documents_mesh_by_id(ws, wanted)
         missing = [d for d in wanted if d not in by_id]
         if missing:
             raise CurationError(
@@ -115,8 +141,12 @@ def _documents(ws: Workspace, doc_ids: Sequence[str] | None,
     return kept, len(rows) - len(kept)
 
 
-def _headings(doc_id: str, mesh: str) -> list[str]:
-    """Descriptor names of a ``documents.mesh`` value (a JSON list of heading strings)."""
+def document_headings(doc_id: str, mesh: str) -> list[str]:
+    """Descriptor names of a ``documents.mesh`` value (a JSON list of heading strings).
+
+    Raises:
+        CurationError: The value is not a JSON list of strings (names the document).
+    """
     try:
         values = json.loads(mesh)
     except json.JSONDecodeError:
@@ -127,32 +157,32 @@ def _headings(doc_id: str, mesh: str) -> list[str]:
     return [name for name in (mesh_descriptor(v) for v in values) if name]
 
 
-def _entity_descriptors(ws: Workspace, doc_ids: Sequence[str], names: Mapping[str, str]
-                        ) -> tuple[dict[str, list[str]], dict[str, int]]:
-    """Descriptor names from each document's Disease/Chemical annotation ids, and counts."""
+def entity_descriptors(ws: Workspace, doc_ids: Sequence[str], names: Mapping[str, str]
+                       ) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Descriptor names from each document's Disease/Chemical annotation ids, and counts.
+
+    Returns:
+        ``(doc_id -> descriptor names in first-seen order, counts)``; the counts are
+        ``entity_descriptor_assignments``, ``entity_ids_unmapped`` (a UI missing from ``names``)
+        and ``entity_ids_not_descriptors``.
+    """
     per_doc: dict[str, dict[str, None]] = {}
     stats = {"entity_descriptor_assignments": 0, "entity_ids_unmapped": 0,
              "entity_ids_not_descriptors": 0}
-    types = ", ".join("?" * len(ENTITY_TYPES))
-    for start in range(0, len(doc_ids), 500):
-        chunk = list(doc_ids[start:start + 500])
-        for doc_id, ids in ws.conn.execute(
-                f"SELECT doc_id, ids FROM annotations WHERE lower(type) IN ({types}) AND doc_id "
-                f"IN ({', '.join('?' * len(chunk))})", (*ENTITY_TYPES, *chunk)):
-            try:
-                values = json.loads(ids)
-            except json.JSONDecodeError:
-                values = []
-            for value in values if isinstance(values, list) else []:
-                ui = str(value).strip()
-                ui = ui[5:] if ui.upper().startswith("MESH:") else ui
-                if not DESCRIPTOR_UI.fullmatch(ui):
-                    stats["entity_ids_not_descriptors"] += 1
-                elif ui not in names:
-                    stats["entity_ids_unmapped"] += 1
-                else:
-                    stats["entity_descriptor_assignments"] += 1
-                    per_doc.setdefault(doc_id, {})[names[ui]] = None
+    for doc_id, ids in annotation_ids(ws, ENTITY_TYPES, doc_ids):
+        try:
+            values = json.loads(ids)
+        except json.JSONDecodeError:
+            values = []
+        for value in values if isinstance(values, list) else []:
+            ui = descriptor_ui(value)
+            if ui is None:
+                stats["entity_ids_not_descriptors"] += 1
+            elif ui not in names:
+                stats["entity_ids_unmapped"] += 1
+            else:
+                stats["entity_descriptor_assignments"] += 1
+                per_doc.setdefault(doc_id, {})[names[ui]] = None
     if stats["entity_ids_unmapped"]:
         logger.warning("entity MeSH: %d annotation id(s) missing from the descriptor mapping",
                        stats["entity_ids_unmapped"])

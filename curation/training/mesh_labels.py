@@ -47,15 +47,15 @@ import numpy as np
 
 from curation.training.mesh_descriptors import read_descriptor_names
 from curation.training.mesh_inputs import (
-    _FIX_HEADINGS,
     ENTITY_TYPES,
+    FIX_HEADINGS,
     RESERVED_SOURCES,
-    _documents,
-    _entity_descriptors,
-    _headings,
-    _no_descriptor_mapping,
-    _tree_numbers,
+    document_headings,
+    entity_descriptors,
     is_reserved_source,
+    no_descriptor_mapping,
+    selected_documents,
+    tree_numbers,
 )
 from kb_sources.errors import CurationError
 
@@ -245,21 +245,21 @@ def mesh_labels(ws: Workspace, doc_ids: Sequence[str] | None = None, *, entity_m
 
     tags = frozenset(check_tags)
     if entity_mesh and not descriptor_names:
-        raise _no_descriptor_mapping()
-    tree = _tree_numbers(ws)
-    rows, excluded = _documents(ws, doc_ids, entity_mesh)
+        raise no_descriptor_mapping()
+    tree = tree_numbers(ws)
+    rows, excluded = selected_documents(ws, doc_ids, entity_mesh)
     if excluded:
         logger.warning("MeSH labels: %d document(s) of reserved corpora (%s) excluded", excluded,
                        ", ".join(RESERVED_SOURCES))
-    entity_terms, entity_stats = (_entity_descriptors(ws, [r[0] for r in rows], descriptor_names
-                                                      or {}) if entity_mesh else ({}, {}))
+    entity_terms, entity_stats = (entity_descriptors(ws, [r[0] for r in rows], descriptor_names
+                                                     or {}) if entity_mesh else ({}, {}))
     counts = {"documents_excluded_reserved": excluded, "check_tag_assignments": 0,
               "unknown_heading_assignments": 0}
     unknown: set[str] = set()
     doc_nodes: list[set[str]] = []
     headings_reached: list[int] = []
     for doc_id, mesh in rows:
-        descriptors = dict.fromkeys(_headings(doc_id, mesh))
+        descriptors = dict.fromkeys(document_headings(doc_id, mesh))
         descriptors.update(dict.fromkeys(entity_terms.get(doc_id, ())))
         nodes: set[str] = set()
         reached = 0
@@ -285,7 +285,7 @@ def mesh_labels(ws: Workspace, doc_ids: Sequence[str] | None = None, *, entity_m
     if not any(doc_nodes):
         raise CurationError(
             f"none of the {len(rows)} selected document(s) in workspace {ws.root} has a MeSH "
-            f"heading in the tree (after dropping check tags); {_FIX_HEADINGS}")
+            f"heading in the tree (after dropping check tags); {FIX_HEADINGS}")
     if unknown:
         logger.info("MeSH labels: %d heading assignment(s) of %d name(s) not in the tree "
                     "skipped, e.g. %s", counts["unknown_heading_assignments"], len(unknown),
