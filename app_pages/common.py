@@ -32,6 +32,7 @@ from curation.search.choices import index_location, parse_retriever_choice
 from curation.search.indexing import corpus_fingerprint, index_ready
 from curation.search.ranked import RankedSearch, open_ranked
 from curation.search.session import documents_stamp, evidence_levels
+from curation.store.app_queries import relations_stamp
 from curation.store.config import WORKSPACE_ENV
 from curation.store.errors import DATABASE_ERRORS, WorkspaceBusyError, describe_database_error
 from curation.store.index_models import check_index_models
@@ -248,18 +249,11 @@ def _relations(_ws: Workspace, root: str, schema: str, filters: str, source: str
     return rows
 
 
-def _relations_stamp(ws: Workspace) -> str:
-    """Changes when a relation or a synonym changes (entities carry the workspace synonyms)."""
-    n, last = ws.conn.execute("SELECT COUNT(*), MAX(updated_at) FROM relations").fetchone()
-    s, s_last = ws.conn.execute("SELECT COUNT(*), MAX(rowid) FROM synonyms").fetchone()
-    return f"{n}:{last}:{s}:{s_last}"
-
-
 def partial_relations(ws: Workspace, schema: str, filters: dict[str, str],
                       source: str | None = None) -> list[PartialRelation]:
     """Partial relations of a schema, optionally of one KB (cached until the relations change)."""
     return _relations(ws, str(ws.root), schema, json.dumps(filters, sort_keys=True),
-                      source or "", _relations_stamp(ws))
+                      source or "", relations_stamp(ws))
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -269,7 +263,7 @@ def _levels(_ws: Workspace, root: str, schema: str, stamp: str) -> list[str]:
 
 def levels(ws: Workspace, schema: str) -> list[str]:
     """Evidence levels of a schema's relations (cached until the relations change)."""
-    return _levels(ws, str(ws.root), schema, _relations_stamp(ws))
+    return _levels(ws, str(ws.root), schema, relations_stamp(ws))
 
 
 # -- background jobs ------------------------------------------------------------------------------

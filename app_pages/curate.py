@@ -29,7 +29,6 @@ from app_pages.curate_screening import screening_panel, shown_doc
 from app_pages.curate_suggestions import suggestions_panel
 from app_pages.place import DEFAULTS_FOR, place_params, remember_place, take_pending_query
 from app_pages.safe import md
-from curation.cli.commands import relations_frame
 from curation.jobs.queue import JobStatus, get_job
 from curation.ranking.versions import active_version
 from curation.search.choices import (
@@ -46,6 +45,7 @@ from curation.search.ranked import (
     ranked_choices,
     resolve_ranked_choice,
 )
+from curation.search.relation_table import relations_frame
 from curation.search.session import (
     SearchResult,
     relation_filters,
@@ -56,6 +56,7 @@ from curation.search.session import (
     search_relations,
     typed_partial,
 )
+from curation.store.app_queries import entity_exists
 from curation.store.relations import PartialRelation
 from kb_sources.schema import Schema
 
@@ -187,8 +188,7 @@ def _resolution(ctx: AppContext, partial: PartialRelation, slot: str, typed: str
     """How one typed entity was read: the KB entity it resolved to, or unknown to the KB
     (plain text: the caller escapes it)."""
     entity = partial.query[slot][0]
-    known = ctx.ws.conn.execute("SELECT 1 FROM entities WHERE key = ?", (entity.key,)).fetchone()
-    if not known:
+    if not entity_exists(ctx.ws, entity.key):
         return f"{slot} {typed.strip()} (not in the KB: matched as typed)"
     return f"{slot} {typed.strip()} → {entity.text}"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from curation.search.indexing import check_index_params
-from curation.search.vectors import namespace, set_store_setting, store_options
+from curation.search.vector_settings import namespace, set_store_setting, store_options
 from curation.store.importer import import_file
 from kb_sources.errors import CurationError
 from retrievers.vector_store import URL_ENV

@@ -15,6 +15,10 @@ An *item* is one (schema, query_key, doc_id): a document judged for a partial re
   item only after giving their own grade there (a skip does not count: it is no judgement).
   Curators and admins always see every label: they settle disagreements, which needs everyone's
   grades, and they are the ones who review the annotators' work.
+
+The rows are read and written by :mod:`curation.store.adjudications`; :class:`Adjudication`,
+:data:`Item`, :data:`BLIND_REVIEW_KEY`, :func:`adjudication_history` and
+:func:`document_titles` come from there and are re-exported here.
 """
 
 from __future__ import annotations
@@ -22,11 +26,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from curation.access.users import PermissionDenied, Role, User, require_admin
+from curation.store.adjudications import (
+    BLIND_REVIEW_KEY,
+    Adjudication,
+    Item,
+    adjudication_history,
+    blind_review_value,
+    current_adjudication_list,
+    document_titles,
+    entity_names,
+    graded_items,
+    insert_adjudication,
+    item_has_labels,
+    record_slot_texts,
+    save_blind_review_value,
+)
 from curation.store.labels import Grade, Label, list_labels
-from curation.store.workspace import Workspace, utcnow
+from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
 
@@ -38,10 +56,6 @@ __all__ = ["BLIND_REVIEW_KEY", "REVIEWER_ROLES", "Adjudication", "Disagreement",
 
 logger = logging.getLogger(__name__)
 
-#: (schema, query_key, doc_id)
-Item = tuple[str, str, str]
-#: The ``meta`` key of the blind-review setting ("on" / "off").
-BLIND_REVIEW_KEY = "blind_review"
 #: Roles that moderate suggestions, record final grades and always see every label.
 REVIEWER_ROLES: frozenset[Role] = frozenset({Role.CURATOR, Role.ADMIN})
 
@@ -51,31 +65,6 @@ def require_reviewer(user: User | None, action: str) -> None:
     if user is None or user.role not in REVIEWER_ROLES:
         who = f"{user.name} ({user.role.value})" if user else "an anonymous user"
         raise PermissionDenied(f"{action} needs the curator or admin role; {who} may not do it")
-
-
-@dataclass(frozen=True)
-class Adjudication:
-    """One recorded final grade (the current one has ``superseded_by`` None)."""
-
-    id: int
-    created_at: str
-    user: str
-    schema: str
-    query_key: str
-    doc_id: str
-    grade: Grade
-    reason: str
-    superseded_by: int | None = None
-
-    @classmethod
-    def from_row(cls, row: Any) -> Adjudication:
-        data = dict(row)
-        data["grade"] = Grade(data["grade"])
-        return cls(**data)
-
-    @property
-    def item(self) -> Item:
-        return self.schema, self.query_key, self.doc_id
 
 
 @dataclass(frozen=True)
@@ -134,7 +123,7 @@ def disagreements(ws: Workspace, schema: str | None = None, *,
     current = current_adjudications(ws, schema)
     graded = _graded(ws, schema)
     if viewer is not None and not sees_all_labels(ws, viewer):
-        mine = _graded_by(ws, viewer.name)
+        mine = graded_items(ws, viewer.name)
         graded = {item: labels for item, labels in graded.items() if item in mine}
     out = []
     for item, labels in graded.items():
@@ -160,21 +149,7 @@ def next_open_item(items: Sequence[Disagreement], after: Item) -> Disagreement |
 
 def current_adjudications(ws: Workspace, schema: str | None = None) -> dict[Item, Adjudication]:
     """Item -> its current final grade (of one schema, when given)."""
-    sql, params = "SELECT * FROM adjudications WHERE superseded_by IS NULL", []
-    if schema is not None:
-        sql += " AND schema = ?"
-        params.append(schema)
-    rows = ws.conn.execute(sql + " ORDER BY id", params)
-    return {adj.item: adj for adj in map(Adjudication.from_row, rows)}
-
-
-def adjudication_history(ws: Workspace, schema: str, query_key: str,
-                         doc_id: str) -> list[Adjudication]:
-    """Every final grade recorded for one item, newest first (the current one first)."""
-    rows = ws.conn.execute(
-        "SELECT * FROM adjudications WHERE schema = ? AND query_key = ? AND doc_id = ? "
-        "ORDER BY id DESC", (schema, query_key, doc_id))
-    return [Adjudication.from_row(r) for r in rows]
+    return {adj.item: adj for adj in current_adjudication_list(ws, schema)}
 
 
 def adjudicate(ws: Workspace, schema: str, query_key: str, doc_id: str, grade: str | Grade,
@@ -195,21 +170,15 @@ def adjudicate(ws: Workspace, schema: str, query_key: str, doc_id: str, grade: s
         raise CurationError("A final grade needs a written reason (it is audited and shown to "
                             "the annotators)")
     with ws.transaction():
-        if not ws.conn.execute(
-                "SELECT 1 FROM labels WHERE schema = ? AND query_key = ? AND doc_id = ? AND "
-                "superseded_by IS NULL", (schema, query_key, doc_id)).fetchone():
+        if not item_has_labels(ws.conn, schema, query_key, doc_id):
             raise CurationError(f"Nobody labelled document {doc_id} for query {query_key!r} of "
                                 f"{schema}; a final grade settles the labels of an item")
         history = adjudication_history(ws, schema, query_key, doc_id)
         old = history[0] if history else None
-        new_id = int(ws.conn.execute(
-            "INSERT INTO adjudications(created_at, user, schema, query_key, doc_id, grade, "
-            "reason) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (utcnow(), user.name, schema, query_key, doc_id, grade.value,
-             reason.strip())).lastrowid)
-        if old is not None:
-            ws.conn.execute("UPDATE adjudications SET superseded_by = ? WHERE id = ?",
-                            (new_id, old.id))
+        new_id = insert_adjudication(ws.conn, user=user.name, schema=schema,
+                                     query_key=query_key, doc_id=doc_id, grade=grade,
+                                     reason=reason.strip(),
+                                     supersedes=None if old is None else old.id)
         ws.audit(user.name, "adjudicate", "adjudication", str(new_id),
                  before=None if old is None else {"id": old.id, "user": old.user,
                                                   "grade": old.grade.value,
@@ -263,7 +232,7 @@ def final_grades(ws: Workspace, schema: str | None = None, *,
     graded = _graded(ws, schema)
     items = set(graded) | set(current)
     if viewer is not None and not sees_all_labels(ws, viewer):
-        items &= _graded_by(ws, viewer.name)
+        items &= graded_items(ws, viewer.name)
     out = {}
     for item in items:
         settled = _settle(current.get(item), graded.get(item, ()))
@@ -275,8 +244,7 @@ def final_grades(ws: Workspace, schema: str | None = None, *,
 # -- blind mode ----------------------------------------------------------------------------------
 def blind_mode(ws: Workspace) -> bool:
     """Whether blind review is on (off unless an admin switched it on)."""
-    row = ws.conn.execute("SELECT value FROM meta WHERE key = ?", (BLIND_REVIEW_KEY,)).fetchone()
-    return row is not None and row[0] == "on"
+    return blind_review_value(ws) == "on"
 
 
 def set_blind_mode(ws: Workspace, on: bool, *, user: User | None) -> bool:
@@ -290,10 +258,7 @@ def set_blind_mode(ws: Workspace, on: bool, *, user: User | None) -> bool:
     with ws.transaction():
         old = blind_mode(ws)
         if old != on:
-            ws.conn.execute(
-                "INSERT INTO meta(key, value) VALUES (?, ?) "
-                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (BLIND_REVIEW_KEY, "on" if on else "off"))
+            save_blind_review_value(ws.conn, "on" if on else "off")
             ws.audit(user.name, "set", "setting", BLIND_REVIEW_KEY,
                      before={BLIND_REVIEW_KEY: old}, after={BLIND_REVIEW_KEY: on})
     return on
@@ -302,14 +267,6 @@ def set_blind_mode(ws: Workspace, on: bool, *, user: User | None) -> bool:
 def sees_all_labels(ws: Workspace, viewer: User | None) -> bool:
     """True when blind mode is off or the viewer is a curator or admin."""
     return (viewer is not None and viewer.role in REVIEWER_ROLES) or not blind_mode(ws)
-
-
-def _graded_by(ws: Workspace, user: str) -> set[Item]:
-    """Items on which ``user`` has a current grade (skips left out)."""
-    rows = ws.conn.execute(
-        "SELECT DISTINCT schema, query_key, doc_id FROM labels WHERE user = ? AND "
-        "superseded_by IS NULL AND grade != 'skip'", (user,))
-    return {(r[0], r[1], r[2]) for r in rows}
 
 
 def visible_labels(ws: Workspace, labels: Sequence[Label], viewer: User | None) -> list[Label]:
@@ -321,7 +278,7 @@ def visible_labels(ws: Workspace, labels: Sequence[Label], viewer: User | None) 
     if sees_all_labels(ws, viewer):
         return list(labels)
     name = viewer.name if viewer is not None else ""
-    mine = _graded_by(ws, name)
+    mine = graded_items(ws, name)
     return [lab for lab in labels if lab.user == name or _item(lab) in mine]
 
 
@@ -354,12 +311,9 @@ def relation_slot_texts(ws: Workspace, schema: str, query_key: str,
 
 def _record_slots(ws: Workspace, schema: str, query_key: str,
                   slots: Sequence[str]) -> dict[str, list[str]]:
-    rows = ws.conn.execute(
-        "SELECT slot, text FROM relation_slots WHERE relation_id = (SELECT MIN(id) FROM "
-        "relations WHERE schema = ? AND query_key = ?) ORDER BY rowid", (schema, query_key))
     found: dict[str, list[str]] = {}
-    for row in rows:
-        found.setdefault(row["slot"], []).append(row["text"])
+    for slot, text in record_slot_texts(ws, schema, query_key):
+        found.setdefault(slot, []).append(text)
     return {s: found[s] for s in slots if s in found}
 
 
@@ -371,20 +325,7 @@ def _key_slots(ws: Workspace, query_key: str) -> dict[str, list[str]]:
         return {}
     by_slot = {slot: value.split(",") for slot, _, value in parts if value}
     keys = sorted({k for value in by_slot.values() for k in value})
-    rows = ws.conn.execute(
-        f"SELECT key, text FROM entities WHERE key IN ({','.join('?' * len(keys))})", keys)
-    names = {row["key"]: row["text"] for row in rows}
+    names = entity_names(ws, keys)
     return {slot: [names.get(k) or k.partition(":")[2] or k for k in value]
             for slot, value in by_slot.items()}
 
-
-def document_titles(ws: Workspace, doc_ids: Iterable[str]) -> dict[str, str]:
-    """doc_id -> title of the documents the workspace holds (one query per 500 ids)."""
-    ids = list(dict.fromkeys(doc_ids))
-    out: dict[str, str] = {}
-    for i in range(0, len(ids), 500):
-        chunk = ids[i:i + 500]
-        rows = ws.conn.execute("SELECT doc_id, title FROM documents WHERE doc_id IN "
-                               f"({','.join('?' * len(chunk))})", chunk)
-        out.update({row["doc_id"]: row["title"] for row in rows})
-    return out

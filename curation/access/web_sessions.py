@@ -35,9 +35,12 @@ from pathlib import Path
 from itsdangerous import BadSignature, SignatureExpired, TimestampSigner
 
 from curation.access.signin import AuthMode, Session
-from curation.store.sessions import (  # noqa: F401 (re-exported)
+from curation.store.sessions import (  # noqa: F401 (revoke_* re-exported)
+    find_web_session,
+    insert_web_session,
     revoke_sessions_at,
     revoke_user_sessions,
+    revoke_web_session_row,
 )
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
@@ -137,13 +140,9 @@ def create_web_session(ws: Workspace, session: Session, *, ttl_s: int | None = N
     session_id = secrets.token_urlsafe(32)
     now = _now()
     with ws.transaction() as conn:
-        conn.execute("INSERT INTO web_sessions(id_hash, user, mode, created_at, expires_at) "
-                     "VALUES (?, ?, ?, ?, ?)",
-                     (_hash(session_id), session.name, session.mode.value, now.isoformat(),
-                      (now + timedelta(seconds=ttl)).isoformat()))
-        # expired rows are of no use to anyone: keep the table small
-        conn.execute("DELETE FROM web_sessions WHERE expires_at < ?",
-                     ((now - timedelta(days=1)).isoformat(),))
+        insert_web_session(conn, _hash(session_id), session.name, session.mode.value,
+                           now.isoformat(), (now + timedelta(seconds=ttl)).isoformat(),
+                           prune_before=(now - timedelta(days=1)).isoformat())
         ws.audit(session.name, "sign_in", "web_session", _hash(session_id)[:12],
                  after={"mode": session.mode.value, "expires_in_s": ttl})
     return _signer(ws.root).sign(session_id).decode()
@@ -172,14 +171,13 @@ def restore_web_session(ws: Workspace, cookie: str | None, *,
     session_id = _session_id(ws, cookie, ttl)
     if session_id is None:
         return None
-    row = ws.conn.execute("SELECT user, mode, expires_at, revoked_at FROM web_sessions "
-                          "WHERE id_hash = ?", (_hash(session_id),)).fetchone()
-    if row is None or row["revoked_at"] is not None:
+    row = find_web_session(ws, _hash(session_id))
+    if row is None or row.revoked_at is not None:
         return None
-    if datetime.fromisoformat(row["expires_at"]) <= _now():
+    if datetime.fromisoformat(row.expires_at) <= _now():
         return None
     try:
-        return Session(row["user"], AuthMode(row["mode"]))
+        return Session(row.user, AuthMode(row.mode))
     except ValueError:
         return None
 
@@ -190,13 +188,10 @@ def revoke_web_session(ws: Workspace, cookie: str | None) -> bool:
     if session_id is None:
         return False
     with ws.transaction() as conn:
-        row = conn.execute("SELECT user FROM web_sessions WHERE id_hash = ? AND revoked_at IS NULL",
-                           (_hash(session_id),)).fetchone()
-        if row is None:
+        user = revoke_web_session_row(conn, _hash(session_id), _now().isoformat())
+        if user is None:
             return False
-        conn.execute("UPDATE web_sessions SET revoked_at = ? WHERE id_hash = ?",
-                     (_now().isoformat(), _hash(session_id)))
-        ws.audit(row["user"], "sign_out", "web_session", _hash(session_id)[:12])
+        ws.audit(user, "sign_out", "web_session", _hash(session_id)[:12])
     return True
 
 

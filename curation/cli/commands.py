@@ -10,8 +10,10 @@ import pandas as pd
 
 from curation.cli import rank_commands, store_commands, train_commands, vector_commands
 from curation.cli.common import print_json, workspace_path
+from curation.cli.vector_commands import dense_options
+from curation.search.relation_table import relations_frame
 from curation.store.importer import import_file
-from curation.store.relations import PartialRelation, list_partial_relations
+from curation.store.relations import list_partial_relations
 from curation.store.workspace import Workspace
 from curation.templates import render_query
 from kb_sources.errors import CurationError
@@ -98,21 +100,6 @@ def _parse_pairs(items: list[str], what: str) -> dict[str, str]:
             raise CurationError(f"{what} {item!r} is not NAME=TEXT (e.g. gene=BRAF)")
         out[name.strip()] = value.strip()
     return out
-
-
-def relations_frame(rows: list[PartialRelation], schema_answer: str) -> pd.DataFrame:
-    """Partial relations as a table (one row each): query slots, known answers, PMIDs."""
-    records = []
-    for p in rows:
-        rec = {slot: " / ".join(e.text for e in ents) for slot, ents in p.query.items()}
-        answers = p.answer_texts()
-        rec[f"known {schema_answer}"] = "; ".join(answers[:5]) + (" ..." if len(answers) > 5
-                                                                   else "")
-        rec["n_answers"] = len(answers)
-        rec["n_pmids"] = len(p.pmids)
-        rec["sources"] = ",".join(p.sources)
-        records.append(rec)
-    return pd.DataFrame.from_records(records)
 
 
 def cmd_relations(args: argparse.Namespace) -> int:
@@ -290,13 +277,6 @@ def cmd_settings(args: argparse.Namespace) -> int:
             set_blind_mode(ws, args.value == "on", user=User("cli", Role.ADMIN))
         print(f"{args.name}: {'on' if blind_mode(ws) else 'off'}")
     return 0
-
-
-def dense_options(args: argparse.Namespace) -> dict[str, str]:
-    """The dense encoder options given on the command line (``--model``, ``--backend``,
-    ``--precision``); the workspace defaults fill in the rest."""
-    return {key: value for key in ("model", "backend", "precision")
-            if (value := getattr(args, key, None)) is not None}
 
 
 def cmd_index(args: argparse.Namespace) -> int:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from curation.store.importer import ImportReport, import_file, import_items, insert_pairs
+from curation.store.citation_edges import insert_citation_edges
+from curation.store.importer import ImportReport, import_file, import_items
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.fetch import (
@@ -39,9 +40,8 @@ def fetch_citations_into(ws: Workspace, pmids: list[str], *, email: str | None,
                          api_key: str | None = None) -> int:
     """Fetch the PMIDs each PMID cites (elink) and store the edges; returns edges added."""
     settings = entrez_settings(ws, email, api_key)
-    return insert_pairs(ws, "INSERT OR IGNORE INTO citations(citing, cited) VALUES (?, ?)",
-                         elink_citations(pmids, settings), reader="elink",
-                         path=f"elink:{len(pmids)} PMIDs", actor="cli")
+    return insert_citation_edges(ws, elink_citations(pmids, settings), reader="elink",
+                                 path=f"elink:{len(pmids)} PMIDs", actor="cli")
 
 
 def fetch_civic(ws: Workspace, dest: str | Path | None, *, do_import: bool = False,

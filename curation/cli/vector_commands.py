@@ -1,5 +1,7 @@
 """``kbcurate vector-store`` (show or set the workspace's vector store) and ``kbcurate
-encode-bulk`` (encode every document into a dense index with parallel workers, resumable)."""
+encode-bulk`` (encode every document into a dense index with parallel workers, resumable), and
+:func:`dense_options`, the dense encoder flags that ``index``, ``evaluate`` and ``encode-bulk``
+read (here, so that :mod:`curation.cli.commands` imports this module and not the reverse)."""
 
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
 
 
 def cmd_vector_store(args: argparse.Namespace) -> int:
-    from curation.search.vectors import set_store_setting, store_setting
+    from curation.search.vector_settings import set_store_setting, store_setting
 
     settings = {k: v for k in STORE_FLAGS if (v := getattr(args, k, None)) is not None}
     with Workspace.open(workspace_path(args)) as ws:
@@ -58,8 +60,14 @@ def cmd_vector_store(args: argparse.Namespace) -> int:
     return 0
 
 
+def dense_options(args: argparse.Namespace) -> dict[str, str]:
+    """The dense encoder options given on the command line (``--model``, ``--backend``,
+    ``--precision``); the workspace defaults fill in the rest."""
+    return {key: value for key in ("model", "backend", "precision")
+            if (value := getattr(args, key, None)) is not None}
+
+
 def cmd_encode_bulk(args: argparse.Namespace) -> int:
-    from curation.cli.commands import dense_options
     from curation.search.vectors import bulk_index
     from retrievers.bulk_encode import BulkConfig
 

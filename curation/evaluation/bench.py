@@ -29,6 +29,7 @@ from curation.search.indexing import (
     with_dense_options,
     with_workspace_defaults,
 )
+from curation.store.evaluation_data import document_title_lines
 from curation.store.relations import list_partial_relations
 from curation.store.workspace import Workspace
 from kb_sources.schema import get_schema
@@ -122,7 +123,7 @@ def bench_queries(ws: Workspace, retriever: str, schema: str = "PO", n_queries: 
     sch = get_schema(schema, ws.schemas())
     partials = list_partial_relations(ws, sch.name, limit=n_queries)
     index = get_index(ws, retriever, options or {}, progress=False)
-    texts = dict(ws.conn.execute("SELECT doc_id, title || '\n' || abstract FROM documents"))
+    texts = document_title_lines(ws)
     matcher = EntityMatcher()
     colours = slot_colours(sch.slot_names)
     index.search(partials[0].render(sch).text, k)  # warm up (model load, caches)

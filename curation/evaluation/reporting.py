@@ -2,6 +2,9 @@
 
 Pure functions over the workspace and the evaluation report JSON
 (:func:`curation.evaluation.harness.report_json`), so the pages only draw what these return.
+The pick lists :func:`label_users`, :func:`model_versions` and :func:`evaluable_schemas` are read
+by the store (:mod:`curation.store.app_queries`, :mod:`curation.store.evaluation_data`) and
+re-exported here for the pages.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from curation.evaluation.harness import SPLITS
 from curation.evaluation.runner import check_retriever_names
 from curation.jobs.queue import Job, submit_job
 from curation.search.rerank import RERANK_SUFFIX
+from curation.store.app_queries import label_users, model_versions  # noqa: F401 (re-exported)
+from curation.store.evaluation_data import evaluable_schemas  # noqa: F401 (re-exported)
 from curation.store.labels import Label, list_labels
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
@@ -33,15 +38,6 @@ LABEL_COLUMNS = ("id", "created_at", "user", "grade", "doc_id", "query_text", "n
 
 
 # -- label log ----------------------------------------------------------------------------------
-def label_users(ws: Workspace) -> list[str]:
-    return [r[0] for r in ws.conn.execute("SELECT DISTINCT user FROM labels ORDER BY user")]
-
-
-def model_versions(ws: Workspace) -> list[str]:
-    return [r[0] for r in ws.conn.execute(
-        "SELECT DISTINCT model_version FROM labels ORDER BY model_version")]
-
-
 def labels_frame(labels: Sequence[Label]) -> pd.DataFrame:
     """The label log as a table (newest first, as given)."""
     rows = [{c: lab.to_json()[c] for c in LABEL_COLUMNS} for lab in labels]
@@ -74,14 +70,6 @@ def evaluation_choices() -> list[str]:
     """Retrievers an evaluation can compare: each registered one, plain and entity-reranked."""
     names = retriever_names()
     return names + [n + RERANK_SUFFIX for n in names]
-
-
-def evaluable_schemas(ws: Workspace) -> list[str]:
-    """Schemas whose relations cite at least one document of the workspace (so have gold)."""
-    rows = ws.conn.execute(
-        "SELECT DISTINCT r.schema FROM relations r JOIN relation_pmids p ON p.relation_id = r.id "
-        "JOIN documents d ON d.doc_id = p.pmid ORDER BY r.schema")
-    return [r[0] for r in rows]
 
 
 def start_evaluation(ws: Workspace, user: User | None, schema: str, retrievers: Sequence[str],

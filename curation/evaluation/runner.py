@@ -20,6 +20,7 @@ from curation.search.choices import VERSION_SEP, parse_retriever_choice
 from curation.search.indexing import get_index
 from curation.search.ranked import version_first_stages
 from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
+from curation.store.evaluation_data import document_texts_by_id
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import get_schema
@@ -70,7 +71,7 @@ def evaluate_workspace(
     queries = task.split(split)
     if not queries:
         raise CurationError(f"The {split} split of {task.schema} has no query; use --split all")
-    texts = dict(ws.conn.execute("SELECT doc_id, title || ' ' || abstract FROM documents"))
+    texts = document_texts_by_id(ws)
     matcher = EntityMatcher()
     results = []
     for i, name in enumerate(retrievers):

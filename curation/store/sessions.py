@@ -1,20 +1,68 @@
-"""Revoking a user's remembered browser sign-ins (the ``web_sessions`` rows).
+"""The ``web_sessions`` rows of remembered browser sign-ins: store, look up and revoke them.
 
-Here in the store, not in :mod:`curation.access.web_sessions` (which re-exports both functions),
-so that changing a user in :class:`curation.access.users.UserStore` revokes their sessions
-without the users module importing the sign-in modules that import it.
+:mod:`curation.access.web_sessions` signs the cookies and decides what a row means; the SQL is
+here. Revoking all of a user's sessions (:func:`revoke_user_sessions`, re-exported there with
+:func:`revoke_sessions_at`) lives in the store too, so that changing a user in
+:class:`curation.access.users.UserStore` revokes their sessions without the users module
+importing the sign-in modules that import it.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from curation.store.backend import is_workspace
+from curation.store.backend import StoreConnection, is_workspace
 from curation.store.workspace import Workspace
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WebSessionRow:
+    """One stored sign-in (times as ISO strings; ``revoked_at`` None while it is valid)."""
+
+    user: str
+    mode: str
+    expires_at: str
+    revoked_at: str | None
+
+
+def insert_web_session(conn: StoreConnection, id_hash: str, user: str, mode: str,
+                       created_at: str, expires_at: str, *, prune_before: str) -> None:
+    """Store a sign-in and drop the rows that expired before ``prune_before`` (inside the
+    caller's transaction, which audits it)."""
+    conn.execute("INSERT INTO web_sessions(id_hash, user, mode, created_at, expires_at) "
+                 "VALUES (?, ?, ?, ?, ?)", (id_hash, user, mode, created_at, expires_at))
+    # expired rows are of no use to anyone: keep the table small
+    conn.execute("DELETE FROM web_sessions WHERE expires_at < ?", (prune_before,))
+
+
+def find_web_session(ws: Workspace, id_hash: str) -> WebSessionRow | None:
+    """The stored sign-in with this id hash, revoked or not; None when there is none."""
+    row = ws.conn.execute("SELECT user, mode, expires_at, revoked_at FROM web_sessions "
+                          "WHERE id_hash = ?", (id_hash,)).fetchone()
+    if row is None:
+        return None
+    return WebSessionRow(row["user"], row["mode"], row["expires_at"], row["revoked_at"])
+
+
+def revoke_web_session_row(conn: StoreConnection, id_hash: str, revoked_at: str) -> str | None:
+    """Mark one sign-in revoked (inside the caller's transaction).
+
+    Returns:
+        The user it belonged to, or None when no unrevoked row has this id hash (nothing
+        changed).
+    """
+    row = conn.execute("SELECT user FROM web_sessions WHERE id_hash = ? AND revoked_at IS NULL",
+                       (id_hash,)).fetchone()
+    if row is None:
+        return None
+    conn.execute("UPDATE web_sessions SET revoked_at = ? WHERE id_hash = ?",
+                 (revoked_at, id_hash))
+    return row["user"]
 
 
 def revoke_user_sessions(ws: Workspace, user: str, *, reason: str = "") -> int:
