@@ -181,7 +181,7 @@ def test_only_the_adapters_import_vector_engines():
 
 
 #: Engine drivers only the workspace store may import; everything else goes through
-#: ``ws.conn`` (curation/store/backend.py) and catches ``curation.store.errors.DATABASE_ERRORS``.
+#: ``ws.conn`` (curation/store/database.py) and catches ``curation.store.errors.DATABASE_ERRORS``.
 DRIVERS = ("sqlite3", "psycopg", "psycopg_pool", "procrastinate")
 #: Files that keep their own local SQLite file, not the workspace database.
 OWN_SQLITE_FILES = frozenset({"retrievers/cache.py"})  # the embedding cache, floor 1

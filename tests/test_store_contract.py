@@ -42,7 +42,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Workspace:
     """A fresh workspace on each store."""
     url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
     ws = Workspace.init(tmp_path / "ws", store_url=url)
-    assert ws.backend == request.param
+    assert ws.engine == request.param
     yield ws
     ws.close()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from curation.cli.main import main
-from curation.store.backend import STORE_FILE, read_store_settings
+from curation.store.database import STORE_FILE, read_store_settings
 from curation.store.dialect import DialectError, to_postgresql
 from curation.store.errors import WorkspaceError
 from curation.store.importer import import_file
@@ -182,7 +182,7 @@ def test_migrated_workspace_answers_every_read_command_identically(tmp_path, pg_
     assert after == before
     assert "documents" in before["stats"] and len(before["csv"].splitlines()) == 1 + 12
     with Workspace.open(ws) as migrated:
-        assert migrated.backend == "postgresql"
+        assert migrated.engine == "postgresql"
         nxt = record_label(migrated, user="cy", schema="PO", query_key="k", query_text="q",
                            doc_id="1", grade="skip")
         assert nxt.id == 14  # ids continue above every id SQLite handed out
@@ -232,7 +232,7 @@ def test_a_postgresql_workspace_is_cloned_to_a_scratch_sqlite_file(tmp_path, pg_
     with Workspace.open(root) as ws:
         clone_database(ws, tmp_path / "copy" / "workspace.sqlite", empty=("labels",))
     with Workspace.open(tmp_path / "copy") as copy:
-        assert copy.backend == "sqlite"
+        assert copy.engine == "sqlite"
         stats = copy.stats()
     assert (stats.documents, stats.relations, stats.synonyms, stats.labels) == (
         before.documents, before.relations, before.synonyms, 0)

@@ -33,7 +33,7 @@ from pathlib import Path
 from curation.jobs.guards import retry_busy
 from curation.jobs.lifecycle import JobContext, QueueOf, execute_job, finish_job, record_busy
 from curation.jobs.records import ORPHAN_AFTER_S
-from curation.store.backend import StoreSettings
+from curation.store.database import StoreSettings
 from curation.store.errors import WorkspaceBusyError, WorkspaceError
 from curation.store.job_table import Job, JobStatus, fail_queued_job, job_status
 from curation.store.pg_jobs import UNFINISHED, PgJobBroker

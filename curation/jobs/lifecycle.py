@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from curation.jobs.guards import retry_busy
 from curation.jobs.kinds import get_kind
 from curation.jobs.records import HEARTBEAT_S
-from curation.store.backend import open_connection
+from curation.store.database import open_connection
 from curation.store.errors import DATABASE_ERRORS, WorkspaceBusyError, WorkspaceError
 from curation.store.job_table import (
     Job,

@@ -20,7 +20,7 @@ that is the :class:`~curation.jobs.lifecycle.JobQueue` interface:
   procrastinate's row locks; stale workers are found by their heartbeats.
 
 ``WS/store.toml`` may name the queue (``jobs = "table"`` keeps one worker process per job on a
-PostgreSQL workspace); see :mod:`curation.store.backend`.
+PostgreSQL workspace); see :mod:`curation.store.database`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pathlib import Path
 from curation.jobs.guards import process_alive
 from curation.jobs.lifecycle import JobQueue, execute_job
 from curation.jobs.records import ORPHAN_AFTER_S, STALE_AFTER_S
-from curation.store.backend import read_store_settings
+from curation.store.database import read_store_settings
 from curation.store.errors import WorkspaceBusyError
 from curation.store.job_table import Job, JobStatus, record_worker_pid, unclaimed_job_ids
 from curation.store.safe_files import LinkRefusedError, open_no_follow, read_text_no_follow
@@ -157,7 +157,7 @@ def job_queue(ws: Workspace) -> JobQueue:
         WorkspaceError: The setting names no queue, or procrastinate is not installed (the
             message names ``pip install 'kbcurate[postgresql]'``).
     """
-    if ws.backend == "sqlite":
+    if ws.engine == "sqlite":
         return TABLE_QUEUE
     settings = read_store_settings(ws.root)
     if settings.job_queue == TABLE_QUEUE.name:

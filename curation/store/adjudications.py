@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from curation.store.backend import StoreConnection
+from curation.store.database import StoreConnection
 from curation.store.label_types import Grade
 from curation.store.workspace import Workspace, utcnow
 

@@ -28,7 +28,7 @@ LOCK_WAIT_S = 30.0
 class WorkspaceConnection(sqlite3.Connection):
     """A connection whose environmental SQLite errors are translated (see module docstring).
 
-    It is the first implementation of :class:`~curation.store.backend.StoreConnection`: besides
+    It is the first implementation of :class:`~curation.store.database.StoreConnection`: besides
     ``execute``/``executemany`` it has the few operations whose SQL differs between engines.
 
     Attributes:
@@ -37,7 +37,7 @@ class WorkspaceConnection(sqlite3.Connection):
         wait_s: The current lock wait in seconds (see :func:`set_lock_wait`).
     """
 
-    backend = "sqlite"
+    engine = "sqlite"
     db_path: Path | None = None
     read_only_reason: str = ""
     wait_s: float = LOCK_WAIT_S

@@ -35,8 +35,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from curation.store.backend import StoreConnection
 from curation.store.clock import utcnow
+from curation.store.database import StoreConnection
 from curation.store.errors import WorkspaceBusyError, WorkspaceError
 from curation.store.tracked import TRACKED
 

@@ -19,7 +19,7 @@ import json
 import logging
 from pathlib import Path
 
-from curation.store.backend import StoreConnection
+from curation.store.database import StoreConnection
 from curation.store.identities import ModelVersionId
 
 logger = logging.getLogger(__name__)

@@ -160,7 +160,7 @@ class PgConnection:
         total_changes: Rows inserted, updated or deleted through this connection.
     """
 
-    backend = "postgresql"
+    engine = "postgresql"
     db_path = None
 
     def __init__(self, pg: Any, url: str, setting: str, read_only_reason: str = "") -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from curation.store.backend import StoreConnection, is_workspace
+from curation.store.database import StoreConnection, is_workspace
 from curation.store.workspace import Workspace
 
 logger = logging.getLogger(__name__)

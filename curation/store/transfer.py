@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from curation.store.backend import STORE_FILE, check_url, write_store_settings
+from curation.store.database import STORE_FILE, check_url, write_store_settings
 from curation.store.dialect import ROWID
 from curation.store.errors import WorkspaceError
 from curation.store.workspace import Workspace
@@ -82,7 +82,7 @@ def migrate_to_postgresql(ws: Workspace, url: str, *, replace: bool = False,
     from curation.store.labels import flush_pending_labels
     from curation.store.postgres import connect_postgresql
 
-    if ws.backend != "sqlite":
+    if ws.engine != "sqlite":
         raise WorkspaceError(f"The workspace {ws.root} already uses {ws.conn.location} "
                              f"(see {ws.root / STORE_FILE}); migrate copies a SQLite workspace")
     check_url(url, "--to")
@@ -217,7 +217,7 @@ def clone_database(ws: Workspace, dest: Path, *, empty: tuple[str, ...] = ()) ->
     """
     from curation.store.connection import connect
 
-    if ws.backend == "sqlite":
+    if ws.engine == "sqlite":
         import sqlite3
 
         target = sqlite3.connect(dest)

@@ -4,7 +4,7 @@ Layout::
 
     WS/
       workspace.sqlite   documents, relations, entities/synonyms, labels, models, jobs, audit log
-      store.toml         only when the database is on PostgreSQL (curation/store/backend.py)
+      store.toml         only when the database is on PostgreSQL (curation/store/database.py)
       indexes/           FAISS / BM25 files per model version (plain files, never pickled)
       models/            checkpoints (safetensors)
       schemas/           user relation schemas (TOML), added with ``kbcurate schema add``
@@ -14,7 +14,7 @@ Layout::
 The database runs in WAL mode so the app can read while a background job writes. Everything a user
 changes goes through :meth:`Workspace.transaction` (all or nothing) and is written to the audit log.
 The store setting (``WS/store.toml``) can put the database on PostgreSQL instead; the workspace
-then talks to it through the same :class:`~curation.store.backend.StoreConnection` interface.
+then talks to it through the same :class:`~curation.store.database.StoreConnection` interface.
 
 SQLite errors caused by the environment (lock wait ran out, read-only files, full disk) arrive as
 :class:`~curation.store.errors.WorkspaceError` subclasses naming the workspace and the fix. A
@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from curation.store.backend import (
+from curation.store.clock import utcnow
+from curation.store.connection import LOCK_WAIT_S, lock_wait_of, set_lock_wait
+from curation.store.database import (
     DB_NAME,
     STORE_FILE,
     StoreConnection,
@@ -42,8 +44,6 @@ from curation.store.backend import (
     open_connection,
     write_store_settings,
 )
-from curation.store.clock import utcnow
-from curation.store.connection import LOCK_WAIT_S, lock_wait_of, set_lock_wait
 from curation.store.errors import (
     DATABASE_ERRORS,
     WorkspaceBusyError,
@@ -202,15 +202,15 @@ class Workspace:
         return getattr(self.conn, "read_only_reason", "")
 
     @property
-    def backend(self) -> str:
+    def engine(self) -> str:
         """The engine holding the database: ``sqlite`` or ``postgresql``."""
-        return str(getattr(self.conn, "backend", "sqlite"))
+        return str(getattr(self.conn, "engine", "sqlite"))
 
     def check_writable(self) -> None:
         """Raises :class:`WorkspaceReadOnlyError` when the workspace was opened read-only."""
         if not self.read_only:
             return
-        if self.backend == "sqlite":
+        if self.engine == "sqlite":
             raise read_only_error(self.root / DB_NAME, self.read_only_reason)
         raise WorkspaceReadOnlyError(
             f"The workspace {self.root} (database {self.conn.location}) is read-only "
@@ -224,7 +224,7 @@ class Workspace:
         Raises:
             WorkspaceError: Naming what the folder holds and how to restore it.
         """
-        if self.backend == "sqlite" and self.schema_version == 0:
+        if self.engine == "sqlite" and self.schema_version == 0:
             _refuse_emptied(self.root)
 
     def _check_readable_version(self) -> None:

@@ -34,7 +34,7 @@ STORE_FILE = "store.toml"
 DB_NAME = "workspace.sqlite"
 #: URL schemes of the server stores (the embedded store has no URL).
 SCHEMES = ("postgresql://", "postgres://")
-BACKENDS = ("sqlite", "postgresql")
+ENGINES = ("sqlite", "postgresql")
 #: Job queues (curation/jobs): the ``jobs`` table with one worker process per job on the
 #: submitting machine, or procrastinate on the PostgreSQL server (workers on any machine).
 JOB_QUEUES = ("table", "procrastinate")
@@ -58,7 +58,7 @@ class StoreConnection(Protocol):
     name and by position. The operations whose SQL differs between engines are methods.
     """
 
-    backend: str
+    engine: str
     read_only_reason: str
     wait_s: float
     total_changes: int
@@ -94,7 +94,7 @@ class StoreSettings:
     jobs: str = ""
 
     @property
-    def backend(self) -> str:
+    def engine(self) -> str:
         """``sqlite`` or ``postgresql``."""
         return "postgresql" if self.url else "sqlite"
 
@@ -189,7 +189,7 @@ def open_connection(root: Path, *, read_only: bool = False, create: bool = False
         WorkspaceError: The database cannot be opened (the message names the setting).
     """
     settings = settings or read_store_settings(root)
-    if settings.backend == "sqlite":
+    if settings.engine == "sqlite":
         from curation.store.connection import connect
 
         return connect(root / DB_NAME, read_only=read_only)
