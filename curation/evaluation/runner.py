@@ -16,7 +16,7 @@ from curation.evaluation.harness import EvalQuery, EvalTask, build_task, report_
 from curation.matching.matcher import EntityMatcher
 from curation.ranking.pipeline import RANKED, RankingContext
 from curation.ranking.versions import active_version, load_ranker
-from curation.search.choices import VERSION_SEP, parse_retriever_choice
+from curation.search.choices import RetrieverChoice, parse_retriever_choice
 from curation.search.indexing import get_index
 from curation.search.ranked import version_first_stages
 from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
@@ -39,7 +39,10 @@ def check_retriever_names(names: Sequence[str]) -> None:
     "hybrid · V" name a model version: the version is checked when its index is opened)."""
     available = retriever_names()
     for name in names:
-        base = name.removesuffix(RERANK_SUFFIX).partition(VERSION_SEP)[0]
+        try:
+            base = RetrieverChoice.parse(name).retriever
+        except CurationError:
+            base = name
         if base not in available and name != RANKED:
             options = ", ".join(available + [n + RERANK_SUFFIX for n in available] + [RANKED])
             raise CurationError(f"Unknown retriever {name!r}. Available options: {options}")
@@ -95,8 +98,9 @@ def _retriever_options(ws: Workspace, schema: str, name: str,
     """(registered retriever, its options) of an entry: "dense · V" (a model version, as in the
     app's menu; "dense · active" pinned to the schema's active one now) or a plain name with the
     caller's options."""
-    base = name.removesuffix(RERANK_SUFFIX)
-    if VERSION_SEP in base:
+    choice = RetrieverChoice.parse(name)
+    base = str(RetrieverChoice(choice.retriever, choice.version))  # without "+rerank"
+    if choice.version is not None:
         return parse_retriever_choice(base, ws=ws, schema=schema)
     return base, options.get(base, {})
 

@@ -30,6 +30,7 @@ from curation.ranking.versions import (
     load_ranker,
 )
 from curation.search.indexing import get_index, index_ready
+from curation.store.identities import ACTIVE, VERSION_SEP, RetrieverChoice
 from curation.store.rankers import default_ranking
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
@@ -39,10 +40,8 @@ from retrievers.base import Hit, Retriever
 
 logger = logging.getLogger(__name__)
 
-#: Separates a retriever from a version in a menu entry (as in curation.search.choices).
-SEP = " · "
 #: The menu entry that follows the schema's active ranker version.
-RANKED_ACTIVE = f"{RANKED}{SEP}active"
+RANKED_ACTIVE = str(RetrieverChoice(RANKED, ACTIVE))
 #: The reason of a document whose features all lowered its score.
 NO_REASON = "nothing in it raised the score above an average candidate's"
 #: What a workspace ranks with before any evaluation measured something better.
@@ -51,7 +50,10 @@ FALLBACK = "bm25+rerank"
 
 def is_ranked_choice(choice: str) -> bool:
     """Whether a menu entry is the learned ranker ("ranked · ...")."""
-    return choice.partition(SEP)[0] == RANKED
+    try:
+        return RetrieverChoice.parse(choice).is_ranked
+    except CurationError:
+        return False
 
 
 def ranked_choices(ws: Workspace, schema: str) -> list[str]:
@@ -60,7 +62,7 @@ def ranked_choices(ws: Workspace, schema: str) -> list[str]:
     versions = list_versions(ws, schema)
     active = active_version(ws, schema)
     head = [RANKED_ACTIVE] if active is not None else []
-    return head + [f"{RANKED}{SEP}{v.id}" for v in reversed(versions)]
+    return head + [str(RetrieverChoice(RANKED, v.id)) for v in reversed(versions)]
 
 
 def resolve_ranked_choice(ws: Workspace, schema: str, choice: str) -> RankerVersion:
@@ -70,11 +72,18 @@ def resolve_ranked_choice(ws: Workspace, schema: str, choice: str) -> RankerVers
         CurationError: The entry is not a ranked one, the schema has no active version, or the
             version does not exist or belongs to another schema.
     """
-    name, _, ident = choice.partition(SEP)
-    if name != RANKED or not ident:
+    try:
+        parsed = RetrieverChoice.parse(choice)
+    except CurationError:
+        parsed = None
+        name, _, ident = choice.partition(VERSION_SEP)
+        if name == RANKED and ident:
+            get_version(ws, ident)  # says why it is no version id (a path, a typo)
+    if parsed is None or not parsed.is_ranked or parsed.version is None or parsed.rerank:
         raise CurationError(f"{choice!r} is not a ranked menu entry; expected 'ranked · active' "
                             "or 'ranked · <schema>-ranker@N'")
-    if ident == "active":
+    ident = str(parsed.version)
+    if parsed.follows_active:
         version = active_version(ws, schema)
         if version is None:
             raise CurationError(f"{schema} has no active ranker version yet; train one "
@@ -103,7 +112,7 @@ class RankedSearch:
     @property
     def label(self) -> str:
         """The model-version label of its hits (what label rows record)."""
-        return f"{RANKED}{SEP}{self.version.id}"
+        return str(RetrieverChoice(RANKED, self.version.id))
 
     def search(self, ws: Workspace, text: str, query: Mapping[str, Sequence[Entity]], k: int,
                query_key: str = "") -> tuple[list[Hit], dict[str, tuple[str, ...]]]:
@@ -195,7 +204,7 @@ def configuration_choice(configuration: str, record: Mapping[str, Any] | None = 
     base, plus, _ = configuration.partition("+")
     rerank = bool(plus)
     if base == "hybrid" and record.get("dense_version"):
-        return f"hybrid{SEP}{record['dense_version']}", rerank
+        return str(RetrieverChoice("hybrid", record["dense_version"])), rerank
     return base, rerank
 
 
