@@ -98,3 +98,17 @@ def test_a_test_may_register_a_kind_of_its_own(monkeypatch):
     monkeypatch.setattr(kinds, "JOB_KINDS", kinds.job_kind_registry([probe]))
     assert get_kind("probe") is probe
     assert {kind.name for kind in job_kinds()} == {*TODAY, "probe"}
+
+
+def test_the_job_queues_are_one_registry_with_the_names_the_store_accepts():
+    from curation.jobs.queues import QUEUES, TABLE_QUEUE, table_queue
+    from curation.store.database import JOB_QUEUES, StoreSettings
+    from curation.store.errors import WorkspaceError
+    from kb_sources.plugins import load_target
+
+    assert tuple(QUEUES.names()) == JOB_QUEUES
+    assert table_queue(StoreSettings()) is TABLE_QUEUE
+    assert load_target(QUEUES.get("table").target) is table_queue
+    assert load_target(QUEUES.get("procrastinate").target).__name__ == "ProcrastinateQueue"
+    with pytest.raises(WorkspaceError, match="Available options: table, procrastinate"):
+        QUEUES.get("celery")

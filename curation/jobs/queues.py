@@ -31,17 +31,19 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from curation.jobs.guards import process_alive
 from curation.jobs.lifecycle import JobQueue, execute_job
 from curation.jobs.records import ORPHAN_AFTER_S, STALE_AFTER_S
-from curation.store.database import read_store_settings
-from curation.store.errors import WorkspaceBusyError
+from curation.store.database import StoreSettings, read_store_settings
+from curation.store.errors import WorkspaceBusyError, WorkspaceError
 from curation.store.job_table import Job, JobStatus, record_worker_pid, unclaimed_job_ids
 from curation.store.safe_files import LinkRefusedError, open_no_follow, read_text_no_follow
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
+from kb_sources.plugins import Registry, load_target
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +151,32 @@ def _log_tail(log: Path) -> str:
 TABLE_QUEUE = TableQueue()
 
 
+def table_queue(settings: StoreSettings) -> JobQueue:
+    """The table queue (one instance: it keeps no state)."""
+    return TABLE_QUEUE
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """One registered job queue: ``target`` (``module:attr``) builds it from the workspace's
+    store setting, ``fn(settings) -> JobQueue``."""
+
+    name: str
+    target: str
+    description: str
+
+
+#: The job queues a PostgreSQL workspace's ``jobs = ...`` setting may name (the store checks the
+#: same names, :data:`curation.store.database.JOB_QUEUES`; SQLite always uses the table).
+QUEUES: Registry[QueueSpec] = Registry("job queue", [
+    QueueSpec("table", "curation.jobs.queues:table_queue",
+              "the jobs table, one worker process per job on the machine that submits it"),
+    QueueSpec("procrastinate", "curation.jobs.distributed:ProcrastinateQueue",
+              "procrastinate on the PostgreSQL server: kbcurate worker on any machine"),
+], error=lambda kind, name, available: WorkspaceError(
+    f"Unknown {kind} {name!r}. Available options: {', '.join(available)}"))
+
+
 def job_queue(ws: Workspace) -> JobQueue:
     """The job queue of ``ws``: the table on SQLite; on PostgreSQL the ``jobs`` setting of
     ``WS/store.toml``, procrastinate by default.
@@ -160,8 +188,4 @@ def job_queue(ws: Workspace) -> JobQueue:
     if ws.engine == "sqlite":
         return TABLE_QUEUE
     settings = read_store_settings(ws.root)
-    if settings.job_queue == TABLE_QUEUE.name:
-        return TABLE_QUEUE
-    from curation.jobs.distributed import ProcrastinateQueue
-
-    return ProcrastinateQueue(settings)
+    return load_target(QUEUES.get(settings.job_queue).target)(settings)
