@@ -21,7 +21,15 @@ from curation.ranking.features import (
     monotone_constraints,
 )
 from curation.ranking.grades import grade_table, graded, kb_grade
-from curation.ranking.model import Group, Ranker, RankerOptions, fit
+from curation.ranking.model import (
+    RANKER_MODELS,
+    Group,
+    LogisticModel,
+    Ranker,
+    RankerOptions,
+    fit,
+    model_class,
+)
 from curation.ranking.versions import (
     activate,
     active_version,
@@ -218,8 +226,7 @@ def test_explanation_of_a_hand_made_case():
                          ("answer_with_query", 1.0), ("dense_cos", 0.5), ("bm25_rank", -1.0)):
         coef[names.index(name)] = weight
     zeros = [0.0] * len(names)
-    ranker = Ranker("logistic", names, linear={"coef": coef, "intercept": 0.0, "mean": zeros,
-                                               "scale": [1.0] * len(names)})
+    ranker = Ranker("logistic", names, LogisticModel(names, coef, 0.0, zeros, [1.0] * len(names)))
     values = np.zeros(len(names))
     for name in ("slot:gene:title", "slot:variant:title", "answer_with_query", "dense_cos",
                  "bm25_rank"):
@@ -319,3 +326,12 @@ def test_only_admins_activate_a_ranker_version(tmp_workspace):
         with pytest.raises(PermissionDenied, match="needs the admin role"):
             activate(tmp_workspace, v.id, user=who)
     assert active_version(tmp_workspace, "PO") is None
+
+
+def test_ranker_models_are_one_registry_and_an_unknown_one_lists_them(tmp_path):
+    assert RANKER_MODELS.names() == ["lightgbm", "logistic"]
+    assert model_class("logistic") is LogisticModel
+    with pytest.raises(CurationError, match="model must be one of lightgbm, logistic"):
+        RankerOptions(model="xgboost")
+    with pytest.raises(CurationError, match="unknown ranker kind 'xgboost'"):
+        Ranker.load(tmp_path / "model.txt", "xgboost", ["a"])

@@ -17,16 +17,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from curation.ranking.features import monotone_constraints
-from kb_sources.errors import CurationError
+from kb_sources.errors import CurationError, UnknownNameError
+from kb_sources.plugins import Registry, load_target
 
 logger = logging.getLogger(__name__)
 
-MODELS = ("lightgbm", "logistic")
 LIGHTGBM_FILE = "model.txt"
 LOGISTIC_FILE = "model.json"
 
@@ -52,8 +52,9 @@ class RankerOptions:
 
     def __post_init__(self) -> None:
         problems = []
-        if self.model not in MODELS:
-            problems.append(f"model must be one of {', '.join(MODELS)}, got {self.model!r}")
+        if self.model not in RANKER_MODELS:
+            problems.append(f"model must be one of {', '.join(RANKER_MODELS.names())}, got "
+                            f"{self.model!r}")
         for name in ("n_estimators", "num_leaves", "min_child_samples"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -79,17 +80,165 @@ class Group:
     grades: tuple[int, ...]
 
 
-class Ranker:
-    """A fitted ranker over named features."""
+class RankerModel(Protocol):
+    """What a ranker model kind implements (registered in :data:`RANKER_MODELS`)."""
 
-    def __init__(self, kind: str, names: Sequence[str], booster: Any = None,
-                 linear: dict[str, Any] | None = None) -> None:
+    filename: str
+
+    @classmethod
+    def fit(cls, x: np.ndarray, y: np.ndarray, group_sizes: Sequence[int],
+            names: Sequence[str], options: RankerOptions) -> RankerModel: ...
+
+    @classmethod
+    def load(cls, path: Path, names: Sequence[str]) -> RankerModel: ...
+
+    def score(self, x: np.ndarray) -> np.ndarray: ...
+
+    def contributions(self, x: np.ndarray) -> np.ndarray: ...
+
+    def save(self, path: Path) -> None: ...
+
+
+class LightGBMModel:
+    """LightGBM lambdarank, monotone where a feature's direction is known; a text model file."""
+
+    filename = LIGHTGBM_FILE
+
+    def __init__(self, booster: Any) -> None:
+        self.booster = booster
+
+    @classmethod
+    def fit(cls, x: np.ndarray, y: np.ndarray, group_sizes: Sequence[int],
+            names: Sequence[str], options: RankerOptions) -> LightGBMModel:
+        import lightgbm
+
+        model = lightgbm.LGBMRanker(
+            objective="lambdarank", n_estimators=options.n_estimators,
+            learning_rate=options.learning_rate, num_leaves=options.num_leaves,
+            min_child_samples=options.min_child_samples, random_state=options.seed,
+            deterministic=True, force_col_wise=True, n_jobs=1, verbose=-1,
+            monotone_constraints=monotone_constraints(names),
+            monotone_constraints_method="advanced", label_gain=[2 ** i - 1 for i in range(31)])
+        model.fit(x, y, group=list(group_sizes), feature_name=[_lgb_name(n) for n in names])
+        return cls(model.booster_)
+
+    @classmethod
+    def load(cls, path: Path, names: Sequence[str]) -> LightGBMModel:
+        import lightgbm
+
+        try:
+            booster = lightgbm.Booster(model_file=str(path))
+        except lightgbm.basic.LightGBMError as exc:
+            raise CurationError(f"{path}: not a LightGBM text model ({exc})") from exc
+        if booster.feature_name() != [_lgb_name(n) for n in names]:
+            raise CurationError(f"{path}: its features {booster.feature_name()} differ from "
+                                "the manifest's; the version is damaged, train a new one")
+        return cls(booster)
+
+    def score(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(self.booster.predict(x, num_threads=1), dtype=np.float64)
+
+    def contributions(self, x: np.ndarray) -> np.ndarray:
+        out = np.asarray(self.booster.predict(x, pred_contrib=True, num_threads=1))
+        return out[:, :x.shape[1]]
+
+    def save(self, path: Path) -> None:
+        self.booster.save_model(str(path))
+
+
+class LogisticModel:
+    """A logistic regression (relevant = grade > 0) on standardised features; JSON weights."""
+
+    filename = LOGISTIC_FILE
+
+    def __init__(self, names: Sequence[str], coef: Sequence[float], intercept: float,
+                 mean: Sequence[float], scale: Sequence[float]) -> None:
+        self.names = list(names)
+        self.coef = np.asarray(coef, dtype=np.float64)
+        self.intercept = float(intercept)
+        self.mean = np.asarray(mean, dtype=np.float64)
+        self.scale = np.asarray(scale, dtype=np.float64)
+
+    @classmethod
+    def fit(cls, x: np.ndarray, y: np.ndarray, group_sizes: Sequence[int],
+            names: Sequence[str], options: RankerOptions) -> LogisticModel:
+        from sklearn.linear_model import LogisticRegression
+
+        filled = np.where(np.isnan(x), 0.0, x)
+        mean = filled.mean(axis=0)
+        scale = filled.std(axis=0)
+        scale[scale == 0] = 1.0
+        clf = LogisticRegression(C=options.c, max_iter=1000, random_state=options.seed)
+        clf.fit((filled - mean) / scale, (y > 0).astype(int))
+        coef = [float(v) for v in clf.coef_[0]]
+        if not all(math.isfinite(v) for v in coef):
+            raise CurationError("the logistic regression did not converge to finite weights")
+        return cls(names, coef, float(clf.intercept_[0]), [float(v) for v in mean],
+                   [float(v) for v in scale])
+
+    @classmethod
+    def load(cls, path: Path, names: Sequence[str]) -> LogisticModel:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CurationError(f"{path}: not a ranker JSON model ({exc})") from exc
+        if data.get("names") != list(names):
+            raise CurationError(f"{path}: its features differ from the manifest's")
+        return cls(names, data["coef"], data["intercept"], data["mean"], data["scale"])
+
+    def _standardised(self, x: np.ndarray) -> np.ndarray:
+        return (np.where(np.isnan(x), 0.0, x) - self.mean) / self.scale
+
+    def score(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(self._standardised(x) @ self.coef + self.intercept, dtype=np.float64)
+
+    def contributions(self, x: np.ndarray) -> np.ndarray:
+        return self._standardised(x) * self.coef
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps({"names": self.names, "coef": self.coef.tolist(),
+                                    "intercept": self.intercept, "mean": self.mean.tolist(),
+                                    "scale": self.scale.tolist()}, indent=1), encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class RankerModelSpec:
+    """One registered ranker model kind: ``target`` names its :class:`RankerModel` class."""
+
+    name: str
+    target: str
+    description: str
+
+
+#: The ranker model kinds (``RankerOptions.model``); the entry-point group
+#: ``kbcurate.ranker_models`` adds plug-ins (a RankerModelSpec).
+RANKER_MODELS: Registry[RankerModelSpec] = Registry("ranker model", [
+    RankerModelSpec("lightgbm", "curation.ranking.model:LightGBMModel",
+                    "LightGBM lambdarank (the default)"),
+    RankerModelSpec("logistic", "curation.ranking.model:LogisticModel",
+                    "logistic regression (the tiny fallback)"),
+], group="kbcurate.ranker_models",
+    accept=lambda e: None if isinstance(e, RankerModelSpec) else "expected a RankerModelSpec",
+    error=lambda kind, name, available: UnknownNameError(kind, name, available))
+
+
+def model_class(kind: str) -> type[RankerModel]:
+    """The :class:`RankerModel` class of a registered kind.
+
+    Raises:
+        UnknownNameError: No such kind (the message lists them).
+    """
+    return load_target(RANKER_MODELS.get(kind).target)
+
+
+class Ranker:
+    """A fitted ranker over named features: a model kind and its fitted model."""
+
+    def __init__(self, kind: str, names: Sequence[str], model: RankerModel) -> None:
         self.kind = kind
         self.names = list(names)
-        self.booster = booster
-        self.linear = linear
+        self.model = model
 
-    # -- scoring ---------------------------------------------------------------------------
     def _check(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 2 or x.shape[1] != len(self.names):
@@ -98,69 +247,41 @@ class Ranker:
                                 "feature list")
         return x
 
-    def _standardised(self, x: np.ndarray) -> np.ndarray:
-        assert self.linear is not None
-        filled = np.where(np.isnan(x), 0.0, x)
-        return (filled - np.asarray(self.linear["mean"])) / np.asarray(self.linear["scale"])
-
     def score(self, x: np.ndarray) -> np.ndarray:
         """One score per row (higher ranks first)."""
         x = self._check(x)
         if len(x) == 0:
             return np.zeros(0)
-        if self.kind == "lightgbm":
-            return np.asarray(self.booster.predict(x, num_threads=1), dtype=np.float64)
-        z = self._standardised(x) @ np.asarray(self.linear["coef"]) + self.linear["intercept"]
-        return np.asarray(z, dtype=np.float64)
+        return self.model.score(x)
 
     def contributions(self, x: np.ndarray) -> np.ndarray:
         """Per-row, per-feature contributions to the score (rows x features; no bias column)."""
-        x = self._check(x)
-        if self.kind == "lightgbm":
-            out = np.asarray(self.booster.predict(x, pred_contrib=True, num_threads=1))
-            return out[:, :len(self.names)]
-        return self._standardised(x) * np.asarray(self.linear["coef"])
+        return self.model.contributions(self._check(x))
 
-    # -- files -----------------------------------------------------------------------------
     @property
     def filename(self) -> str:
-        return LIGHTGBM_FILE if self.kind == "lightgbm" else LOGISTIC_FILE
+        return self.model.filename
 
     def save(self, folder: Path) -> Path:
         """Write the model file into ``folder``; returns its path."""
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / self.filename
-        if self.kind == "lightgbm":
-            self.booster.save_model(str(path))
-        else:
-            path.write_text(json.dumps({"names": self.names, **self.linear}, indent=1),
-                            encoding="utf-8")
+        self.model.save(path)
         return path
 
     @classmethod
     def load(cls, path: Path, kind: str, names: Sequence[str]) -> Ranker:
-        """Read a model file written by :meth:`save` (text only)."""
-        if kind == "lightgbm":
-            import lightgbm
+        """Read a model file written by :meth:`save` (text only).
 
-            try:
-                booster = lightgbm.Booster(model_file=str(path))
-            except lightgbm.basic.LightGBMError as exc:
-                raise CurationError(f"{path}: not a LightGBM text model ({exc})") from exc
-            if booster.feature_name() != [_lgb_name(n) for n in names]:
-                raise CurationError(f"{path}: its features {booster.feature_name()} differ from "
-                                    "the manifest's; the version is damaged, train a new one")
-            return cls(kind, names, booster=booster)
-        if kind == "logistic":
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise CurationError(f"{path}: not a ranker JSON model ({exc})") from exc
-            if data.get("names") != list(names):
-                raise CurationError(f"{path}: its features differ from the manifest's")
-            return cls(kind, names, linear={k: data[k] for k in ("coef", "intercept", "mean",
-                                                                  "scale")})
-        raise CurationError(f"unknown ranker kind {kind!r}; expected one of {', '.join(MODELS)}")
+        Raises:
+            CurationError: Not a model of that kind, other features, or an unknown kind.
+        """
+        try:
+            model = model_class(kind)
+        except UnknownNameError as exc:
+            raise CurationError(f"unknown ranker kind {kind!r}; expected one of "
+                                f"{', '.join(RANKER_MODELS.names())}") from exc
+        return cls(kind, names, model.load(path, names))
 
 
 def _lgb_name(name: str) -> str:
@@ -182,29 +303,5 @@ def fit(groups: Sequence[Group], names: Sequence[str], options: RankerOptions) -
                             "the workspace")
     x = np.vstack([g.features for g in useful])
     y = np.concatenate([np.asarray(g.grades, dtype=np.int32) for g in useful])
-    if options.model == "lightgbm":
-        import lightgbm
-
-        model = lightgbm.LGBMRanker(
-            objective="lambdarank", n_estimators=options.n_estimators,
-            learning_rate=options.learning_rate, num_leaves=options.num_leaves,
-            min_child_samples=options.min_child_samples, random_state=options.seed,
-            deterministic=True, force_col_wise=True, n_jobs=1, verbose=-1,
-            monotone_constraints=monotone_constraints(names),
-            monotone_constraints_method="advanced", label_gain=[2 ** i - 1 for i in range(31)])
-        model.fit(x, y, group=[len(g.grades) for g in useful],
-                  feature_name=[_lgb_name(n) for n in names])
-        return Ranker("lightgbm", names, booster=model.booster_)
-    from sklearn.linear_model import LogisticRegression
-
-    filled = np.where(np.isnan(x), 0.0, x)
-    mean = filled.mean(axis=0)
-    scale = filled.std(axis=0)
-    scale[scale == 0] = 1.0
-    clf = LogisticRegression(C=options.c, max_iter=1000, random_state=options.seed)
-    clf.fit((filled - mean) / scale, (y > 0).astype(int))
-    linear = {"coef": [float(v) for v in clf.coef_[0]], "intercept": float(clf.intercept_[0]),
-              "mean": [float(v) for v in mean], "scale": [float(v) for v in scale]}
-    if not all(math.isfinite(v) for v in linear["coef"]):
-        raise CurationError("the logistic regression did not converge to finite weights")
-    return Ranker("logistic", names, linear=linear)
+    model = model_class(options.model).fit(x, y, [len(g.grades) for g in useful], names, options)
+    return Ranker(options.model, names, model)
