@@ -44,7 +44,7 @@ def main() -> None:
     rows = []
     for task in args.task or TASKS:
         report = evaluate_workspace(ws, task, ["bm25", "bm25+rerank"], progress=False)
-        fixed = {n: v["ndcg@10"] for n, v in report["retrievers"].items()}
+        fixed = {n: v["ndcg@10"] for n, v in report.retrievers.items()}
         ctx = open_context(ws, task, dense=dense, base=base, progress=False)
         rnd = train_ranker(ws, task, actor="bench", options=RankerOptions(model=args.model),
                            progress=False, context=ctx, dense_version=args.dense_version)

@@ -104,12 +104,12 @@ def test_evaluate_bm25_and_dense_report(small_ws, tiny_model_path):
     report = evaluate_workspace(small_ws, "disease_gene", ["bm25", "dense", "bm25+rerank"],
                                 split="all", options={"dense": {"model": str(tiny_model_path)}},
                                 progress=False)
-    assert set(report["retrievers"]) == {"bm25", "dense", "bm25+rerank"}
-    for values in report["retrievers"].values():
-        assert values["queries"] == report["queries"] > 0
+    assert set(report.retrievers) == {"bm25", "dense", "bm25+rerank"}
+    for values in report.retrievers.values():
+        assert values["queries"] == report.queries > 0
         assert 0.0 <= values["ndcg@10"] <= 1.0 and "entity_recall@10" in values
-    assert report["retrievers"]["bm25"]["recall@100"] == 1.0  # tiny corpus: all gold found
-    json.dumps(report)
+    assert report.retrievers["bm25"]["recall@100"] == 1.0  # tiny corpus: all gold found
+    assert json.loads(json.dumps(report.to_json()))["retrievers"] == report.retrievers
     table = format_table(report)
     assert "bm25+rerank" in table and "ndcg@10" in table
 
@@ -139,6 +139,6 @@ def test_evaluate_a_kb_imported_through_the_generic_tsv_path(tmp_workspace, fixt
     import_items(tmp_workspace, docs, reader="docs:test", path="mem", progress=False)
     report = evaluate_workspace(tmp_workspace, "drug_target", ["bm25", "bm25+rerank"],
                                 split="all", progress=False)
-    assert report["schema"] == "drug_target" and report["queries"] == 3
-    assert report["retrievers"]["bm25"]["recall@100"] == 1.0
-    assert report["retrievers"]["bm25+rerank"]["entity_recall@10"] > 0
+    assert report.schema == "drug_target" and report.queries == 3
+    assert report.retrievers["bm25"]["recall@100"] == 1.0
+    assert report.retrievers["bm25+rerank"]["entity_recall@10"] > 0

@@ -260,7 +260,7 @@ def test_training_round_with_labels_gate_and_evaluate(tmp_workspace):
     assert m["labels_used"] == [1] and m["grades"]["kb"]["complete"] == 3
     assert 0 < m["metrics"]["test"]["ndcg@10"] <= 1
     report = evaluate_workspace(ws, "disease_gene", ["bm25", "ranked"], progress=False)
-    assert report["retrievers"]["ranked"]["ndcg@10"] == pytest.approx(
+    assert report.retrievers["ranked"]["ndcg@10"] == pytest.approx(
         m["metrics"]["test"]["ndcg@10"])
     # the same data and seed give the same scores; the gate keeps the active version when the
     # candidate is no better, and refuses one that loses on dev

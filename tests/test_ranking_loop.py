@@ -173,7 +173,7 @@ def test_default_ranking_is_measured_recorded_and_explained(tmp_workspace):
     assert any("no active ranker version" in n for n in record["notes"])
     assert any("no active dense version" in n for n in record["notes"])
     assert record["best"] in ("bm25", "bm25+rerank")
-    assert record["scores"]["bm25"] == pytest.approx(report["retrievers"]["bm25"]["ndcg@10"])
+    assert record["scores"]["bm25"] == pytest.approx(report.retrievers["bm25"]["ndcg@10"])
     assert default_ranking(ws, "disease_gene") == record
     train_ranker(ws, "disease_gene", actor="admin", progress=False, options=SMALL)
     assert main(["evaluate", "-w", str(ws.root), "--schema", "disease_gene", "--retriever",
@@ -254,6 +254,6 @@ def test_a_ranker_with_base_model_dense_features_keeps_them_in_search(tmp_worksp
     # the evaluation opens the same first stages, so its score is the version's test metric
     from curation.evaluation.runner import evaluate_workspace
     report = evaluate_workspace(ws, "disease_gene", ["ranked"], progress=False)
-    assert report["retrievers"]["ranked"]["ndcg@10"] == pytest.approx(
+    assert report.retrievers["ranked"]["ndcg@10"] == pytest.approx(
         first.version.metrics["test"]["ndcg@10"])
     assert hits and set(why) == {h.doc_id for h in hits}

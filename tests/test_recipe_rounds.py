@@ -57,8 +57,8 @@ def test_bica_round_on_a_knn_graph_registers_a_usable_version(tmp_workspace, tin
 
     report = evaluate_workspace(ws, "disease_gene", ["dense"], split="test",
                                 options={"dense": {"model": version.id}}, progress=False)
-    assert result.test_queries == report["retrievers"]["dense"]["queries"] > 0
-    assert version.metrics["test_ndcg@10"] == report["retrievers"]["dense"]["ndcg@10"]
+    assert result.test_queries == report.retrievers["dense"]["queries"] > 0
+    assert version.metrics["test_ndcg@10"] == report.retrievers["dense"]["ndcg@10"]
     m = version.manifest
     assert m["recipe"] == "bica" and m["options"]["graph"] == "knn"
     assert m["examples"]["graph"]["kind"] == "knn"

@@ -330,7 +330,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         report = evaluate_workspace(ws, args.schema, args.retriever or ["bm25"],
                                     split=args.split, options=options, progress=not args.quiet)
     if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=2), encoding="utf-8")
+        Path(args.out).write_text(json.dumps(report.to_json(), indent=2), encoding="utf-8")
     print(format_table(report))
     return 0
 

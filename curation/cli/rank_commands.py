@@ -190,7 +190,7 @@ def evaluate_best(args: argparse.Namespace) -> int:
         report, record = choose_default(ws, args.schema, actor="cli", split=args.split,
                                         progress=not args.quiet)
     if args.out:
-        Path(args.out).write_text(json.dumps({**report, "default": record}, indent=2),
+        Path(args.out).write_text(json.dumps({**report.to_json(), "default": record}, indent=2),
                                   encoding="utf-8")
     print(format_table(report))
     print(format_choice(record))

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from curation.evaluation.harness import EvaluationReport
 from curation.evaluation.runner import evaluate_workspace
 from curation.ranking.pipeline import RANKED
 from curation.ranking.versions import active_version
@@ -68,7 +69,7 @@ def runnable(ws: Workspace, schema: str) -> tuple[list[str], dict[str, dict[str,
 def choose_default(ws: Workspace, schema: str, *, actor: str, split: str = "test",
                    metric: str = METRIC, progress: bool = True,
                    report: Callable[[float, str], None] | None = None
-                   ) -> tuple[dict[str, Any], dict[str, Any]]:
+                   ) -> tuple[EvaluationReport, dict[str, Any]]:
     """Measure the runnable configurations, record the best as the schema's default.
 
     Returns:
@@ -77,10 +78,10 @@ def choose_default(ws: Workspace, schema: str, *, actor: str, split: str = "test
     names, options, versions, notes = runnable(ws, schema)
     result = evaluate_workspace(ws, schema, names, split=split, options=options,
                                 report=report, progress=progress)
-    scores = {name: float(result["retrievers"][name][metric]) for name in names}
+    scores = {name: result.metric(name, metric) for name in names}
     best = max(names, key=lambda n: (round(scores[n], 6), -CONFIGURATIONS.index(n)))
     record = {"best": best, "metric": metric, "split": split, "scores": scores,
-              "queries": result["queries"], "seed": result["seed"], "notes": notes,
+              "queries": result.queries, "seed": result.seed, "notes": notes,
               "measured_at": utcnow(), "by": actor, **versions}
     set_default_ranking(ws, schema, record, actor=actor)
     logger.info("default ranking of %s: %s (%s %s %.3f)", schema, best, split, metric,

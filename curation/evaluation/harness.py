@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,18 +187,51 @@ def score_run(queries: Sequence[EvalQuery], run: dict[str, list[Hit]], name: str
     return RetrieverResult(name, means, per_query)
 
 
-def report_json(task: EvalTask, split: str, results: Sequence[RetrieverResult]) -> dict[str, Any]:
-    """The JSON report: per retriever, metric name -> value and the number of queries."""
-    return {
-        "schema": task.schema, "split": split, "seed": task.seed,
-        "queries": len(task.split(split)),
-        "retrievers": {r.name: {**r.metrics, "queries": r.n_queries} for r in results},
-        "per_query": {r.name: r.per_query for r in results},
-    }
+@dataclass(frozen=True)
+class EvaluationReport:
+    """What an evaluation measured (returned across wings instead of a plain dict).
+
+    Attributes:
+        schema: The schema whose KB relations were the queries.
+        split: "train", "dev", "test" or "all".
+        seed: The split's seed.
+        queries: Queries in the split.
+        retrievers: Retriever -> metric name -> mean over its queries, and ``queries``: how
+            many it was scored on.
+        per_query: Retriever -> query id -> metric -> value.
+    """
+
+    schema: str
+    split: str
+    seed: int
+    queries: int
+    retrievers: dict[str, dict[str, float]]
+    per_query: dict[str, dict[str, dict[str, float]]]
+
+    def metric(self, retriever: str, name: str) -> float:
+        """One retriever's mean of one metric ("ndcg@10", "entity_recall@10", "queries")."""
+        return float(self.retrievers[retriever][name])
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON report (``kbcurate evaluate --out``, an evaluation job's result)."""
+        return {"schema": self.schema, "split": self.split, "seed": self.seed,
+                "queries": self.queries, "retrievers": self.retrievers,
+                "per_query": self.per_query}
 
 
-def format_table(report: dict[str, Any]) -> str:
-    """A plain-text table of the report's mean metrics."""
+def evaluation_report(task: EvalTask, split: str, results: Sequence[RetrieverResult]
+                      ) -> EvaluationReport:
+    """The report of ``results``: per retriever, metric name -> mean and the number of queries."""
+    return EvaluationReport(
+        task.schema, split, task.seed, len(task.split(split)),
+        {r.name: {**r.metrics, "queries": r.n_queries} for r in results},
+        {r.name: r.per_query for r in results})
+
+
+def format_table(report: EvaluationReport | Mapping[str, Any]) -> str:
+    """A plain-text table of the report's mean metrics (a report or its JSON)."""
+    if isinstance(report, EvaluationReport):
+        report = report.to_json()
     metrics = list(TREC_MEASURES.values()) + [f"entity_recall@{k}" for k in ER_KS]
     header = f"{'retriever':<22}" + "".join(f"{m.replace('entity_recall', 'ER'):>11}"
                                            for m in metrics) + f"{'queries':>9}"

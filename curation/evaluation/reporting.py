@@ -1,7 +1,8 @@
 """Tables behind the Review and Evaluate pages: the label log, exports, evaluation frames.
 
 Pure functions over the workspace and the evaluation report JSON
-(:func:`curation.evaluation.harness.report_json`), so the pages only draw what these return.
+(:meth:`curation.evaluation.harness.EvaluationReport.to_json`), so the pages only draw what
+these return.
 The pick lists :func:`label_users`, :func:`model_versions` and :func:`evaluable_schemas` are read
 by the store (:mod:`curation.store.app_queries`, :mod:`curation.store.evaluation_data`) and
 re-exported here for the pages.

@@ -12,7 +12,14 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from curation.evaluation.harness import EvalQuery, EvalTask, build_task, report_json, score_run
+from curation.evaluation.harness import (
+    EvalQuery,
+    EvalTask,
+    EvaluationReport,
+    build_task,
+    evaluation_report,
+    score_run,
+)
 from curation.matching.matcher import EntityMatcher
 from curation.ranking.pipeline import RANKED, RankingContext
 from curation.ranking.versions import active_version, load_ranker
@@ -57,8 +64,8 @@ def evaluate_workspace(
     options: dict[str, dict[str, Any]] | None = None,
     report: Report | None = None,
     progress: bool = True,
-) -> dict[str, Any]:
-    """Evaluate retrievers on a schema's queries; returns the JSON report.
+) -> EvaluationReport:
+    """Evaluate retrievers on a schema's queries; returns the report (``.to_json()``).
 
     Args:
         ws: Workspace with the KB relations and the corpus.
@@ -90,7 +97,7 @@ def evaluate_workspace(
         results.append(score_run(queries, run, name, texts.__getitem__, matcher))
     if report:
         report(1.0, "done")
-    return report_json(task, split, results)
+    return evaluation_report(task, split, results)
 
 
 def _retriever_options(ws: Workspace, schema: str, name: str,
@@ -177,4 +184,4 @@ def run_evaluation(ctx: Any, schema: str, retrievers: list[str], split: str = "t
                    options: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Background job entry point (see :mod:`curation.jobs.queue`)."""
     return evaluate_workspace(ctx.ws, schema, retrievers, split=split, options=options,
-                              report=ctx.progress, progress=False)
+                              report=ctx.progress, progress=False).to_json()

@@ -139,7 +139,8 @@ def _training_entry(version: Any, started: float) -> dict[str, Any]:
 
 def _evaluate(ws: Workspace, schema: str, names: list[str], opts: dict[str, dict[str, Any]],
               progress: bool, rename: str | dict[str, str] | None = None) -> dict[str, Any]:
-    report = evaluate_workspace(ws, schema, names, split="test", options=opts, progress=progress)
+    report = evaluate_workspace(ws, schema, names, split="test", options=opts,
+                                progress=progress).to_json()
     if isinstance(rename, str):
         rename = {names[0]: rename}
     if rename:

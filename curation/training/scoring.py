@@ -69,7 +69,7 @@ def score_versions(ws: Workspace, task: EvalTask, versions: Mapping[str, ModelVe
     for role, v in versions.items():
         result = evaluate_workspace(ws, task.schema, ["dense"], split="test",
                                     options={"dense": {"model": v.id}}, progress=progress)
-        out[role] = dict(result["retrievers"]["dense"])
+        out[role] = dict(result.retrievers["dense"])
     return out
 
 
