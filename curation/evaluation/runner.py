@@ -64,6 +64,7 @@ def evaluate_workspace(
     options: dict[str, dict[str, Any]] | None = None,
     report: Report | None = None,
     progress: bool = True,
+    task: EvalTask | None = None,
 ) -> EvaluationReport:
     """Evaluate retrievers on a schema's queries; returns the report (``.to_json()``).
 
@@ -75,9 +76,11 @@ def evaluate_workspace(
         options: Retriever name -> options (e.g. {"dense": {"model": "/path/to/model"}}).
         report: Progress callback ``(fraction, message)`` (background jobs).
         progress: Show progress bars (CLI).
+        task: The schema's task when the caller built it already (a training round), so the
+            relations are not read and split again.
     """
     check_retriever_names(retrievers)
-    task = build_task(ws, schema)
+    task = task if task is not None and task.schema == schema else build_task(ws, schema)
     queries = task.split(split)
     if not queries:
         raise CurationError(f"The {split} split of {task.schema} has no query; use --split all")

@@ -14,6 +14,7 @@ from typing import Any
 
 from curation.evaluation.harness import EvalTask
 from curation.matching.matcher import EntityMatcher
+from curation.store.documents import PLAIN_FORMAT
 from curation.store.models import ModelVersion
 from curation.store.workspace import Workspace
 from curation.training.pool import build_pool, score_model
@@ -58,7 +59,7 @@ def score_versions(ws: Workspace, task: EvalTask, versions: Mapping[str, ModelVe
                              if k.startswith("testpool_") and k != "testpool_spec"}
                 continue
             if pool is None:
-                fmt = v.manifest.get("document_format", "{title} {abstract}")
+                fmt = v.manifest.get("document_format", PLAIN_FORMAT)
                 pool = build_pool(ws, task.split("test"), fmt, depth=TEST_POOL_DEPTH,
                                   n_random=TEST_POOL_RANDOM, seed=seed)
             out[role] = score_model(v.model_dir, pool, matcher=matcher, name=v.id,
@@ -67,7 +68,7 @@ def score_versions(ws: Workspace, task: EvalTask, versions: Mapping[str, ModelVe
     from curation.evaluation.runner import evaluate_workspace
 
     for role, v in versions.items():
-        result = evaluate_workspace(ws, task.schema, ["dense"], split="test",
+        result = evaluate_workspace(ws, task.schema, ["dense"], split="test", task=task,
                                     options={"dense": {"model": v.id}}, progress=progress)
         out[role] = dict(result.retrievers["dense"])
     return out
