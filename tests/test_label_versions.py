@@ -67,3 +67,27 @@ def test_migrating_links_older_label_rows_and_keeps_their_text(tmp_path, tiny_mo
             "SELECT model_version, model_version_id FROM labels ORDER BY id")]
     assert rows == [("dense:PO-edel@2:abcdef123456", model_id), ("PO-edel@2", model_id),
                     ("PO-edel@23", None), ("bm25", None), ("", None)]
+
+
+def test_a_dense_hit_label_names_its_registry_version(tmp_workspace, tiny_model_path):
+    """The label the app stores for a dense hit is the encoder's slug of the version
+    (``dense:PO-edel-2-<sha12>-<digest>``), not ``PO-edel@2``: it is found all the same."""
+    from curation.store.identities import ModelVersionId
+    from curation.store.models import model_options
+    from retrievers.encoder import Encoder, EncoderConfig
+
+    ws = tmp_workspace
+    _model(ws, tiny_model_path, used=[])
+    v2 = _model(ws, tiny_model_path, used=[7, 8])
+    options = model_options(ws, v2.id)
+    for backend in (("torch", "fp32"), ("openvino", "int8")):
+        config = EncoderConfig(model=options["model"], model_version=options["model_version"],
+                               backend=backend[0], precision=backend[1])
+        hit_label = f"dense:{Encoder(config).model_id}+rerank"
+        assert "@" not in hit_label
+        assert ModelVersionId.find(hit_label) == ModelVersionId("PO", "edel", 2)
+    label = _label(ws, "1", hit_label)
+    assert label.model_version == hit_label and label.train_size == 2
+    assert ws.conn.execute("SELECT name || '@' || version FROM models WHERE id = ?",
+                           (label.model_version_id,)).fetchone()[0] == v2.id
+    assert ModelVersionId.find("dense:all-MiniLM-L6-v2-0123456789ab") is None

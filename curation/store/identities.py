@@ -9,9 +9,9 @@
   value: ``bm25``, ``bm25+rerank``, ``dense · disease_gene-edel@2``, ``hybrid · active``,
   ``ranked · active``, ``ranked · disease_gene-ranker@4``.
 
-Strings that older code wrote into label rows (``dense:disease_gene-edel@2:ab12cd34ef56+rerank``,
-``ranked · PO-ranker@1``, ``PO-edel@2``) are read by :meth:`ModelVersionId.find`, which finds the
-version named anywhere in them.
+Strings that label rows hold (a dense hit's label ``dense:disease_gene-edel-2-ab12cd34ef56-<digest>
++rerank``, ``ranked · PO-ranker@1``, the simulation's ``PO-edel@2``) are read by
+:meth:`ModelVersionId.find`, which finds the version named anywhere in them.
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ RANKED = "ranked"
 
 _PART = r"[A-Za-z0-9][A-Za-z0-9_.]*"
 _VERSION = re.compile(rf"(?<![A-Za-z0-9_.-])({_PART}(?:-{_PART})*)-({_PART})@(\d+)(?![0-9])")
+#: A dense hit's label: ``dense:`` + the encoder's cache slug of a registry version, where
+#: ``<schema>-<recipe>@<n>:<sha12>`` became ``<schema>-<recipe>-<n>-<sha12>`` (then an optional
+#: ``-<backend>-<precision>`` and ``-<digest12>``; retrievers/encoder.py, ``model_id``).
+_SLUG = re.compile(rf"\bdense:({_PART}(?:-{_PART})*?)-({_PART})-(\d+)-[0-9a-f]{{12}}-")
 
 
 @dataclass(frozen=True, order=True)
@@ -80,7 +84,7 @@ class ModelVersionId:
     def find(cls, text: str | None) -> ModelVersionId | None:
         """The version named anywhere in ``text`` (a label row's ``model_version``, a hit's
         retriever label, a menu entry), or None when it names none (``bm25``, ``hybrid:rrf``)."""
-        found = _VERSION.search(str(text or ""))
+        found = _VERSION.search(str(text or "")) or _SLUG.search(str(text or ""))
         return None if found is None else cls(found[1], found[2], int(found[3]))
 
 
