@@ -170,12 +170,12 @@ def adjudicate(ws: Workspace, schema: str, query_key: str, doc_id: str, grade: s
         raise CurationError("A final grade needs a written reason (it is audited and shown to "
                             "the annotators)")
     with ws.transaction():
-        if not item_has_labels(ws.conn, schema, query_key, doc_id):
+        if not item_has_labels(ws, schema, query_key, doc_id):
             raise CurationError(f"Nobody labelled document {doc_id} for query {query_key!r} of "
                                 f"{schema}; a final grade settles the labels of an item")
         history = adjudication_history(ws, schema, query_key, doc_id)
         old = history[0] if history else None
-        new_id = insert_adjudication(ws.conn, user=user.name, schema=schema,
+        new_id = insert_adjudication(ws, user=user.name, schema=schema,
                                      query_key=query_key, doc_id=doc_id, grade=grade,
                                      reason=reason.strip(),
                                      supersedes=None if old is None else old.id)
@@ -258,7 +258,7 @@ def set_blind_mode(ws: Workspace, on: bool, *, user: User | None) -> bool:
     with ws.transaction():
         old = blind_mode(ws)
         if old != on:
-            save_blind_review_value(ws.conn, "on" if on else "off")
+            save_blind_review_value(ws, "on" if on else "off")
             ws.audit(user.name, "set", "setting", BLIND_REVIEW_KEY,
                      before={BLIND_REVIEW_KEY: old}, after={BLIND_REVIEW_KEY: on})
     return on

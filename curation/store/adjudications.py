@@ -17,7 +17,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from curation.store.database import StoreConnection
 from curation.store.label_types import Grade
 from curation.store.workspace import Workspace, utcnow
 
@@ -82,32 +81,32 @@ def adjudication_history(ws: Workspace, schema: str, query_key: str,
     return [Adjudication.from_row(r) for r in rows]
 
 
-def item_has_labels(conn: StoreConnection, schema: str, query_key: str, doc_id: str) -> bool:
+def item_has_labels(ws: Workspace, schema: str, query_key: str, doc_id: str) -> bool:
     """Whether the item has a current (not superseded) label of anyone, skips included."""
-    return conn.execute(
+    return ws.conn.execute(
         "SELECT 1 FROM labels WHERE schema = ? AND query_key = ? AND doc_id = ? AND "
         "superseded_by IS NULL", (schema, query_key, doc_id)).fetchone() is not None
 
 
-def insert_adjudication(conn: StoreConnection, *, user: str, schema: str, query_key: str,
+def insert_adjudication(ws: Workspace, *, user: str, schema: str, query_key: str,
                         doc_id: str, grade: Grade, reason: str,
                         supersedes: int | None = None) -> int:
     """Store a final grade (stamped now) inside the caller's transaction.
 
     Args:
-        conn: The connection of the open transaction.
+        ws: The workspace, inside the caller's transaction (which audits the decision).
         user, schema, query_key, doc_id, grade, reason: The decision (``reason`` as given).
         supersedes: The id of the decision it replaces; that row gets ``superseded_by``.
 
     Returns:
         The new row's id.
     """
-    new_id = int(conn.execute(
+    new_id = int(ws.conn.execute(
         "INSERT INTO adjudications(created_at, user, schema, query_key, doc_id, grade, "
         "reason) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (utcnow(), user, schema, query_key, doc_id, grade.value, reason)).lastrowid)
     if supersedes is not None:
-        conn.execute("UPDATE adjudications SET superseded_by = ? WHERE id = ?",
+        ws.conn.execute("UPDATE adjudications SET superseded_by = ? WHERE id = ?",
                      (new_id, supersedes))
     return new_id
 
@@ -118,9 +117,9 @@ def blind_review_value(ws: Workspace) -> str | None:
     return None if row is None else row[0]
 
 
-def save_blind_review_value(conn: StoreConnection, value: str) -> None:
+def save_blind_review_value(ws: Workspace, value: str) -> None:
     """Store the blind-review setting (inside the caller's transaction, which audits it)."""
-    conn.execute(
+    ws.conn.execute(
         "INSERT INTO meta(key, value) VALUES (?, ?) "
         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         (BLIND_REVIEW_KEY, value))
