@@ -28,6 +28,10 @@ def test_a_malformed_version_is_refused_with_an_example(text):
     ("dense:disease_gene-edel@2:ab12cd34ef56+rerank", "disease_gene-edel@2"),
     ("ranked · PO-ranker@1", "PO-ranker@1"),
     ("PO-edel@2", "PO-edel@2"),
+    ("dense:PO-edel-2-abcdef123456-0123456789ab+rerank", "PO-edel@2"),
+    ("hybrid:rrf(bm25+dense:disease_gene-bica-12-abcdef123456-0123456789ab)+rerank",
+     "disease_gene-bica@12"),
+    ("dense:all-MiniLM-L6-v2-0123456789ab", None),
     ("hybrid:rrf", None), ("bm25+rerank", None), ("", None), (None, None),
 ])
 def test_the_version_named_in_an_older_label_string_is_found(text, found):
