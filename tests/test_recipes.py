@@ -160,6 +160,32 @@ def test_import_sentence_transformers_folder_round_trip(tmp_workspace, tiny_mode
     assert model_options(ws, v.id)["max_seq_length"] == 64
 
 
+
+def test_an_imported_version_ends_with_the_test_metrics_a_trained_one_gets(
+        tmp_workspace, tiny_model_path) -> None:
+    """Issue 26 item 3: train, retrain and import all end with the same evaluation, so an
+    imported version is listed with test metrics (the loop KB has 2 test queries: warned)."""
+    from curation.evaluation.runner import evaluate_workspace
+    from curation.training.imports import import_checkpoint
+
+    ws = make_loop_workspace(tmp_workspace)
+    v = import_checkpoint(ws, str(tiny_model_path), schema="disease_gene", name="tiny",
+                          max_seq_length=64, actor="root")
+    report = evaluate_workspace(ws, "disease_gene", ["dense"], split="test",
+                                options={"dense": {"model": v.id}}, progress=False)
+    assert v.metrics["test_ndcg@10"] == pytest.approx(report.metric("dense", "ndcg@10"))
+    assert v.metrics["test_entity_recall@10"] == pytest.approx(
+        report.metric("dense", "entity_recall@10"))
+    assert any("only 2 test queries" in w for w in v.metrics["warnings"])
+    assert get_model(ws, v.id).metrics == v.metrics  # recorded in the registry
+    pooled = import_checkpoint(ws, str(tiny_model_path), schema="disease_gene", name="tiny",
+                               max_seq_length=64, actor="root", evaluation="pool")
+    assert 0.0 <= pooled.metrics["testpool_ndcg@10"] <= 1.0 and "testpool_spec" in pooled.metrics
+    bare = import_checkpoint(ws, str(tiny_model_path), schema="disease_gene", name="tiny",
+                             max_seq_length=64, actor="root", evaluation=None)
+    assert "test_ndcg@10" not in bare.metrics and "testpool_ndcg@10" not in bare.metrics
+
+
 def test_import_plain_transformers_folder_gets_the_pooling(tmp_workspace, tiny_model_path,
                                                            tmp_path) -> None:
     from curation.training.imports import import_checkpoint

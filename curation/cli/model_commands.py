@@ -38,6 +38,9 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     g.add_argument("--max-seq-length", type=int, default=256)
     g.add_argument("--query-prefix", help="text put before each query (default: profile)")
     g.add_argument("--doc-prefix", help="text put before each document (default: profile)")
+    g.add_argument("--evaluation", default="corpus", choices=("corpus", "pool", "none"),
+                   help="test metrics of the imported version, as a trained one gets: the "
+                        "whole corpus (default; encodes it), the cheaper test pool, or none")
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -88,10 +91,16 @@ def _models_import(ws: Workspace, args: argparse.Namespace) -> None:
     v = import_checkpoint(ws, args.version, schema=args.schema, name=args.name,
                           query_model=args.query_model, pooling=args.pooling,
                           max_seq_length=args.max_seq_length, query_prefix=args.query_prefix,
-                          doc_prefix=args.doc_prefix, actor="cli")
-    print(f"imported {args.version} as {v.id} (candidate; evaluate it with kbcurate evaluate "
-          f"--schema {v.schema} --retriever dense --model {v.id}, activate it with kbcurate "
-          f"models activate {v.id})")
+                          doc_prefix=args.doc_prefix, actor="cli",
+                          evaluation=None if args.evaluation == "none" else args.evaluation,
+                          progress=not args.quiet)
+    ndcg = v.metrics.get("test_ndcg@10", v.metrics.get("testpool_ndcg@10"))
+    scored = (f"test NDCG@10 {ndcg:.3f}" if isinstance(ndcg, int | float)
+              else "no test metrics")
+    print(f"imported {args.version} as {v.id} (candidate, {scored}; activate it with kbcurate "
+          f"models activate {v.id} --reason TEXT)")
+    for warning in v.metrics.get("warnings") or []:
+        print(f"warning: {warning}")
 
 
 def _models_promote_history(ws: Workspace, args: argparse.Namespace) -> None:

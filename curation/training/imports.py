@@ -44,8 +44,11 @@ logger = logging.getLogger(__name__)
 def import_checkpoint(ws: Workspace, source: str, *, schema: str, name: str = "imported",
                       query_model: str | None = None, pooling: str | None = None,
                       max_seq_length: int = 256, query_prefix: str | None = None,
-                      doc_prefix: str | None = None, actor: str) -> ModelVersion:
-    """Register a published checkpoint (folder or HF name) as a candidate version.
+                      doc_prefix: str | None = None, actor: str,
+                      evaluation: str | None = "corpus", progress: bool = False) -> ModelVersion:
+    """Register a published checkpoint (folder or HF name) as a candidate version, scored on
+    the schema's test split as a trained version is (:func:`~curation.training.scoring.
+    evaluate_version`), so it is listed with test metrics.
 
     Args:
         ws: The workspace.
@@ -58,6 +61,10 @@ def import_checkpoint(ws: Workspace, source: str, *, schema: str, name: str = "i
         max_seq_length: Token limit for documents.
         query_prefix, doc_prefix: Override the profile's prefixes.
         actor: Who imports it (``created_by``).
+        evaluation: "corpus" (encodes the whole corpus, as ``kbcurate train`` scores), "pool"
+            (the cheaper test pool) or None (no test metrics: the version is listed as not
+            evaluated).
+        progress: Progress bars while scoring.
 
     Raises:
         CurationError: The source cannot be loaded (named, with the offline route), or it is
@@ -89,7 +96,11 @@ def import_checkpoint(ws: Workspace, source: str, *, schema: str, name: str = "i
         version = register_model(ws, schema=sch.name, recipe=name, base_model=source,
                                  model_dir=folder, manifest=manifest, created_by=actor)
     logger.info("imported %s as %s", source, version.id)
-    return version
+    if evaluation is None:
+        return version
+    from curation.training.scoring import evaluate_version
+
+    return evaluate_version(ws, version, actor=actor, evaluation=evaluation, progress=progress)
 
 
 def _save_plain(source: str, dest: Path, pooling: str | None, max_seq_length: int) -> None:

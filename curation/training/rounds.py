@@ -193,18 +193,6 @@ def data_warnings(data: Any, uses_queries: bool) -> list[str]:
     return out
 
 
-def test_warning(n_test: int) -> str | None:
-    from curation.training.gate import MIN_TEST_QUERIES
-
-    if n_test >= MIN_TEST_QUERIES:
-        return None
-    if n_test == 0:
-        return ("No test query cites a document of the workspace: the version has no test "
-                "metrics and the gate cannot compare it; import the cited abstracts")
-    return (f"Evaluated on only {n_test} test queries (< {MIN_TEST_QUERIES}): its test metrics "
-            "are noisy, and the gate will not promote on them without an admin's written reason")
-
-
 def run_round(ws: Workspace, schema: str, recipe: str, options: Any = None, *, actor: str,
               labels: Any = None, task: EvalTask | None = None, evaluation: str = "corpus",
               gate: GateSettings | None = None, extra_manifest: dict[str, Any] | None = None,
@@ -230,7 +218,12 @@ def run_round(ws: Workspace, schema: str, recipe: str, options: Any = None, *, a
     from curation.training.activation import switch_active
     from curation.training.gate import decide
     from curation.training.recipes import RoundInput, get_recipe, recipe_options
-    from curation.training.scoring import check_evaluation, prefixed, score_versions
+    from curation.training.scoring import (
+        check_evaluation,
+        prefixed,
+        score_versions,
+        test_warning,
+    )
     from retrievers.errors import RetrieverError
 
     check_evaluation(evaluation)

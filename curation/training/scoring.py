@@ -15,8 +15,9 @@ from typing import Any
 from curation.evaluation.harness import EvalTask
 from curation.matching.matcher import EntityMatcher
 from curation.store.documents import PLAIN_FORMAT
-from curation.store.models import ModelVersion
+from curation.store.models import ModelVersion, update_metrics
 from curation.store.workspace import Workspace
+from curation.training.gate import MIN_TEST_QUERIES
 from curation.training.pool import build_pool, score_model
 from kb_sources.errors import CurationError
 
@@ -32,6 +33,16 @@ def check_evaluation(evaluation: str) -> None:
     if evaluation not in EVALUATIONS:
         raise CurationError(f"Unknown evaluation {evaluation!r}. Available options: "
                             f"{', '.join(EVALUATIONS)}")
+
+
+def test_warning(n_test: int) -> str | None:
+    if n_test >= MIN_TEST_QUERIES:
+        return None
+    if n_test == 0:
+        return ("No test query cites a document of the workspace: the version has no test "
+                "metrics and the gate cannot compare it; import the cited abstracts")
+    return (f"Evaluated on only {n_test} test queries (< {MIN_TEST_QUERIES}): its test metrics "
+            "are noisy, and the gate will not promote on them without an admin's written reason")
 
 
 def pool_spec(ws: Workspace, seed: int) -> str:
@@ -89,3 +100,34 @@ def version_test_metric(version: ModelVersion, name: str = "ndcg@10") -> float |
     """A version's test metric: the corpus one, else the pool one, else None."""
     value = version.metrics.get(f"test_{name}", version.metrics.get(f"testpool_{name}"))
     return float(value) if isinstance(value, int | float) else None
+
+
+def evaluate_version(ws: Workspace, version: ModelVersion, *, actor: str,
+                     evaluation: str = "corpus", seed: int = 42, task: EvalTask | None = None,
+                     progress: bool = False) -> ModelVersion:
+    """Score one version on the schema's test split and record the metrics, with the same
+    evaluation and warnings a training round ends with (an import ends here too, so it is
+    listed with test metrics like a trained version).
+
+    Args:
+        seed: The test pool's seed (``evaluation="pool"``; the recipes' default seed, so a
+            version scored on the same pool is not scored again).
+
+    Returns:
+        The version with its metrics (``test_*`` or ``testpool_*``, ``warnings``).
+
+    Raises:
+        CurationError: Unknown evaluation.
+    """
+    from curation.evaluation.harness import build_task
+
+    check_evaluation(evaluation)
+    task = task or build_task(ws, version.schema)
+    scores = score_versions(ws, task, {"candidate": version}, evaluation=evaluation, seed=seed,
+                            matcher=EntityMatcher(), progress=progress)
+    warnings = [w for w in (test_warning(len(task.split("test"))),) if w is not None]
+    for w in warnings:
+        logger.warning("%s: %s", version.id, w)
+    metrics = {**prefixed(ws, scores.get("candidate", {}), evaluation, seed),
+               "warnings": warnings}
+    return update_metrics(ws, version.id, metrics, actor=actor)
