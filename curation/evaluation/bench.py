@@ -29,10 +29,11 @@ from curation.search.indexing import (
     with_dense_options,
     with_workspace_defaults,
 )
-from curation.store.evaluation_data import document_title_lines
+from curation.store.documents import all_document_parts
 from curation.store.relations import list_partial_relations
 from curation.store.workspace import Workspace
 from kb_sources.schema import get_schema
+from kb_sources.types import joined_text
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ def bench_queries(ws: Workspace, retriever: str, schema: str = "PO", n_queries: 
     sch = get_schema(schema, ws.schemas())
     partials = list_partial_relations(ws, sch.name, limit=n_queries)
     index = get_index(ws, retriever, options or {}, progress=False)
-    texts = document_title_lines(ws)
+    parts = {doc_id: (title, abstract) for doc_id, title, abstract in all_document_parts(ws)}
     matcher = EntityMatcher()
     colours = slot_colours(sch.slot_names)
     index.search(partials[0].render(sch).text, k)  # warm up (model load, caches)
@@ -132,8 +133,8 @@ def bench_queries(ws: Workspace, retriever: str, schema: str = "PO", n_queries: 
         start = time.perf_counter()
         query = p.render(sch).text
         for hit in index.search(query, k):
-            title, _, abstract = texts[hit.doc_id].partition("\n")
-            spans = matcher.find_spans(p.query, f"{title} {abstract}")
+            title, abstract = parts[hit.doc_id]
+            spans = matcher.find_spans(p.query, joined_text(title, abstract))
             render_highlighted(title, abstract, spans, colours)
         times.append((time.perf_counter() - start) * 1000)
     return LatencyResult(retriever, len(times), float(np.percentile(times, 50)),

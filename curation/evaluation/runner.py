@@ -27,10 +27,11 @@ from curation.search.choices import RetrieverChoice, parse_retriever_choice
 from curation.search.indexing import get_index
 from curation.search.ranked import version_first_stages
 from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
-from curation.store.evaluation_data import document_texts_by_id
+from curation.store.documents import all_document_parts
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import get_schema
+from kb_sources.types import joined_text
 from retrievers.base import Hit, Retriever
 from retrievers.registry import retriever_names
 
@@ -84,7 +85,8 @@ def evaluate_workspace(
     queries = task.split(split)
     if not queries:
         raise CurationError(f"The {split} split of {task.schema} has no query; use --split all")
-    texts = document_texts_by_id(ws)
+    texts = {doc_id: joined_text(title, abstract)
+             for doc_id, title, abstract in all_document_parts(ws)}
     matcher = EntityMatcher()
     results = []
     for i, name in enumerate(retrievers):

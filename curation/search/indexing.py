@@ -34,10 +34,10 @@ from typing import Any
 
 from curation.jobs.guards import workspace_path
 from curation.search.vector_settings import store_options
-from curation.store.documents import PLAIN_FORMAT, document_text
+from curation.store.documents import PLAIN_FORMAT, all_document_parts, document_text
 from curation.store.index_models import check_index_models
 from curation.store.models import is_model_version, model_options
-from curation.store.search_docs import corpus_hashes, corpus_parts
+from curation.store.search_docs import corpus_hashes
 from curation.store.search_settings import put_setting, setting_value
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError, UnknownNameError
@@ -71,7 +71,7 @@ def corpus_docs(ws: Workspace, document_format: str | None = None) -> list[tuple
     """
     text_format = document_format or PLAIN_FORMAT
     return [(doc_id, document_text(title, abstract, text_format))
-            for doc_id, title, abstract in corpus_parts(ws)]
+            for doc_id, title, abstract in all_document_parts(ws, by_id=True)]
 
 
 def _resolve_version(ws: Workspace, dense: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The documents table, read side: a document's text in one place.
 
 :func:`document_text` is the one definition of how a (title, abstract) becomes text for a model
-(``"{title} {abstract}"`` unless a format says otherwise); :func:`document_texts` reads many.
+(``"{title} {abstract}"`` unless a format says otherwise); :func:`document_texts` reads many,
+:func:`all_document_parts` the whole corpus.
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ def document_text(title: str, abstract: str, document_format: str = PLAIN_FORMAT
     if document_format == PLAIN_FORMAT:
         return joined_text(title or "", abstract or "").strip()
     return document_format.format(title=title or "", abstract=abstract or "").strip()
+
+
+def all_document_parts(ws: Workspace, *, by_id: bool = False) -> list[tuple[str, str, str]]:
+    """Every document as ``(doc_id, title, abstract)``: in doc_id order with ``by_id`` (index
+    builds), else in the database's order (what the seeded training samplers were built on)."""
+    sql = "SELECT doc_id, title, abstract FROM documents" + (" ORDER BY doc_id" if by_id else "")
+    return [(r[0], r[1], r[2]) for r in ws.conn.execute(sql).fetchall()]
 
 
 def document_parts(ws: Workspace, doc_ids: Iterable[str]) -> dict[str, tuple[str, str]]:

@@ -7,25 +7,11 @@ of the Evaluate page); the SQL stays here.
 from __future__ import annotations
 
 from curation.store.workspace import Workspace
-from kb_sources.types import joined_text
 
 
 def corpus_doc_ids(ws: Workspace) -> set[str]:
     """The ids of every document in the workspace."""
     return {r[0] for r in ws.conn.execute("SELECT doc_id FROM documents")}
-
-
-def document_texts_by_id(ws: Workspace) -> dict[str, str]:
-    """doc_id -> the text of every document (:func:`kb_sources.types.joined_text`: what the
-    metrics match entities in)."""
-    return {doc_id: joined_text(title or "", abstract or "") for doc_id, title, abstract
-            in ws.conn.execute("SELECT doc_id, title, abstract FROM documents")}
-
-
-def document_title_lines(ws: Workspace) -> dict[str, str]:
-    """doc_id -> ``title + "\\n" + abstract`` of every document (split again at the first line
-    break to highlight title and abstract apart)."""
-    return dict(ws.conn.execute("SELECT doc_id, title || '\n' || abstract FROM documents"))
 
 
 def evaluable_schemas(ws: Workspace) -> list[str]:

@@ -1,6 +1,6 @@
 """What the Curate page's search (``curation/search``) reads from the workspace database.
 
-* documents: the whole corpus for an index build (:func:`corpus_hashes`, :func:`corpus_parts`),
+* documents: the corpus fingerprint of an index build (:func:`corpus_hashes`),
   the card fields of ranked abstracts (:func:`documents_by_id`), cheap change markers;
 * the entity dictionary: a typed entity by text or synonym (:func:`entity_key_for_text`), the
   entities that fill a schema's answer slot in KB records (:func:`answer_slot_entities`), the
@@ -41,12 +41,6 @@ def corpus_hashes(ws: Workspace) -> list[tuple[str, str]]:
     """Every document as ``(doc_id, content_hash)``, in doc_id order."""
     return [(r[0], r[1]) for r in ws.conn.execute(
         "SELECT doc_id, content_hash FROM documents ORDER BY doc_id")]
-
-
-def corpus_parts(ws: Workspace) -> list[tuple[str, str, str]]:
-    """Every document as ``(doc_id, title, abstract)``, in doc_id order."""
-    return [(r[0], r[1], r[2]) for r in ws.conn.execute(
-        "SELECT doc_id, title, abstract FROM documents ORDER BY doc_id")]
 
 
 def documents_by_id(ws: Workspace, doc_ids: Sequence[str]) -> dict[str, DocumentRow]:

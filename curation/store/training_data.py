@@ -1,8 +1,5 @@
 """What the trainers (``curation/training``) read from the workspace database.
 
-* every document as ``(doc_id, title, abstract)`` (EDEL and BiCA example texts, BiCA's walk
-  encoder, the scoring pool; labelled documents by id come from
-  :func:`curation.store.documents.document_parts`);
 * each document's annotation types (EDEL's BM25 negatives skip documents annotated with the
   answer type);
 * a schema's KB relations as ``(query_key, data JSON)`` in import order (the train records);
@@ -15,16 +12,6 @@ The SQL is the one the trainers ran before it moved here; rows come back in the 
 from __future__ import annotations
 
 from curation.store.workspace import Workspace
-
-
-def all_documents(ws: Workspace) -> list[tuple[str, str, str]]:
-    """Every document of the workspace.
-
-    Returns:
-        ``(doc_id, title, abstract)`` per document, in the database's order.
-    """
-    return [(r[0], r[1], r[2]) for r in
-            ws.conn.execute("SELECT doc_id, title, abstract FROM documents").fetchall()]
 
 
 def annotation_types(ws: Workspace) -> list[tuple[str, str]]:

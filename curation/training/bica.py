@@ -53,7 +53,8 @@ from typing import Any
 
 from curation.evaluation.harness import SPLIT_SEED, EvalTask, build_task
 from curation.matching.matcher import EntityMatcher
-from curation.store.training_data import all_documents, citation_edges
+from curation.store.documents import all_document_parts
+from curation.store.training_data import citation_edges
 from curation.store.workspace import Workspace
 from curation.training.bica_graph import (  # noqa: F401 - BaseVectors re-exported for callers
     BaseVectors,
@@ -287,7 +288,7 @@ def build_bica_examples(ws: Workspace, schema: str, config: BicaConfig | None = 
                             Ablation.NONE, docs, records, queries)
     titles: dict[str, str] = {}
     with_abstract: set[str] = set()
-    for doc_id, title, abstract in all_documents(ws):
+    for doc_id, title, abstract in all_document_parts(ws):
         titles[doc_id] = (title or "").strip()
         if (abstract or "").strip():
             with_abstract.add(doc_id)

@@ -29,7 +29,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from curation.evaluation.harness import EvalQuery
-from curation.store.training_data import all_documents
+from curation.store.documents import all_document_parts
 from curation.store.workspace import Workspace
 from curation.training.examples import DEFAULT_DOCUMENT_FORMAT
 from kb_sources.errors import CurationError
@@ -144,7 +144,7 @@ def base_vectors(ws: Workspace, model: str = DEFAULT_MODEL,
 
     def documents(doc_ids: list[str]) -> np.ndarray:
         if not texts:
-            for doc_id, title, abstract in all_documents(ws):
+            for doc_id, title, abstract in all_document_parts(ws):
                 texts[doc_id] = document_format.format(title=title, abstract=abstract).strip()
         missing = [d for d in doc_ids if d not in texts]
         if missing:

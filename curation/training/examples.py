@@ -35,7 +35,8 @@ from tqdm.auto import tqdm
 
 from curation.evaluation.harness import SPLIT_SEED, EvalQuery, EvalTask, build_task
 from curation.matching.matcher import EntityMatcher
-from curation.store.training_data import all_documents, annotation_types, relation_rows
+from curation.store.documents import all_document_parts
+from curation.store.training_data import annotation_types, relation_rows
 from curation.store.workspace import Workspace
 from curation.training.margins import MarginTable, margin_table
 from kb_sources.errors import CurationError, parse_choice
@@ -126,7 +127,7 @@ class CorpusDocs:
     """
 
     def __init__(self, ws: Workspace, matcher: EntityMatcher, fmt: str) -> None:
-        rows = all_documents(ws)
+        rows = all_document_parts(ws)
         self.raw = {r[0]: f"{r[1]} {r[2]}".strip() for r in rows}
         self.formatted = {r[0]: fmt.format(title=r[1], abstract=r[2]).strip() for r in rows}
         self.ids = sorted(self.raw)
