@@ -32,18 +32,11 @@ from curation.search.choices import index_location, parse_retriever_choice
 from curation.search.indexing import corpus_fingerprint, index_ready
 from curation.search.ranked import RankedSearch, open_ranked
 from curation.search.session import documents_stamp, evidence_levels
-from curation.store.app_queries import relations_stamp
 from curation.store.config import WORKSPACE_ENV
 from curation.store.errors import DATABASE_ERRORS, WorkspaceBusyError, describe_database_error
 from curation.store.index_models import check_index_models
-from curation.store.labels import (
-    Label,
-    LabelPending,
-    flush_pending_labels,
-    pending_labels,
-    record_label,
-)
-from curation.store.relations import PartialRelation, list_partial_relations
+from curation.store.labels import Label, LabelPending, Labels
+from curation.store.relations import PartialRelation, Relations
 from curation.store.workspace import DB_NAME, Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
@@ -242,7 +235,7 @@ def get_ranked(ws: Workspace, schema: Schema, version: RankerVersion,
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _relations(_ws: Workspace, root: str, schema: str, filters: str, source: str,
                stamp: str) -> list[PartialRelation]:
-    rows = list_partial_relations(_ws, schema, json.loads(filters), source=source or None,
+    rows = Relations(_ws).partial(schema, json.loads(filters), source=source or None,
                                   limit=2000)
     if not filters.strip("{}"):  # the big unfiltered lists stay for long
         settle_heap()
@@ -253,7 +246,7 @@ def partial_relations(ws: Workspace, schema: str, filters: dict[str, str],
                       source: str | None = None) -> list[PartialRelation]:
     """Partial relations of a schema, optionally of one KB (cached until the relations change)."""
     return _relations(ws, str(ws.root), schema, json.dumps(filters, sort_keys=True),
-                      source or "", relations_stamp(ws))
+                      source or "", Relations(ws).stamp())
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -263,7 +256,7 @@ def _levels(_ws: Workspace, root: str, schema: str, stamp: str) -> list[str]:
 
 def levels(ws: Workspace, schema: str) -> list[str]:
     """Evidence levels of a schema's relations (cached until the relations change)."""
-    return _levels(ws, str(ws.root), schema, relations_stamp(ws))
+    return _levels(ws, str(ws.root), schema, Relations(ws).stamp())
 
 
 # -- background jobs ------------------------------------------------------------------------------
@@ -299,13 +292,13 @@ PENDING_RETRY_WAIT_S = 0.2
 
 
 def store_label(ws: Workspace, *, user: User, **label: Any) -> Label | None:
-    """:func:`~curation.store.labels.record_label` for a widget callback; the outcome is flashed.
+    """:meth:`~curation.store.labels.Labels.record` for a widget callback; the outcome is flashed.
 
     Returns the stored label, or None when it is pending (kept in the workspace's outbox and
     saved later: a warning says so) or was refused (an error says why)."""
     try:
-        waiting = len(pending_labels(ws))  # written first by record_label
-        stored = record_label(ws, user=user.name, **label)
+        waiting = len(Labels(ws).pending())  # written first by Labels.record
+        stored = Labels(ws).record(user=user.name, **label)
     except LabelPending as exc:
         flash("warning", md(exc))
         return None
@@ -342,7 +335,7 @@ def save_pending_labels(ctx: AppContext) -> None:
     Says how many were saved now; while the workspace is still busy they stay pending, quietly,
     and a sidebar caption counts the user's."""
     try:
-        saved = flush_pending_labels(ctx.ws, wait_s=PENDING_RETRY_WAIT_S)
+        saved = Labels(ctx.ws).flush_pending(wait_s=PENDING_RETRY_WAIT_S)
     except WorkspaceBusyError:
         saved = 0  # still busy: they stay pending, counted below
     except CurationError as exc:  # disk full, read-only: they stay pending, and why matters
@@ -351,7 +344,7 @@ def save_pending_labels(ctx: AppContext) -> None:
     if saved:
         st.success(f"{saved:d} pending label(s) saved.")
     try:
-        waiting = len(pending_labels(ctx.ws, ctx.user.name))
+        waiting = len(Labels(ctx.ws).pending(ctx.user.name))
     except CurationError as exc:
         st.warning(md(exc))
         return

@@ -56,8 +56,8 @@ from curation.search.session import (
     search_relations,
     typed_partial,
 )
-from curation.store.app_queries import entity_exists
 from curation.store.relations import PartialRelation
+from curation.store.synonyms import Entities
 from kb_sources.schema import Schema
 
 MODES = ("KB relation", "Type entities")
@@ -188,7 +188,7 @@ def _resolution(ctx: AppContext, partial: PartialRelation, slot: str, typed: str
     """How one typed entity was read: the KB entity it resolved to, or unknown to the KB
     (plain text: the caller escapes it)."""
     entity = partial.query[slot][0]
-    if not entity_exists(ctx.ws, entity.key):
+    if not Entities(ctx.ws).exists(entity.key):
         return f"{slot} {typed.strip()} (not in the KB: matched as typed)"
     return f"{slot} {typed.strip()} → {entity.text}"
 

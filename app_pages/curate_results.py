@@ -19,13 +19,7 @@ from app_pages.safe import md
 from curation.matching.highlight import render_legend, slot_colours
 from curation.search.cards import highlighted_html
 from curation.search.session import RankedDoc, SearchResult, card_html, label_progress, queue_order
-from curation.store.labels import (
-    Grade,
-    current_label,
-    labelled_grades,
-    pending_labels,
-    undo_last_label,
-)
+from curation.store.labels import Grade, Labels
 from curation.store.relations import PartialRelation
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
@@ -78,7 +72,7 @@ def _label(ws: Workspace, cards: Cards, doc: RankedDoc, keys: tuple[str, str]) -
     if user is None:
         flash("error", "Your session ended; sign in again to label.")
     else:
-        had_pending = bool(pending_labels(ws))
+        had_pending = bool(Labels(ws).pending())
         stored = store_label(ws, user=user, schema=cards.schema.name,
                              query_key=cards.partial.query_key, query_text=cards.query_text,
                              doc_id=doc.doc_id, grade=grade,
@@ -100,7 +94,7 @@ def _note_changed(ws: Workspace, cards: Cards, doc: RankedDoc, keys: tuple[str, 
 def _undo(ws: Workspace) -> None:
     user = current_user(ws)
     try:  # pending labels are saved first, which needs the write lock
-        label = undo_last_label(ws, user.name) if user else None
+        label = Labels(ws).undo_last(user.name) if user else None
     except CurationError as exc:
         flash("error", f"Nothing was undone: {md(exc)}")
         return
@@ -110,7 +104,7 @@ def _undo(ws: Workspace) -> None:
     flash("info", f"Undid your label '{md(label.grade.value)}' on {md(label.doc_id)}.")
     # the card's note field shows the note of the label now current (the one the undone label
     # had replaced, or none), so the next click cannot re-save the undone note
-    restored = current_label(ws, label.user, label.schema, label.query_key, label.doc_id)
+    restored = Labels(ws).current(label.user, label.schema, label.query_key, label.doc_id)
     suffix = card_suffix(label.doc_id, label.query_key)
     st.session_state[f"note_{suffix}"] = restored.note if restored else ""
     _rerun_cards(suffix)
@@ -127,7 +121,7 @@ def _toolbar(ctx: AppContext, schema: Schema, partial: PartialRelation,
     """Messages, progress (recounted whenever a card's label changes), undo and the order."""
     show_flash()
     pending = pending_grades(ctx.ws, ctx.user.name, schema.name, partial.query_key)
-    grades = {**labelled_grades(ctx.ws, schema.name, partial.query_key, ctx.user.name),
+    grades = {**Labels(ctx.ws).grades(schema.name, partial.query_key, ctx.user.name),
               **pending}  # a pending label is newer than the stored one it will supersede
     labelled = label_progress(result.docs, grades).labelled
     waiting = sum(d.doc_id in pending for d in result.docs)
@@ -166,8 +160,8 @@ def _card_grade(cards: Cards, doc_id: str) -> tuple[Grade | None, bool]:
     pending = pending_grades(ctx.ws, ctx.user.name, cards.schema.name, cards.partial.query_key)
     if doc_id in pending:
         return pending[doc_id], True
-    label = current_label(ctx.ws, ctx.user.name, cards.schema.name, cards.partial.query_key,
-                          doc_id)
+    label = Labels(ctx.ws).current(ctx.user.name, cards.schema.name, cards.partial.query_key,
+                                   doc_id)
     return (label.grade if label else None), False
 
 
@@ -209,7 +203,7 @@ def results_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
         st.info("No abstract matches this query. Edit the query or try another retriever.")
         return
     pending = pending_grades(ctx.ws, ctx.user.name, schema.name, partial.query_key)
-    grades = {**labelled_grades(ctx.ws, schema.name, partial.query_key, ctx.user.name),
+    grades = {**Labels(ctx.ws).grades(schema.name, partial.query_key, ctx.user.name),
               **pending}
     _toolbar(ctx, schema, partial, result)
     no_mention_warning(schema, partial, result)
@@ -237,7 +231,7 @@ def no_mention_warning(schema: Schema, partial: PartialRelation, result: SearchR
 def pending_grades(ws: Workspace, user: str, schema: str, query_key: str) -> dict[str, Grade]:
     """doc_id -> grade of the user's labels for one partial relation that wait in the outbox
     (the latest wins)."""
-    return {p.doc_id: p.grade for p in pending_labels(ws, user)
+    return {p.doc_id: p.grade for p in Labels(ws).pending(user)
             if p.schema == schema and p.query_key == query_key}
 
 

@@ -36,7 +36,7 @@ from app_pages.place import remember_place, take_pending_doc
 from app_pages.safe import md
 from curation.search.cards import highlighted_html
 from curation.search.session import RankedDoc, SearchResult, card_html, label_progress
-from curation.store.labels import Grade, labelled_grades, undo_last_label
+from curation.store.labels import Grade, Labels
 from curation.store.relations import PartialRelation
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
@@ -117,7 +117,7 @@ def _undo(ws: Workspace, docs: list[RankedDoc]) -> None:
     """Undo your last label and go back to its abstract when it is in this list."""
     user = current_user(ws)
     try:
-        label = undo_last_label(ws, user.name) if user else None
+        label = Labels(ws).undo_last(user.name) if user else None
     except CurationError as exc:
         flash("error", f"Nothing was undone: {md(exc)}", where="screen")
         return
@@ -156,7 +156,7 @@ def screening_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
         st.info("No abstract matches this query. Edit the query or try another retriever.")
         return
     pending = pending_grades(ctx.ws, ctx.user.name, schema.name, partial.query_key)
-    grades = {**labelled_grades(ctx.ws, schema.name, partial.query_key, ctx.user.name),
+    grades = {**Labels(ctx.ws).grades(schema.name, partial.query_key, ctx.user.name),
               **pending}
     no_mention_warning(schema, partial, result)
     docs = ordered_docs(ctx.user.name, partial, result, grades)

@@ -17,7 +17,6 @@ from app_pages.safe import html_frame, html_text, md
 from app_pages.training_panel import handle_training_request, training_panel
 from curation.evaluation.reporting import (
     EVAL_SPLITS,
-    evaluable_schemas,
     evaluation_choices,
     job_frame,
     metrics_frame,
@@ -26,6 +25,7 @@ from curation.evaluation.reporting import (
 )
 from curation.jobs.queue import Job, list_jobs
 from curation.search.choices import version_choices
+from curation.store.relations import Relations
 from kb_sources.errors import CurationError
 from retrievers.errors import RetrieverError
 
@@ -40,7 +40,7 @@ def _request() -> None:
 
 def start_form(ctx: AppContext) -> None:
     """Schema, retrievers and split, and the Start button (admins only see it)."""
-    schemas = evaluable_schemas(ctx.ws)
+    schemas = Relations(ctx.ws).evaluable_schemas()
     if not schemas:
         st.info("No relation cites a document of this workspace yet: import the cited "
                 "abstracts to evaluate.")
@@ -130,7 +130,7 @@ def render(ctx: AppContext) -> None:
     st.subheader("Evaluate")
     if ctx.user.is_admin:
         start_form(ctx)
-        training_panel(ctx, evaluable_schemas(ctx.ws))
+        training_panel(ctx, Relations(ctx.ws).evaluable_schemas())
     else:
         st.info("Starting an evaluation needs the admin role; past runs are shown below.")
     handle_request(ctx)

@@ -17,13 +17,13 @@ from app_pages.activation_panel import running_activation
 from app_pages.common import AppContext, flash, poll_job, run_page, show_flash
 from app_pages.ranker_panel import ranker_section
 from app_pages.safe import html_text, md
-from curation.evaluation.reporting import evaluable_schemas
 from curation.jobs.queue import Job, list_jobs
 from curation.search.session import corpus_counts
-from curation.store.models import active_model
+from curation.store.models import Models
+from curation.store.relations import Relations
 from curation.training.activation import progress_message, start_activation
 from curation.training.jobs import start_simulation
-from curation.training.retrain import history
+from curation.training.retrain import VersionHistory, history
 from curation.training.simulate import QueryStrategy, SimulationConfig
 from kb_sources.errors import CurationError
 
@@ -59,7 +59,7 @@ def activation_started(ctx: AppContext, job: Job, asked: str) -> str:
         return (f"Activation job {job.id:d} of {version} is still {job.status.value}; "
                 f"activate {asked} after it ends.")
     where = job.message or progress_message(version, "dense", 0, corpus_counts(ctx.ws)[0])
-    active = active_model(ctx.ws, schema)
+    active = Models(ctx.ws).active(schema)
     still = (f"{active.id} stays active until then" if active is not None
              and active.id != version else "searches switch when it is complete")
     return (f"Activating {version} in the background (job {job.id:d}): {where}. "
@@ -114,24 +114,24 @@ def simulation_panel(ctx: AppContext, versions: list[str]) -> None:
 
 
 #: The test-split metrics charted per version (``history`` rows) and their labels.
-CHARTED = (("ndcg@10", "NDCG@10"), ("entity_recall@10", "EntityRecall@10"))
+CHARTED = (("ndcg_at_10", "NDCG@10"), ("entity_recall_at_10", "EntityRecall@10"))
 
 
-def evaluated(rows: list[dict]) -> tuple[list[dict], list[str]]:
+def evaluated(rows: list[VersionHistory]) -> tuple[list[VersionHistory], list[str]]:
     """(rows with test metrics, ids of the versions without: "not evaluated")."""
-    def has_metrics(row: dict) -> bool:
-        return any(isinstance(row.get(key), int | float) for key, _ in CHARTED)
+    def has_metrics(row: VersionHistory) -> bool:
+        return any(isinstance(getattr(row, key), int | float) for key, _ in CHARTED)
 
     return ([r for r in rows if has_metrics(r)],
-            [r["version"] for r in rows if not has_metrics(r)])
+            [r.version for r in rows if not has_metrics(r)])
 
 
-def timeline_chart(rows: list[dict]) -> go.Figure:
+def timeline_chart(rows: list[VersionHistory]) -> go.Figure:
     """Held-out NDCG@10 and EntityRecall@10 per evaluated version (plotly lines, 0..1)."""
     fig = go.Figure()
-    names = [html_text(r["version"]) for r in rows]
+    names = [html_text(r.version) for r in rows]
     for key, label in CHARTED:
-        fig.add_trace(go.Scatter(x=names, y=[r[key] for r in rows], mode="lines+markers",
+        fig.add_trace(go.Scatter(x=names, y=[getattr(r, key) for r in rows], mode="lines+markers",
                                  name=label))
     fig.update_layout(height=320, margin={"l": 10, "r": 10, "t": 30, "b": 10},
                       yaxis_title="test split", yaxis_range=[0, 1],
@@ -139,7 +139,7 @@ def timeline_chart(rows: list[dict]) -> go.Figure:
     return fig
 
 
-def metrics_chart(rows: list[dict]) -> None:
+def metrics_chart(rows: list[VersionHistory]) -> None:
     """The chart of the evaluated versions; the others are listed as not evaluated."""
     shown, missing = evaluated(rows)
     if shown:
@@ -155,7 +155,7 @@ def render(ctx: AppContext) -> None:
     handle_rollback(ctx)
     handle_simulation(ctx)
     show_flash()
-    schemas = evaluable_schemas(ctx.ws)
+    schemas = Relations(ctx.ws).evaluable_schemas()
     if not schemas:
         st.info("No relation cites a document of this workspace yet: no model to show.")
         return
@@ -168,17 +168,17 @@ def render(ctx: AppContext) -> None:
                 "(Retraining) or with kbcurate retrain.")
         return
     metrics_chart(rows)
-    frame = pd.DataFrame([{**r, "gate": "; ".join(r["gate"])} for r in rows])
+    frame = pd.DataFrame([{**r.to_json(), "gate": "; ".join(r.gate)} for r in rows])
     st.dataframe(frame, hide_index=True, key="models_table", width="stretch")
     running_activation(ctx, schema)
     if ctx.user.is_admin:
         with st.form("rollback_form"):
             st.selectbox("Make this version active (rollback or override the gate); its "
                          "indexes are built first, in the background",
-                         [r["version"] for r in rows], key="rollback_version")
+                         [r.version for r in rows], key="rollback_version")
             st.text_input("Reason (required, audited)", key="rollback_reason")
             st.form_submit_button("Activate", on_click=_request, key="rollback_submit")
-        simulation_panel(ctx, [r["version"] for r in rows])
+        simulation_panel(ctx, [r.version for r in rows])
 
 
 run_page(render)

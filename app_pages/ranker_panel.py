@@ -15,7 +15,7 @@ from app_pages.common import AppContext, flash
 from app_pages.safe import md
 from curation.ranking.versions import active_version, list_versions
 from curation.search.ranked import default_for
-from curation.store.rankers import labels_waiting, retrain_every
+from curation.store.rankers import Rankers
 from curation.training.ranker import promote_ranker, set_ranker_schedule
 from kb_sources.errors import CurationError
 
@@ -70,10 +70,10 @@ def ranker_section(ctx: AppContext, schema: str) -> None:
     st.subheader("Learned ranker")
     handle_request(ctx)
     default = default_for(ctx.ws, schema)
-    every = retrain_every(ctx.ws)
+    every = Rankers(ctx.ws).retrain_every()
     st.caption(f"Default ranking: {md(default.configuration)}, {md(default.reason)}. "
                + (f"Retrains after every {every:d} new labels; "
-                  f"{labels_waiting(ctx.ws, schema):d} wait for the next round."
+                  f"{Rankers(ctx.ws).labels_waiting(schema):d} wait for the next round."
                   if every else "Automatic retraining is off."))
     rows = version_rows(ctx, schema)
     if not rows:

@@ -11,10 +11,10 @@ import streamlit as st
 
 from app_pages.common import AppContext, flash, poll_job
 from app_pages.safe import md
-from curation.evaluation.reporting import evaluable_schemas
 from curation.jobs.queue import Job, JobStatus, list_jobs
 from curation.store.labels import Grade
-from curation.store.models import active_model
+from curation.store.models import Models
+from curation.store.relations import Relations
 from curation.training.jobs import start_retrain
 from curation.training.recipes import get_recipe, options_class, recipe_names
 from curation.training.retrain import RetrainOptions, labels_since_active
@@ -64,7 +64,7 @@ def retrain_sidebar(ctx: AppContext) -> None:
         if not ctx.user.is_admin:
             return
         with st.expander("Retraining", expanded=False):
-            schemas = evaluable_schemas(ctx.ws)
+            schemas = Relations(ctx.ws).evaluable_schemas()
             if not schemas:
                 st.caption("No relation cites a document of this workspace: nothing to train on.")
                 return
@@ -107,7 +107,7 @@ def ended_lately(jobs: list[Job]) -> None:
 
 
 def _status(ctx: AppContext, schema: str) -> None:
-    active = active_model(ctx.ws, schema)
+    active = Models(ctx.ws).active(schema)
     counts = labels_since_active(ctx.ws, schema)
     grades = " · ".join(f"{g.value} {counts.get(g.value, 0):,}" for g in Grade
                         if g is not Grade.SKIP)

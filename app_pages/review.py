@@ -23,7 +23,6 @@ from app_pages.review_suggestions import suggestions_panel
 from app_pages.safe import md
 from curation.access.adjudication import (
     blind_mode,
-    document_titles,
     relation_texts,
     sees_all_labels,
     set_blind_mode,
@@ -32,12 +31,11 @@ from curation.access.adjudication import (
 from curation.evaluation.reporting import (
     export_labels_bytes,
     label_history,
-    label_users,
     labels_frame,
-    model_versions,
 )
 from curation.search.suggestions import list_suggestions, suggestions_csv
-from curation.store.labels import Grade, Label, agreement, list_labels
+from curation.store.documents import Documents
+from curation.store.labels import Grade, Label, Labels
 from kb_sources.errors import CurationError
 
 ALL = "(all)"
@@ -48,17 +46,18 @@ EXPORT_HELP = ("One row per listed label, with its item's final grade: final_gra
 
 def _filters(ctx: AppContext) -> list[Label]:
     cols = st.columns(5, vertical_alignment="bottom")
-    user = cols[0].selectbox("User", [ALL, *label_users(ctx.ws)], key="rv_user")
+    user = cols[0].selectbox("User", [ALL, *Labels(ctx.ws).users()], key="rv_user")
     grade = cols[1].selectbox("Label", [ALL, *(g.value for g in Grade)], key="rv_grade")
-    model = cols[2].selectbox("Model version", [ALL, *model_versions(ctx.ws)], key="rv_model")
+    model = cols[2].selectbox("Model version", [ALL, *Labels(ctx.ws).model_versions()],
+                              key="rv_model")
     since = cols[3].date_input("Since", key="rv_since", format="YYYY-MM-DD")
     superseded = cols[4].checkbox("Include superseded", key="rv_superseded",
                                   help="Show relabelled versions too (the audit trail)")
-    return list_labels(ctx.ws, user=None if user == ALL else user,
-                       grade=None if grade == ALL else grade,
-                       model_version=None if model == ALL else model,
-                       since=since.isoformat() if since else None,
-                       include_superseded=superseded)
+    return Labels(ctx.ws).find(user=None if user == ALL else user,
+                               grade=None if grade == ALL else grade,
+                               model_version=None if model == ALL else model,
+                               since=since.isoformat() if since else None,
+                               include_superseded=superseded)
 
 
 def _relabel(ctx: AppContext, label: Label) -> None:
@@ -99,7 +98,7 @@ def relabel_panel(ctx: AppContext, labels: list[Label]) -> None:
 
 
 def agreement_panel(ctx: AppContext) -> None:
-    users = label_users(ctx.ws)
+    users = Labels(ctx.ws).users()
     if len(users) < 2:
         st.caption("Agreement needs labels from two annotators.")
         return
@@ -109,7 +108,7 @@ def agreement_panel(ctx: AppContext) -> None:
     if a == b:
         st.caption("Choose two different annotators.")
         return
-    result = agreement(ctx.ws, a, b)
+    result = Labels(ctx.ws).agreement(a, b)
     cols = st.columns(3)
     cols[0].metric("Shared items", result.shared)
     cols[1].metric("Observed agreement", "–" if result.shared == 0 else f"{result.observed:.3f}")
@@ -136,7 +135,7 @@ def export_panel(ctx: AppContext, labels: list[Label]) -> None:
 def log_frame(ctx: AppContext, labels: list[Label]) -> pd.DataFrame:
     """The label log with each label's document title and relation entities."""
     frame = labels_frame(labels)
-    titles = document_titles(ctx.ws, [lab.doc_id for lab in labels])
+    titles = Documents(ctx.ws).titles([lab.doc_id for lab in labels])
     relations = relation_texts(ctx.ws, {(lab.schema, lab.query_key) for lab in labels})
     at = list(frame.columns).index("doc_id") + 1
     frame.insert(at, "title", [titles.get(lab.doc_id, "") for lab in labels])

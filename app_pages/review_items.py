@@ -15,17 +15,17 @@ from curation.access.adjudication import (
     Disagreement,
     Item,
     adjudicate,
-    adjudication_history,
     disagreements,
-    document_titles,
     next_open_item,
     relation_texts,
 )
 from curation.matching.highlight import render_highlighted, render_legend, slot_colours
 from curation.search.candidates import is_pmid
 from curation.search.item_highlight import item_relation, item_spans
-from curation.search.session import fetch_documents
+from curation.store.adjudications import Adjudications
+from curation.store.documents import Documents
 from kb_sources.errors import CurationError
+from kb_sources.types import joined_text
 
 #: The grades a final decision may give (a skip decides nothing).
 FINAL_GRADES = ("complete", "partial", "irrelevant")
@@ -38,21 +38,21 @@ def document_view(ctx: AppContext, doc_id: str, key: str,
                   relation: tuple[str, str] | None = None) -> None:
     """Title and abstract of one document (escaped), with a PubMed link for a PMID; with
     ``relation`` (schema, query_key) its entities are highlighted as on the Curate page."""
-    doc = fetch_documents(ctx.ws, [doc_id]).get(doc_id)
+    doc = Documents(ctx.ws).rows_by_id([doc_id]).get(doc_id)
     if doc is None:
         st.caption(f"Document {md(doc_id)} is not in the workspace.")
         return
-    title, abstract = doc["title"] or "", doc["abstract"] or ""
+    title, abstract = doc.title or "", doc.abstract or ""
     schema = ctx.ws.schemas().get(relation[0]) if relation else None
     partial = item_relation(ctx.ws, schema, relation[1]) if schema and relation else None
     colours = slot_colours(schema.slot_names) if schema else {}
     spans = []
     if schema and partial:
-        text = f"{title} {abstract}" if title and abstract else title or abstract
+        text = joined_text(title, abstract)  # unstripped: the spans' offsets
         spans = item_spans(ctx.ws, schema, partial, doc_id, text, get_matcher())
     with st.container(border=True, key=f"{key}_box"):
-        st.caption(md(doc_id) + (f" ({doc['year']:d})" if doc.get("year") else "")
-                   + (f" · {md(doc['journal'])}" if doc.get("journal") else ""))
+        st.caption(md(doc_id) + (f" ({doc.year:d})" if doc.year else "")
+                   + (f" · {md(doc.journal)}" if doc.journal else ""))
         if partial is not None:
             st.markdown(render_legend(colours), unsafe_allow_html=True)
         elif relation:
@@ -73,7 +73,7 @@ def _joined(pairs: tuple[tuple[str, str], ...]) -> str:
 def disagreements_frame(ctx: AppContext, items: list[Disagreement]) -> pd.DataFrame:
     """One row per item: relation, document, each user's grade and note, the final grade."""
     relations = relation_texts(ctx.ws, {(d.schema, d.query_key) for d in items})
-    titles = document_titles(ctx.ws, [d.doc_id for d in items])
+    titles = Documents(ctx.ws).titles([d.doc_id for d in items])
     return pd.DataFrame.from_records(
         [{"schema": d.schema, "relation": relations[d.schema, d.query_key] or d.query_text,
           "doc_id": d.doc_id, "title": titles.get(d.doc_id, ""),
@@ -149,7 +149,7 @@ def disagreements_panel(ctx: AppContext) -> None:
                               + ("settled" if by_key[k].resolved else "open"))]
     _annotators(chosen)
     document_view(ctx, chosen.doc_id, "dg_doc", (chosen.schema, chosen.query_key))
-    history = adjudication_history(ctx.ws, *chosen.item)
+    history = Adjudications(ctx.ws).history(*chosen.item)
     if history:
         st.caption(f"Final grade **{md(history[0].grade.value)}** by {md(history[0].user)} "
                    f"({md(history[0].created_at[:16])}): {md(history[0].reason)}")

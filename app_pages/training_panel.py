@@ -15,7 +15,7 @@ import streamlit as st
 from app_pages.common import AppContext, flash, poll_job
 from app_pages.safe import md
 from curation.jobs.queue import list_jobs
-from curation.store.models import list_models
+from curation.store.models import Models
 from curation.training.jobs import start_training
 from curation.training.recipes import (
     OptionField,
@@ -110,7 +110,7 @@ def training_panel(ctx: AppContext, schemas: list[str]) -> None:
         running = [j for j in jobs if not j.finished]
         if running:
             poll_job(ctx, running[0].id, "train")
-        versions = list_models(ctx.ws)
+        versions = Models(ctx.ws).versions()
         if versions:
             st.dataframe([{"version": v.id, "status": v.status.value, "base": v.base_model,
                            "dev NDCG@10": v.metrics.get("dev_ndcg@10"),

@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from curation.store.models import Models
+
 QUERY = "Genes associated with breast cancer?"
 
 
@@ -52,7 +54,6 @@ def run(args: argparse.Namespace) -> dict:
     from curation.jobs.queue import get_job
     from curation.search.choices import parse_retriever_choice
     from curation.search.indexing import get_index, set_default_backend
-    from curation.store.models import active_model, get_model, register_model
     from curation.store.workspace import Workspace
     from curation.training.activation import start_activation
 
@@ -63,16 +64,16 @@ def run(args: argparse.Namespace) -> dict:
     clone(source, dest)
     print(f"copied {source} -> {dest} in {time.perf_counter() - started:.1f} s", flush=True)
     with Workspace.open(source) as ws:
-        original = get_model(ws, args.version)
+        original = Models(ws).get(args.version)
     with Workspace.open(dest) as ws:
         if args.backend:
             set_default_backend(ws, *args.backend.split("/"), actor="bench")
-        fresh = register_model(ws, schema=original.schema, recipe=original.recipe,
-                               base_model=original.base_model, model_dir=original.model_dir,
-                               manifest={k: v for k, v in original.manifest.items()
-                                         if k not in ("files", "sha256", "id")},
-                               created_by="bench")
-        before = active_model(ws, fresh.schema)
+        fresh = Models(ws).register(schema=original.schema, recipe=original.recipe,
+                                    base_model=original.base_model, model_dir=original.model_dir,
+                                    manifest={k: v for k, v in original.manifest.items()
+                                              if k not in ("files", "sha256", "id")},
+                                    created_by="bench")
+        before = Models(ws).active(fresh.schema)
         print(f"registered {fresh.id} (weights of {original.id}); active: "
               f"{before.id if before else 'none'}; load {os.getloadavg()[0]:.1f} on "
               f"{os.cpu_count()} CPUs", flush=True)
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> dict:
                    "dense_s": job.result["dense_s"], "hybrid_s": job.result["hybrid_s"],
                    "request_ms": round(request_s * 1000, 1), "switched_s": round(switched_s, 1),
                    "serving_s": round(serving_s, 1), "first_hit_by": hits[0].retriever,
-                   "active_now": active_model(ws, fresh.schema).id, "copy": str(dest),
+                   "active_now": Models(ws).active(fresh.schema).id, "copy": str(dest),
                    "load_end": round(os.getloadavg()[0], 1), "cpus": os.cpu_count()}
     if not args.keep:
         shutil.rmtree(dest.parent, ignore_errors=True)

@@ -21,6 +21,8 @@ import os
 import time
 from pathlib import Path
 
+from curation.store.models import Models
+
 QUERY = "Genes associated with breast cancer?"
 
 
@@ -83,9 +85,8 @@ def choices_to_folders(ws: object, schema: str | None, choices: list[str]
 
 def default_choices(ws: object, schema: str | None) -> list[str]:
     """bm25 and dense (over the schema's active version when it has one)."""
-    from curation.store.models import active_model
 
-    active = active_model(ws, schema) if schema else None
+    active = Models(ws).active(schema) if schema else None
     return ["bm25", "dense · active" if active is not None else "dense"]
 
 

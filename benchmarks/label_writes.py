@@ -9,7 +9,7 @@ Usage::
 For each store a fresh workspace is made in a temporary folder (PostgreSQL: a throwaway server
 started with ``initdb`` and default durability settings, as ``tests/pg_server.py`` does, unless
 ``--url`` names an empty database). ``--writers`` processes each open the workspace, wait for a
-common start, then call ``curation.store.labels.record_label`` ``--labels`` times (a distinct
+common start, then call ``curation.store.labels.Labels(ws).record`` ``--labels`` times (a distinct
 query key per call, so every call is one new row), timing each call. The table shows per store:
 calls, p50 / p99 / max latency in ms, labels written per second, calls that went to the outbox
 (busy), and whether label rows == calls (no label lost).
@@ -25,12 +25,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from curation.store.labels import Labels
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _writer(root: str, n: int, labels: int, start: mp.synchronize.Event,
             out: mp.Queue) -> None:
-    from curation.store.labels import LabelPending, record_label
+    from curation.store.labels import LabelPending
     from curation.store.workspace import Workspace
 
     times, pending = [], 0
@@ -39,8 +41,8 @@ def _writer(root: str, n: int, labels: int, start: mp.synchronize.Event,
         for i in range(labels):
             t0 = time.perf_counter()
             try:
-                record_label(ws, user=f"w{n}", schema="PO", query_key=f"q{n}-{i}",
-                             query_text="bench", doc_id=str(i), grade="complete")
+                Labels(ws).record(user=f"w{n}", schema="PO", query_key=f"q{n}-{i}",
+                                  query_text="bench", doc_id=str(i), grade="complete")
             except LabelPending:
                 pending += 1
             times.append(time.perf_counter() - t0)
@@ -49,7 +51,6 @@ def _writer(root: str, n: int, labels: int, start: mp.synchronize.Event,
 
 def run_store(store: str, root: Path, url: str | None, writers: int, labels: int) -> dict:
     """Time ``writers`` x ``labels`` label calls on a fresh workspace at ``root``."""
-    from curation.store.labels import flush_pending_labels
     from curation.store.workspace import Workspace
 
     Workspace.init(root, store_url=url).close()
@@ -68,7 +69,7 @@ def run_store(store: str, root: Path, url: str | None, writers: int, labels: int
         p.join()
     times = sorted(t for r in results for t in r[0])
     with Workspace.open(root) as ws:
-        flush_pending_labels(ws)
+        Labels(ws).flush_pending()
         rows = ws.stats().labels
     calls = writers * labels
     return {"store": store, "calls": calls, "p50": 1000 * statistics.median(times),

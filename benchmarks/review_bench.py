@@ -27,9 +27,9 @@ from curation.access.label_export import export_labels_with_final_grades
 from curation.access.users import Role, User
 from curation.matching.matcher import EntityMatcher
 from curation.search.item_highlight import item_relation, item_spans
-from curation.search.session import fetch_documents
-from curation.store.labels import list_labels, record_label
-from curation.store.relations import list_partial_relations
+from curation.store.documents import Documents
+from curation.store.labels import Labels
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 
 GRADES = ("complete", "partial", "irrelevant")
@@ -59,8 +59,8 @@ def timed(label: str, fn, repeats: int = 3):
 def fill(ws: Workspace, items: int, seed: int) -> tuple[str, list[tuple[str, str, str]]]:
     """Synthetic labels on ``items`` items of the schema with the most relations."""
     rng = random.Random(seed)
-    schema = max(ws.schemas(), key=lambda s: len(list_partial_relations(ws, s)))
-    relations = list_partial_relations(ws, schema)
+    schema = max(ws.schemas(), key=lambda s: len(Relations(ws).partial(s)))
+    relations = Relations(ws).partial(schema)
     docs = [r[0] for r in ws.conn.execute("SELECT doc_id FROM documents ORDER BY doc_id")]
     chosen = []
     start = time.perf_counter()
@@ -69,10 +69,10 @@ def fill(ws: Workspace, items: int, seed: int) -> tuple[str, list[tuple[str, str
         first = rng.choice(GRADES)
         for i, user in enumerate(("ann1", "ann2", "ann3")[:rng.choice((2, 3))]):
             grade = first if i == 0 or rng.random() > 0.2 else rng.choice(GRADES)
-            record_label(ws, user=user, schema=schema, query_key=partial.query_key,
-                         query_text="q", doc_id=doc, grade=grade, note=f"note {i}")
+            Labels(ws).record(user=user, schema=schema, query_key=partial.query_key,
+                              query_text="q", doc_id=doc, grade=grade, note=f"note {i}")
         chosen.append((schema, partial.query_key, doc))
-    print(f"{len(list_labels(ws)):,} labels on {items:,} items of {schema} written in "
+    print(f"{len(Labels(ws).find()):,} labels on {items:,} items of {schema} written in "
           f"{time.perf_counter() - start:.1f} s")
     curator = User("cur", Role.CURATOR)
     for d in disagreements(ws)[::2]:
@@ -95,15 +95,14 @@ def main() -> None:
             print(f"  {len(found):,} disagreements, {open_items:,} open")
             finals = timed("final_grades()", lambda: final_grades(ws))
             print(f"  {len(finals):,} items with a final grade")
-            labels = list_labels(ws)
+            labels = Labels(ws).find()
             for fmt in ("csv", "jsonl"):
                 out = Path(tmp) / f"labels.{fmt}"
                 timed(f"export {len(labels):,} labels with final grades ({fmt})",
                       lambda out=out: export_labels_with_final_grades(ws, labels, out))
             sch = ws.schemas()[schema]
             item = chosen[0]
-            doc = fetch_documents(ws, [item[2]])[item[2]]
-            text = f"{doc['title'] or ''} {doc['abstract'] or ''}".strip()
+            text = Documents(ws).rows_by_id([item[2]])[item[2]].text
             partial = timed("item_relation (one item)", lambda: item_relation(ws, sch, item[1]))
             start = time.perf_counter()
             spans = item_spans(ws, sch, partial, item[2], text, EntityMatcher())

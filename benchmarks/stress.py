@@ -10,9 +10,10 @@ Usage::
 A fresh workspace is built in a temporary folder from the hand-made test fixtures (CIViC, PubTator
 and JSONL samples) with its BM25 index. Then, at the same time:
 
-* ``--writers`` processes each record ``--labels`` labels (``curation.store.labels.record_label``,
-  a distinct query key per call, so every acknowledged call is exactly one row); each call's
-  outcome and latency go to the writer's own file as soon as it returns;
+* ``--writers`` processes each record ``--labels`` labels
+  (``curation.store.labels.Labels(ws).record``, a distinct query key per call, so every
+  acknowledged call is exactly one row); each call's outcome and latency go to the writer's own
+  file as soon as it returns;
 * ``--readers`` processes load the BM25 index from its folder and search it, over and over;
 * three index rebuild jobs run in worker processes: the first worker is killed (-9) once it has
   claimed its job (during the build or the save), the second right after it was started (before
@@ -49,6 +50,8 @@ from pathlib import Path
 import stress_import
 from stress_import import percentile
 
+from curation.store.labels import Labels
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 INPUTS = (("kb", "civic", "civic_v1_sample.tsv", {}),
@@ -76,7 +79,7 @@ def writer(root: str, index: int, labels: int, doc_ids: list[str], out: str,
            ready: mp.synchronize.Barrier) -> None:
     """Record ``labels`` labels; one ``outcome<TAB>seconds<TAB>started<TAB>detail`` line
     per call (``started``: ``time.time()`` when the call began)."""
-    from curation.store.labels import LabelPending, record_label
+    from curation.store.labels import LabelPending
     from curation.store.workspace import Workspace
 
     fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
@@ -85,9 +88,9 @@ def writer(root: str, index: int, labels: int, doc_ids: list[str], out: str,
         for j in range(labels):
             started, start = time.time(), time.perf_counter()
             try:
-                record_label(ws, user=f"writer{index}", schema="PO",
-                             query_key=f"{KEY_PREFIX}{index}-{j}", query_text="stress",
-                             doc_id=doc_ids[j % len(doc_ids)], grade="partial")
+                Labels(ws).record(user=f"writer{index}", schema="PO",
+                                  query_key=f"{KEY_PREFIX}{index}-{j}", query_text="stress",
+                                  doc_id=doc_ids[j % len(doc_ids)], grade="partial")
                 outcome, detail = "ok", ""
             except LabelPending as exc:
                 outcome, detail = "pending", str(exc)
@@ -227,11 +230,10 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
 def check(ws, folder: str, job_ids: list[int]) -> dict:
     """Flush the outbox, then count rows, check integrity, jobs and the index."""
     from curation.jobs.queue import get_job, wait_for_job
-    from curation.store.labels import flush_pending_labels
     from retrievers.registry import load_retriever
 
     last = wait_for_job(ws, job_ids[-1], timeout=600)
-    flushed = flush_pending_labels(ws, wait_s=30)
+    flushed = Labels(ws).flush_pending(wait_s=30)
     rows = dict(ws.conn.execute(
         "SELECT user, COUNT(*) FROM labels WHERE query_key LIKE ? GROUP BY user",
         (KEY_PREFIX + "%",)).fetchall())

@@ -36,8 +36,12 @@ from curation.matching.matcher import EntityMatcher  # noqa: E402
 from curation.search.answer_classes import answer_kind  # noqa: E402
 from curation.search.candidates import answer_candidates, kb_answer_entities  # noqa: E402
 from curation.search.indexing import get_index  # noqa: E402
-from curation.search.session import fetch_documents, rank  # noqa: E402
-from curation.store.relations import PartialRelation, list_partial_relations  # noqa: E402
+from curation.search.session import rank  # noqa: E402
+from curation.store.documents import Documents  # noqa: E402
+from curation.store.relations import (
+    PartialRelation,  # noqa: E402
+    Relations,
+)
 from curation.store.workspace import Workspace  # noqa: E402
 from curation.templates import render_query  # noqa: E402
 from kb_sources.schema import Schema  # noqa: E402
@@ -69,7 +73,7 @@ def suggestions(ws: Workspace, schema: Schema, partial: PartialRelation, docs, m
 
 def run_schema(ws: Workspace, schema: Schema, args: argparse.Namespace, retriever,
                matcher: EntityMatcher) -> dict[str, float]:
-    partials = list_partial_relations(ws, schema.name, limit=100_000)
+    partials = Relations(ws).partial(schema.name, limit=100_000)
     answer_use = Counter(k for p in partials for k in gold_keys(p))
     entities = kb_answer_entities(ws, schema)
     answer_type = schema.slot(schema.answer).type
@@ -79,9 +83,9 @@ def run_schema(ws: Workspace, schema: Schema, args: argparse.Namespace, retrieve
         hits, _ = rank(retriever, text, args.k, entities=[e for es in partial.query.values()
                                                           for e in es],
                        rerank=True, matcher=matcher, doc_text=lambda d: _text(ws, d))
-        rows = fetch_documents(ws, [h.doc_id for h in hits])
-        docs = [(h.doc_id, _text_of(rows.get(h.doc_id, {}))) for h in hits]
-        titles = {h.doc_id: rows.get(h.doc_id, {}).get("title") or "" for h in hits}
+        rows = Documents(ws).rows_by_id([h.doc_id for h in hits])
+        docs = [(h.doc_id, rows[h.doc_id].text if h.doc_id in rows else "") for h in hits]
+        titles = {h.doc_id: rows[h.doc_id].title if h.doc_id in rows else "" for h in hits}
         gold = gold_keys(partial)
         gold_forms = {f.lower() for answer in partial.answers for e in answer
                       for f in (e.text, *e.synonyms)}
@@ -109,12 +113,9 @@ def run_schema(ws: Workspace, schema: Schema, args: argparse.Namespace, retrieve
             "NEW class/generic": stats["new_generic"], "candidates": stats["candidates"]}
 
 
-def _text_of(row) -> str:
-    return f"{row.get('title') or ''} {row.get('abstract') or ''}".strip()
-
-
 def _text(ws: Workspace, doc_id: str) -> str:
-    return _text_of(fetch_documents(ws, [doc_id]).get(doc_id, {}))
+    row = Documents(ws).rows_by_id([doc_id]).get(doc_id)
+    return "" if row is None else row.text
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,9 +24,10 @@ transformers 5 (optimum-onnx needs transformers < 4.58; optimum-intel pins an ol
 so the export uses the converters those helpers wrap.
 
 An export is stored once per model (version or weights fingerprint) and stored form in its own
-folder (:func:`export_folder`) with ``export.json``: backend, precision, source, tool versions and
-the sha256 of every file. :func:`ensure_export` verifies it before each use; an export that fails
-verification (a changed or missing file, another source) is never loaded: it is exported again.
+folder with ``export.json``: backend, precision, source, tool versions and the sha256 of every
+file (:mod:`retrievers.export_store`). :func:`ensure_export` verifies it before each use; an
+export that fails verification (a changed or missing file, another source) is never loaded: it is
+exported again.
 
 The packages are optional extras: ``pip install 'kbcurate[onnx]'`` (onnxruntime, onnx) and
 ``pip install 'kbcurate[openvino]'`` (openvino, nncf, onnx); a missing one is a
@@ -40,7 +41,6 @@ import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
-import json
 import logging
 import os
 import platform
@@ -49,7 +49,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,15 @@ import numpy as np
 
 from retrievers.backend_runtime import OUTPUT, attach_runtime, transformer_body
 from retrievers.errors import RetrieverError, unknown_name
+from retrievers.export_store import (
+    EXPORT_MANIFEST,
+    ExportManifest,
+    default_export_root,
+    export_folder,
+    sha256_file,
+    stored_precision,
+    verify_export,
+)
 from retrievers.saved import replace_folder, write_json
 
 logger = logging.getLogger(__name__)
@@ -92,9 +101,6 @@ COMBINATIONS: dict[tuple[str, str], str] = {
     ("openvino", "int8"): "OpenVINO, static int8 quantisation (NNCF) on local documents",
 }
 DEFAULT = ("torch", "fp32")
-#: The file each export folder holds beside the model files.
-EXPORT_MANIFEST = "export.json"
-EXPORT_FORMAT = 1
 #: Most calibration texts for OpenVINO int8 (NNCF's default subset size).
 CALIBRATION_SIZE = 300
 
@@ -189,88 +195,14 @@ def import_extra(backend: str, precision: str, *, exporting: bool = False) -> No
             raise _extra_error(backend, precision, module) from exc
 
 
-def default_export_root() -> Path:
-    """``$XDG_CACHE_HOME/kbcurate/exports`` (``~/.cache/...``): exports outside a workspace."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kbcurate" / "exports"
-
-
-def stored_precision(backend: str, precision: str) -> str:
-    """The precision an export is stored in: OpenVINO bf16 runs the fp32 model (bf16 is a
-    run-time hint), so both share one export."""
-    return Precision.FP32.value if (backend, precision) == ("openvino", "bf16") else precision
-
-
-def export_folder(root: str | Path, model_key: str, backend: str, precision: str) -> Path:
-    """``<root>/<model_key>-<backend>-<stored precision>``: one folder per model and form."""
-    return Path(root) / f"{model_key}-{backend}-{stored_precision(backend, precision)}"
-
-
-@dataclass(frozen=True)
-class ExportManifest:
-    """What ``export.json`` records about one export.
-
-    Attributes:
-        backend: "onnx" or "openvino".
-        precision: Stored precision ("fp32" or "int8").
-        source: The model version or weights fingerprint the export was made from.
-        files: Relative path -> sha256 of every exported file.
-        tool: Versions of the converter / runtime packages.
-        calibration_texts: Texts used to calibrate (static int8), else 0.
-        created: UTC time of the export.
-        seconds: How long the export took.
-    """
-
-    backend: str
-    precision: str
-    source: str
-    files: dict[str, str]
-    tool: dict[str, str] = field(default_factory=dict)
-    calibration_texts: int = 0
-    created: str = ""
-    seconds: float = 0.0
-    format: int = EXPORT_FORMAT
-
-
-def sha256_file(path: Path) -> str:
-    """sha256 hex digest of a file, read in 1 MiB blocks."""
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def verify_export(folder: Path, source: str) -> ExportManifest | None:
-    """The export's manifest when every file matches its checksum and the source matches;
-    None (with a log line saying why) otherwise."""
-    path = folder / EXPORT_MANIFEST
-    if not path.is_file():
-        return None
-    try:
-        manifest = ExportManifest(**json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, TypeError) as exc:
-        logger.warning("%s: unreadable %s (%s); exporting again", folder, EXPORT_MANIFEST, exc)
-        return None
-    if manifest.format != EXPORT_FORMAT or manifest.source != source or not manifest.files:
-        logger.warning("%s was exported from another model or format; exporting again", folder)
-        return None
-    for name, digest in manifest.files.items():
-        file = folder / name
-        if not file.is_file() or sha256_file(file) != digest:
-            logger.warning("%s: %s does not match its sha256 in %s (changed or missing); "
-                           "not loading it, exporting again", folder, name, EXPORT_MANIFEST)
-            return None
-    return manifest
-
-
 def ensure_export(st: Any, folder: Path, backend: str, precision: str, source: str,
                   calibration: Sequence[str] | None = None) -> ExportManifest:
     """Reuse the verified export in ``folder``, or export ``st``'s transformer body there.
 
     Args:
         st: A SentenceTransformer whose first module is a ``Transformer`` (on CPU, float32).
-        folder: The export's folder (:func:`export_folder`); replaced atomically when exported.
+        folder: The export's folder (:func:`~retrievers.export_store.export_folder`); replaced
+            atomically when exported.
         backend: "onnx" or "openvino".
         precision: "fp32", "bf16" (OpenVINO: stored as fp32) or "int8".
         source: Model version or weights fingerprint; an export of another source is redone.
@@ -324,7 +256,7 @@ def load_backend(st: Any, *, source: str, name: str, root: str | Path | None, ba
         st: The loaded SentenceTransformer (CPU, float32).
         source: What identifies its weights (a model version, or a weights fingerprint).
         name: A readable name for the export folder (model version or folder name).
-        root: Folder of exports; ``None``: :func:`default_export_root`.
+        root: Folder of exports; ``None``: :func:`~retrievers.export_store.default_export_root`.
         backend: "onnx" or "openvino".
         precision: The precision asked for.
         calibration: Texts for an OpenVINO int8 export, when one must be made.

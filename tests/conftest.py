@@ -107,3 +107,14 @@ def pg_url(pg_cluster) -> str:
     url = pg_cluster.create_database()
     yield url
     pg_cluster.drop_database(url)
+
+
+@pytest.fixture
+def fake_model_dir(tmp_path: Path) -> Path:
+    """A small folder shaped like a sentence-transformers model (never loaded)."""
+    folder = tmp_path / "fake-st"
+    (folder / "1_Pooling").mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(bytes(range(256)) * 4)
+    (folder / "config.json").write_text('{"hidden_size": 32}\n')
+    (folder / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}\n')
+    return folder

@@ -11,7 +11,7 @@ from curation.access.users import PermissionDenied, Role, User
 from curation.jobs.queue import JobContext, JobStatus, cancel_job, list_jobs, run_job, submit_job
 from curation.search.choices import parse_retriever_choice, resolve_retriever_choice
 from curation.search.indexing import get_index, index_ready
-from curation.store.models import activate_model, active_model, register_model
+from curation.store.models import Models
 from curation.training.activation import start_activation, switch_active
 from kb_sources.errors import CurationError, UnknownNameError
 
@@ -22,9 +22,9 @@ FMT = "{title} [SEP] {abstract}"
 
 
 def register(ws, model_dir, schema: str = "disease_gene"):
-    return register_model(ws, schema=schema, recipe="edel", base_model="tiny",
-                          model_dir=model_dir, created_by="boss",
-                          manifest={"max_seq_length": 32, "document_format": FMT})
+    return Models(ws).register(schema=schema, recipe="edel", base_model="tiny",
+                               model_dir=model_dir, created_by="boss",
+                               manifest={"max_seq_length": 32, "document_format": FMT})
 
 
 @pytest.fixture
@@ -32,7 +32,7 @@ def two_versions(tmp_workspace, tiny_model_path):
     """A loop workspace with v1 active (no index built) and v2 a candidate."""
     make_loop_workspace(tmp_workspace)
     v1 = register(tmp_workspace, tiny_model_path)
-    activate_model(tmp_workspace, v1.id, ADMIN, reason="first")
+    Models(tmp_workspace).activate(v1.id, ADMIN, reason="first")
     v2 = register(tmp_workspace, tiny_model_path)
     return tmp_workspace, v1, v2
 
@@ -67,7 +67,7 @@ def test_the_request_returns_a_queued_job_and_the_old_version_stays_active(two_v
     assert job.params == {"schema": "disease_gene", "version": v2.id,
                           "reason": "spot checks look better"}
     assert job.created_by == "boss"
-    assert active_model(ws, "disease_gene").id == v1.id
+    assert Models(ws).active("disease_gene").id == v1.id
     assert not index_ready(ws, "dense", {"model": v2.id})
     again = start_activation(ws, ADMIN, v1.id, "roll back", start=False)  # one at a time
     assert again.id == job.id and [j.id for j in list_jobs(ws, "activate")] == [job.id]
@@ -92,10 +92,10 @@ def test_the_job_builds_both_indexes_with_progress_then_switches(two_versions):
     assert result["documents"] == DOCS and result["encoded"] == TEXTS
     assert result["backend"] == "torch/fp32" and result["docs_per_s"] > 0
     assert result["seconds"] == pytest.approx(result["dense_s"] + result["hybrid_s"], abs=0.02)
-    assert active_model(ws, "disease_gene").id == v2.id
+    assert Models(ws).active("disease_gene").id == v2.id
     (audit,) = [a for a in ws.audit_log("model", limit=50)
-                if a["action"] == "activate" and a["object_id"] == v2.id]
-    assert audit["actor"] == "boss" and "better" in audit["after"]
+                if a.action == "activate" and a.object_id == v2.id]
+    assert audit.actor == "boss" and "better" in audit.after
     model_id = f"dense:{v2.id.replace('@', '-')}"
     assert searched_model(ws, "dense · active").startswith(model_id)
     assert model_id in searched_model(ws, "hybrid · active")
@@ -107,7 +107,7 @@ def test_a_cancelled_or_failed_job_leaves_the_old_version_active(two_versions):
     job = start_activation(ws, ADMIN, v2.id, "better", start=False)
     ended = run_job(ws, job.id, context=Recording(ws, job.id, cancel_at=f"{DOCS} of {DOCS}"))
     assert ended.status is JobStatus.CANCELLED
-    assert active_model(ws, "disease_gene").id == v1.id
+    assert Models(ws).active("disease_gene").id == v1.id
     assert not index_ready(ws, "dense", {"model": v2.id})  # the half-built index is not saved
 
     (v2.model_dir / "model.safetensors").write_bytes(b"changed")
@@ -115,7 +115,7 @@ def test_a_cancelled_or_failed_job_leaves_the_old_version_active(two_versions):
     ended = run_job(ws, job.id)
     assert ended.status is JobStatus.FAILED
     assert "do not match the checksum recorded at training" in ended.error
-    assert active_model(ws, "disease_gene").id == v1.id
+    assert Models(ws).active("disease_gene").id == v1.id
 
 
 def test_only_an_admin_with_a_written_reason_starts_it(two_versions):
@@ -172,7 +172,7 @@ def test_cli_activate_prints_documents_per_second(two_versions, capsys):
                              "torch/fp32) in ")
     assert out[0].endswith(" documents/s") and out[1] == f"{v2.id} is now the active " \
                                                            "disease_gene model"
-    assert active_model(ws, "disease_gene").id == v2.id
+    assert Models(ws).active("disease_gene").id == v2.id
     assert main(["models", "promote", v1.id, *common, "--background"]) == 2
     assert "Promoting a model version needs a written reason" in capsys.readouterr().err
     assert main(["models", "promote", v1.id, *common, "--reason", "roll back"]) == 0
@@ -198,7 +198,7 @@ def test_cli_background_activation_prints_the_job(two_versions, capsys):
                                               f"indexes of {v2.id}, then makes it the active")
     done = wait_for_job(ws, job.id, timeout=240)
     assert done.status is JobStatus.DONE, done.error
-    assert active_model(ws, "disease_gene").id == v2.id
+    assert Models(ws).active("disease_gene").id == v2.id
 
 
 @pytest.mark.parametrize("choice", ["dense · active", "hybrid · active"])

@@ -10,11 +10,9 @@ from app_helpers import build_app_workspace
 
 from curation.access.adjudication import (
     adjudicate,
-    adjudication_history,
     blind_mode,
     current_adjudications,
     disagreements,
-    document_titles,
     final_grade,
     final_grades,
     next_open_item,
@@ -24,8 +22,10 @@ from curation.access.adjudication import (
 )
 from curation.access.users import PermissionDenied, Role, User
 from curation.cli.main import main
-from curation.store.labels import Grade, list_labels, record_label
-from curation.store.relations import list_partial_relations
+from curation.store.adjudications import Adjudications
+from curation.store.documents import Documents
+from curation.store.labels import Grade, Labels
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -49,8 +49,8 @@ def ws(tmp_path):
 
 
 def label(ws, user, doc, grade, schema="PO"):
-    return record_label(ws, user=user, schema=schema, query_key="q", query_text=f"{schema}?",
-                        doc_id=doc, grade=grade)
+    return Labels(ws).record(user=user, schema=schema, query_key="q", query_text=f"{schema}?",
+                             doc_id=doc, grade=grade)
 
 
 def test_disagreements_are_items_graded_differently_skips_left_out(ws):
@@ -78,18 +78,18 @@ def test_adjudicate_records_supersedes_and_audits(ws):
         "cur", Grade.PARTIAL, "mentions no response", None)
     second = adjudicate(ws, "PO", "q", "3", Grade.COMPLETE, "the response is in table 2",
                         user=ADMIN)
-    history = adjudication_history(ws, "PO", "q", "3")
+    history = Adjudications(ws).history("PO", "q", "3")
     assert [(a.id, a.grade, a.superseded_by) for a in history] == [
         (second.id, Grade.COMPLETE, None), (first.id, Grade.PARTIAL, second.id)]
     assert current_adjudications(ws) == {("PO", "q", "3"): second}
     audits = ws.audit_log("adjudication")
-    assert [(a["action"], a["actor"], a["object_id"]) for a in audits] == [
+    assert [(a.action, a.actor, a.object_id) for a in audits] == [
         ("adjudicate", "boss", str(second.id)), ("adjudicate", "cur", str(first.id))]
-    assert audits[1]["before"] is None
-    assert json.loads(audits[0]["before"]) == {"id": first.id, "user": "cur",
+    assert audits[1].before is None
+    assert json.loads(audits[0].before) == {"id": first.id, "user": "cur",
                                                "grade": "partial",
                                                "reason": "mentions no response"}
-    assert json.loads(audits[0]["after"]) == {"schema": "PO", "query_key": "q", "doc_id": "3",
+    assert json.loads(audits[0].after) == {"schema": "PO", "query_key": "q", "doc_id": "3",
                                               "grade": "complete",
                                               "reason": "the response is in table 2"}
     (po,) = [d for d in disagreements(ws) if d.schema == "PO"]
@@ -142,8 +142,8 @@ def test_final_grades_of_every_item(ws):
 
 
 def test_disagreements_carry_each_annotators_note_and_next_open_item(ws):
-    record_label(ws, user="alice", schema="PO", query_key="q", query_text="PO?", doc_id="6",
-                 grade="partial", note="only <i>in vitro</i>")
+    Labels(ws).record(user="alice", schema="PO", query_key="q", query_text="PO?", doc_id="6",
+                      grade="partial", note="only <i>in vitro</i>")
     label(ws, "bob", "6", "complete")
     items = disagreements(ws, "PO")
     assert [(d.doc_id, d.notes) for d in items] == [
@@ -168,15 +168,15 @@ def test_blind_mode_is_an_audited_admin_setting(ws):
     set_blind_mode(ws, True, user=ADMIN)  # no change, no audit row
     set_blind_mode(ws, False, user=ADMIN)
     audits = ws.audit_log("setting")
-    assert [(a["action"], a["actor"], a["object_id"], json.loads(a["after"])) for a in audits] \
+    assert [(a.action, a.actor, a.object_id, json.loads(a.after)) for a in audits] \
         == [("set", "boss", "blind_review", {"blind_review": False}),
             ("set", "boss", "blind_review", {"blind_review": True})]
     assert blind_mode(ws) is False
 
 
 def seen(ws, viewer):
-    return sorted((lab.user, lab.doc_id) for lab in visible_labels(ws, list_labels(ws, schema="PO"),
-                                                                    viewer))
+    return sorted((lab.user, lab.doc_id) for lab in visible_labels(ws, Labels(ws).find(schema="PO"),
+                                                                   viewer))
 
 
 def test_blind_mode_hides_other_grades_from_an_annotator_until_she_gave_hers(ws):
@@ -199,13 +199,13 @@ def test_blind_mode_hides_other_grades_from_an_annotator_until_she_gave_hers(ws)
 
 # -- how an item reads ---------------------------------------------------------------------------
 def test_relation_texts_and_titles(ws):
-    (braf,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
+    (braf,) = Relations(ws).partial("PO", {"gene": "BRAF"})
     typed = "gene=gene:673|variant=variant:x1,variant:x2|disease="
     assert relation_texts(ws, [("PO", braf.query_key), ("PO", typed), ("PO", "q")]) == {
         ("PO", braf.query_key): "gene: BRAF · variant: V600E",
         ("PO", typed): "gene: BRAF · variant: x1 + x2",
         ("PO", "q"): ""}
-    titles = document_titles(ws, ["25265492", "nope"])
+    titles = Documents(ws).titles(["25265492", "nope"])
     assert list(titles) == ["25265492"] and titles["25265492"].startswith("Combined dabrafenib")
 
 
@@ -217,7 +217,7 @@ def test_settings_blind_review_command(tmp_path, capsys):
     assert main(["settings", "blind-review", "on", "-w", str(root)]) == 0
     assert capsys.readouterr().out == "blind-review: on\n"
     with Workspace.open(root) as ws:
-        assert blind_mode(ws) and ws.audit_log("setting")[0]["actor"] == "cli"
+        assert blind_mode(ws) and ws.audit_log("setting")[0].actor == "cli"
     assert main(["settings", "blind-review", "off", "-w", str(root)]) == 0
     assert capsys.readouterr().out == "blind-review: off\n"
     with pytest.raises(SystemExit):

@@ -10,6 +10,8 @@ from streamlit.testing.v1 import AppTest
 
 from curation.jobs.queue import list_jobs, wait_for_job
 from curation.search.suggestions import list_suggestions
+from curation.store.models import Models
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 
 
@@ -245,23 +247,21 @@ def test_choose_the_knowledge_base(tmp_path, monkeypatch, fixtures_dir):
     at.selectbox(key="kb_PO").set_value("oncokb").run()
     assert not at.exception
     with Workspace.open(root) as ws:
-        from curation.store.relations import list_partial_relations
 
-        expected = len(list_partial_relations(ws, "PO", source="oncokb"))
-        total = len(list_partial_relations(ws, "PO"))
+        expected = len(Relations(ws).partial("PO", source="oncokb"))
+        total = len(Relations(ws).partial("PO"))
     (box,) = [e for e in at.expander if e.label.startswith("Relation table and filters")]
     assert f"{expected:,} partial relations" in shown(box.label)
     assert expected < total
 
 
 def test_trained_model_versions_are_retriever_choices(ws_root, tiny_model_path):
-    from curation.store.models import register_model
 
     with Workspace.open(ws_root) as ws:
-        version = register_model(ws, schema="PO", recipe="edel", base_model="tiny",
-                                 model_dir=tiny_model_path, created_by="boss",
-                                 manifest={"max_seq_length": 32,
-                                           "document_format": "{title} [SEP] {abstract}"})
+        version = Models(ws).register(schema="PO", recipe="edel", base_model="tiny",
+                                      model_dir=tiny_model_path, created_by="boss",
+                                      manifest={"max_seq_length": 32,
+                                                "document_format": "{title} [SEP] {abstract}"})
     at = braf_page(ws_root)
     choice = f"dense · {version.id}"
     assert choice in at.selectbox(key="retriever").options
@@ -292,7 +292,6 @@ def test_an_empty_query_clears_the_results_and_says_why(ws_root):
 
 def test_placeholders_speak_the_schema(ws_root):
     from app_pages.curate_suggestions import comment_placeholder
-    from curation.store.relations import list_partial_relations
     from curation.store.workspace import Workspace
     from kb_sources.schema import get_schema
 
@@ -303,7 +302,7 @@ def test_placeholders_speak_the_schema(ws_root):
     assert "drug" not in hint
     with Workspace.open(ws_root) as ws:
         schema = get_schema("PTM", ws.schemas())
-        partial = list_partial_relations(ws, "PTM", {})[0]
+        partial = Relations(ws).partial("PTM", {})[0]
     text = comment_placeholder(schema, partial, "CAMK2A")
     assert "V600E" not in text and "CAMK2A as the catalyst of " in text
     substrate = partial.query["substrate"][0].text

@@ -9,6 +9,7 @@ from app_helpers import APP, add_users, build_app_workspace, shown, sign_in
 from streamlit.testing.v1 import AppTest
 
 from curation.jobs.queue import JobStatus, list_jobs, wait_for_job
+from curation.store.models import Models
 from curation.store.workspace import Workspace
 
 REQUEST = {"schema": "PO", "retrievers": ["bm25"], "split": "all"}
@@ -119,12 +120,11 @@ def test_admin_starts_biohicl_with_entity_mesh_labels(ws_root):
 
 def test_the_schemas_model_versions_are_offered_as_retrievers(ws_root, tiny_model_path):
     """Issue 26 item 3: the Evaluate page offered no model-version retrievers."""
-    from curation.store.models import register_model
 
     with Workspace.open(ws_root) as ws:
-        version = register_model(ws, schema="PO", recipe="edel", base_model="tiny",
-                                 model_dir=tiny_model_path, created_by="boss",
-                                 manifest={"max_seq_length": 32}).id
+        version = Models(ws).register(schema="PO", recipe="edel", base_model="tiny",
+                                      model_dir=tiny_model_path, created_by="boss",
+                                      manifest={"max_seq_length": 32}).id
     at = evaluate_page("boss")
     at.selectbox(key="eval_schema").set_value("PO").run()
     options = at.multiselect(key="eval_retrievers").options
@@ -142,12 +142,11 @@ def test_the_schemas_model_versions_are_offered_as_retrievers(ws_root, tiny_mode
 
 def test_a_model_version_is_evaluated_under_its_menu_name(ws_root, tiny_model_path):
     """Issue 26 item 3: 'dense · V' runs with V's index and reports under its own name."""
-    from curation.store.models import register_model
 
     with Workspace.open(ws_root) as ws:
-        version = register_model(ws, schema="PO", recipe="edel", base_model="tiny",
-                                 model_dir=tiny_model_path, created_by="boss",
-                                 manifest={"max_seq_length": 32}).id
+        version = Models(ws).register(schema="PO", recipe="edel", base_model="tiny",
+                                      model_dir=tiny_model_path, created_by="boss",
+                                      manifest={"max_seq_length": 32}).id
     at = evaluate_page("boss")
     at.selectbox(key="eval_schema").set_value("PO").run()
     at.multiselect(key="eval_retrievers").set_value(["bm25", f"dense · {version}"])

@@ -12,7 +12,7 @@ from loop_fixtures import make_loop_workspace
 from streamlit.testing.v1 import AppTest
 
 from curation.jobs.queue import list_jobs, wait_for_job
-from curation.store.models import active_model
+from curation.store.models import Models
 from curation.store.workspace import Workspace
 
 
@@ -61,7 +61,7 @@ def test_admin_retrains_from_the_sidebar_and_sees_the_timeline(ws_root, tiny_mod
         (job,) = list_jobs(ws, "retrain")
         done = wait_for_job(ws, job.id, timeout=300)
         assert done.status == "done", done.error
-        assert active_model(ws, "disease_gene").id == "disease_gene-edel@1"
+        assert Models(ws).active("disease_gene").id == "disease_gene-edel@1"
     at.switch_page("app_pages/models.py").run()
     assert not at.exception and at.header[0].value == "Models"
     table = at.dataframe[0].value
@@ -124,13 +124,12 @@ def test_a_cancelled_round_says_who_cancelled_it(ws_root, tiny_model_path):
 def _two_versions(root, tiny_model_path):
     """disease_gene-edel@1 active (no index built), disease_gene-edel@2 a candidate."""
     from curation.access.users import Role, User
-    from curation.store.models import activate_model, register_model
 
     with Workspace.open(root) as ws:
-        ids = [register_model(ws, schema="disease_gene", recipe="edel", base_model="tiny",
-                              model_dir=tiny_model_path, created_by="boss",
-                              manifest={"max_seq_length": 32}).id for _ in range(2)]
-        activate_model(ws, ids[0], User("boss", Role.ADMIN), reason="first")
+        ids = [Models(ws).register(schema="disease_gene", recipe="edel", base_model="tiny",
+                                   model_dir=tiny_model_path, created_by="boss",
+                                   manifest={"max_seq_length": 32}).id for _ in range(2)]
+        Models(ws).activate(ids[0], User("boss", Role.ADMIN), reason="first")
     return ids
 
 
@@ -154,12 +153,11 @@ def test_activate_returns_at_once_with_progress_not_the_old_error(ws_root, tiny_
         (job,) = list_jobs(ws, "activate")
         done = wait_for_job(ws, job.id, timeout=240)
         assert done.status == "done", done.error
-        assert active_model(ws, "disease_gene").id == v2
+        assert Models(ws).active("disease_gene").id == v2
         assert done.result["documents"] == 50 and done.result["docs_per_s"] > 0
 
 
 def test_the_chart_shows_evaluated_versions_and_lists_the_others(ws_root, tiny_model_path):
-    from curation.store.models import update_metrics
 
     v1, v2 = _two_versions(ws_root, tiny_model_path)
     at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
@@ -168,8 +166,8 @@ def test_the_chart_shows_evaluated_versions_and_lists_the_others(ws_root, tiny_m
     assert ("Not evaluated on the test split (no test metrics, so not charted): "
             f"{v1}, {v2}") in [shown(c.value) for c in at.caption]
     with Workspace.open(ws_root) as ws:
-        update_metrics(ws, v2, {"test_ndcg@10": 0.42, "test_entity_recall@10": 0.6},
-                       actor="boss")
+        Models(ws).update_metrics(v2, {"test_ndcg@10": 0.42, "test_entity_recall@10": 0.6},
+                                  actor="boss")
     at.run()
     (chart,) = at.get("plotly_chart")
     figure = json.loads(chart.proto.spec)

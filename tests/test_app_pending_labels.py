@@ -13,7 +13,7 @@ from app_helpers import APP, add_users, build_app_workspace, label_rows, shown, 
 from streamlit.testing.v1 import AppTest
 
 import curation.store.labels as labels_module
-from curation.store.labels import pending_labels
+from curation.store.labels import Labels
 from curation.store.outbox import Outbox
 from curation.store.workspace import DB_NAME, Workspace
 
@@ -60,7 +60,7 @@ def card(at: AppTest, doc_id: str) -> str:
 
 def pending(root: Path) -> list[tuple[str, str, str]]:
     with Workspace.open(root) as ws:
-        return [(p.user, p.doc_id, p.grade.value) for p in pending_labels(ws)]
+        return [(p.user, p.doc_id, p.grade.value) for p in Labels(ws).pending()]
 
 
 def texts(elements) -> list[str]:
@@ -147,8 +147,8 @@ def test_page_runs_do_not_touch_the_outbox_when_nothing_is_pending(ws_root, monk
 
 def test_a_relabel_while_busy_is_pending_on_the_review_page_then_saved(ws_root):
     with Workspace.open(ws_root) as ws:
-        first = labels_module.record_label(ws, user="alice", schema="PO", query_key="q",
-                                           query_text="BRAF?", doc_id=DOC, grade="partial")
+        first = labels_module.Labels(ws).record(user="alice", schema="PO", query_key="q",
+                                                query_text="BRAF?", doc_id=DOC, grade="partial")
     at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
     at.switch_page("app_pages/review.py").run()
     at.selectbox(key="rv_label").set_value(first.id).run()

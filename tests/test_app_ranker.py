@@ -5,6 +5,7 @@ why it was chosen; ranked cards say why they rank where they do."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 from app_helpers import APP, add_users, label_rows, shown, sign_in
@@ -12,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from curation.jobs.queue import JobStatus, list_jobs, wait_for_job
 from curation.search.indexing import get_index
+from curation.store.rankers import Rankers
 from curation.store.workspace import Workspace
 from tests.loop_fixtures import make_loop_workspace
 
@@ -104,13 +106,12 @@ def test_the_sidebar_names_the_measured_default(ws_root):
                      options=RankerOptions(n_estimators=20, min_child_samples=1))
         _, record = choose_default(ws, "disease_gene", actor="boss", progress=False)
         # make the ranker the measured best, as it is on the BioRED tasks
-        record = {**record, "best": "ranked", "scores": {**record["scores"], "ranked": 0.99}}
-        from curation.store.rankers import set_default_ranking
-        set_default_ranking(ws, "disease_gene", record, actor="boss")
+        record = replace(record, best="ranked", scores={**record.scores, "ranked": 0.99})
+        Rankers(ws).set_default_ranking("disease_gene", record, actor="boss")
     at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
     assert at.selectbox(key="retriever").value == "ranked · active"
     captions = " ".join(shown(c.value) for c in at.sidebar.caption)
-    runner_up = max(v for k, v in record["scores"].items() if k != "ranked")
+    runner_up = max(v for k, v in record.scores.items() if k != "ranked")
     assert ("Default: ranked · disease_gene-ranker@1, chosen by test NDCG@10 0.990 "
             f"(disease_gene-ranker@1) vs {runner_up:.3f} for") in captions
     # a link that names a retriever wins over the default
@@ -155,8 +156,7 @@ def test_models_page_lists_ranker_versions_and_admins_roll_back(ws_root):
     at.number_input(key="ranker_every").set_value(5)
     at.button(key="ranker_every_save").click().run()
     with Workspace.open(ws_root) as ws:
-        from curation.store.rankers import retrain_every
-        assert retrain_every(ws) == 5
+        assert Rankers(ws).retrain_every() == 5
     # a curator sees the versions but no settings
     cur = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
     cur.switch_page("app_pages/models.py").run()

@@ -22,12 +22,11 @@ from streamlit.testing.v1 import AppTest
 
 from curation.access.adjudication import adjudicate, blind_mode, set_blind_mode
 from curation.access.users import Role, User
-from curation.evaluation import reporting
 from curation.evaluation.reporting import export_labels_bytes
 from curation.search import session
 from curation.search.suggestions import add_suggestion, list_suggestions
-from curation.store.labels import list_labels, record_label
-from curation.store.relations import list_partial_relations
+from curation.store.labels import Labels
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 
 ITEMS = (("1", "complete", "complete"), ("2", "irrelevant", "irrelevant"),
@@ -41,8 +40,8 @@ def ws_root(tmp_path, monkeypatch):
     with Workspace.open(root) as ws:
         for doc, a, b in ITEMS:
             for user, grade, version in (("alice", a, "bm25"), ("bob", b, "bm25+rerank")):
-                record_label(ws, user=user, schema="PO", query_key="q", query_text="BRAF?",
-                             doc_id=doc, grade=grade, model_version=version)
+                Labels(ws).record(user=user, schema="PO", query_key="q", query_text="BRAF?",
+                                  doc_id=doc, grade=grade, model_version=version)
     monkeypatch.setenv("KBCURATE_WORKSPACE", str(root))
     return root
 
@@ -92,7 +91,7 @@ def test_label_log_filters(ws_root):
 def test_relabel_keeps_the_audit_trail(ws_root):
     at = review("alice")
     with Workspace.open(ws_root) as ws:
-        target = next(lab for lab in list_labels(ws, user="alice") if lab.doc_id == "3")
+        target = next(lab for lab in Labels(ws).find(user="alice") if lab.doc_id == "3")
     at.selectbox(key="rv_label").set_value(target.id).run()
     at.selectbox(key="rv_new_grade").set_value("complete").run()
     at.text_input(key="rv_new_note").input("on second reading")
@@ -104,7 +103,7 @@ def test_relabel_keeps_the_audit_trail(ws_root):
     assert rows[1]["model_version"] == "bm25" and rows[1]["note"] == "on second reading"
     with Workspace.open(ws_root) as ws:
         audit = ws.audit_log("label")[0]
-    assert audit["action"] == "relabel" and json.loads(audit["before"])["grade"] == "partial"
+    assert audit.action == "relabel" and json.loads(audit.before)["grade"] == "partial"
     at.checkbox(key="rv_superseded").check().run()
     assert len(log(at)) == 9
     history = at.dataframe[1].value  # the relabelled item's versions, newest first
@@ -125,7 +124,7 @@ def test_exports_offered_and_written(ws_root):
     keys = {b.key for b in at.get("download_button")}
     assert {"rv_export_csv", "rv_export_jsonl", "rv_export_suggestions"} <= keys
     with Workspace.open(ws_root) as ws:
-        labels = list_labels(ws)
+        labels = Labels(ws).find()
         rows = list(csv.DictReader(io.StringIO(export_labels_bytes(ws, labels, "csv").decode())))
         lines = export_labels_bytes(ws, labels, "jsonl").decode().splitlines()
         assert len(list((ws.root / "exports").glob("labels-*"))) == 2
@@ -148,7 +147,7 @@ def test_a_database_error_in_a_page_is_one_readable_message(ws_root, monkeypatch
     def broken(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(reporting, "label_users", broken)
+    monkeypatch.setattr(Labels, "users", broken)
     at.run()
     assert not at.exception
     (message,) = [shown(e.value) for e in at.error]
@@ -172,9 +171,9 @@ def test_a_database_error_before_the_pages_is_one_readable_message(ws_root, monk
 # -- issue 14: the relation, title and abstract of a label; disagreements; suggestions; blind ----
 def test_log_shows_relation_and_title_and_opens_the_abstract(ws_root):
     with Workspace.open(ws_root) as ws:
-        (partial,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
-        record_label(ws, user="alice", schema="PO", query_key=partial.query_key,
-                     query_text="BRAF V600E treatment", doc_id="90100002", grade="partial")
+        (partial,) = Relations(ws).partial("PO", {"gene": "BRAF"})
+        Labels(ws).record(user="alice", schema="PO", query_key=partial.query_key,
+                          query_text="BRAF V600E treatment", doc_id="90100002", grade="partial")
     at = review("alice")
     first = log(at).iloc[0]  # newest first
     assert (first["doc_id"], first["relation"]) == ("90100002", "gene: BRAF · variant: V600E")
@@ -197,7 +196,7 @@ def test_log_shows_relation_and_title_and_opens_the_abstract(ws_root):
 def test_a_curator_accepts_a_suggestion_with_a_reason(ws_root):
     add_users(ws_root, cur="curator", eve="curator")
     with Workspace.open(ws_root) as ws:
-        (partial,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
+        (partial,) = Relations(ws).partial("PO", {"gene": "BRAF"})
         row = add_suggestion(ws, user=User("eve", Role.CURATOR), schema=ws.schemas()["PO"],
                              partial=partial, pmid="90100001", answer="Imatinib",
                              answer_key="drug:imatinib", comment="one patient responded")
@@ -213,14 +212,14 @@ def test_a_curator_accepts_a_suggestion_with_a_reason(ws_root):
         audit = ws.audit_log("source_suggestion")[0]
     assert [(s.id, s.reviewed_by, s.review_reason) for s in stored] == [
         (row.id, "cur", "names gene, variant, drug and the response")]
-    assert (audit["action"], audit["actor"]) == ("accept", "cur")
+    assert (audit.action, audit.actor) == ("accept", "cur")
     at.selectbox(key="sg_status").set_value("accepted").run()
     assert table_with(at, "review_reason")["reviewed_by"].tolist() == ["cur"]
 
 
 def test_an_annotator_sees_suggestions_but_cannot_moderate(ws_root):
     with Workspace.open(ws_root) as ws:
-        (partial,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
+        (partial,) = Relations(ws).partial("PO", {"gene": "BRAF"})
         add_suggestion(ws, user=User("boss", Role.ADMIN), schema=ws.schemas()["PO"],
                        partial=partial, pmid="90100001", answer="Imatinib", comment="ok")
     at = review("alice")
@@ -234,8 +233,8 @@ def test_disagreements_list_the_differing_items_and_an_admin_records_a_final_gra
     add_users(ws_root, carol="annotator")
     with Workspace.open(ws_root) as ws:  # carol makes items 1 and 2 disagree too
         for doc, grade in (("1", "partial"), ("2", "complete")):
-            record_label(ws, user="carol", schema="PO", query_key="q", query_text="BRAF?",
-                         doc_id=doc, grade=grade)
+            Labels(ws).record(user="carol", schema="PO", query_key="q", query_text="BRAF?",
+                              doc_id=doc, grade=grade)
     at = review("boss")
     table = table_with(at, "decided_by")
     assert sorted(table["doc_id"]) == ["1", "2", "3"]  # 4 is skip vs partial: no disagreement
@@ -255,15 +254,15 @@ def test_disagreements_list_the_differing_items_and_an_admin_records_a_final_gra
         audit = ws.audit_log("adjudication")[0]
     assert [(r["doc_id"], r["grade"], r["user"], r["reason"], r["superseded_by"])
             for r in rows] == [("3", "complete", "boss", "the abstract names the response", None)]
-    assert (audit["action"], audit["actor"]) == ("adjudicate", "boss")
+    assert (audit.action, audit.actor) == ("adjudicate", "boss")
     table = table_with(at, "decided_by").set_index("doc_id")
     assert (table.loc["3", "final"], table.loc["3", "decided_by"]) == ("complete", "boss")
 
 
 def test_blind_mode_hides_other_grades_until_the_annotator_gave_hers(ws_root):
     with Workspace.open(ws_root) as ws:
-        record_label(ws, user="bob", schema="PO", query_key="q", query_text="BRAF?",
-                     doc_id="5", grade="complete")
+        Labels(ws).record(user="bob", schema="PO", query_key="q", query_text="BRAF?",
+                          doc_id="5", grade="complete")
         set_blind_mode(ws, True, user=User("boss", Role.ADMIN))
     at = review("alice")
     rows = log(at)
@@ -280,7 +279,7 @@ def test_blind_mode_hides_other_grades_until_the_annotator_gave_hers(ws_root):
     at.toggle(key="rv_blind").set_value(False).run()
     with Workspace.open(ws_root) as ws:
         assert not blind_mode(ws)
-        assert ws.audit_log("setting")[0]["actor"] == "boss"
+        assert ws.audit_log("setting")[0].actor == "boss"
 
 
 # -- issue 29 item 5: the disagreements view highlights, shows notes, moves on; exports ----------
@@ -292,14 +291,14 @@ def braf_disagreements(ws_root):
     """alice and bob disagree on two abstracts of the BRAF V600E relation, with notes."""
     add_users(ws_root, cur="curator")
     with Workspace.open(ws_root) as ws:
-        (braf,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
+        (braf,) = Relations(ws).partial("PO", {"gene": "BRAF"})
         for doc, (a, note_a), (b, note_b) in (
                 ("90100001", ("partial", "no response data"), ("complete", "")),
                 ("90100002", ("irrelevant", HOSTILE_NOTE), ("partial", "resistance only"))):
             for user, grade, note in (("alice", a, note_a), ("bob", b, note_b)):
-                record_label(ws, user=user, schema="PO", query_key=braf.query_key,
-                             query_text="BRAF V600E treatment", doc_id=doc, grade=grade,
-                             note=note)
+                Labels(ws).record(user=user, schema="PO", query_key=braf.query_key,
+                                  query_text="BRAF V600E treatment", doc_id=doc, grade=grade,
+                                  note=note)
     return braf.query_key
 
 
@@ -363,7 +362,7 @@ def test_app_exports_carry_the_final_grade(ws_root, braf_disagreements, fmt):
     with Workspace.open(ws_root) as ws:
         adj = adjudicate(ws, "PO", key, "90100002", "irrelevant", "no treatment response",
                          user=User("cur", Role.CURATOR))
-        rows = exported(export_labels_bytes(ws, list_labels(ws), fmt, User("cur", Role.CURATOR)),
+        rows = exported(export_labels_bytes(ws, Labels(ws).find(), fmt, User("cur", Role.CURATOR)),
                         fmt)
     empty = "" if fmt == "csv" else None
     final = {(r["user"], r["doc_id"]): (r["final_grade"], r["final_source"], r["adjudicated_by"],
@@ -381,13 +380,13 @@ def test_app_exports_carry_the_final_grade(ws_root, braf_disagreements, fmt):
 
 def test_blind_mode_export_gives_an_annotator_final_grades_of_her_items_only(ws_root):
     with Workspace.open(ws_root) as ws:
-        record_label(ws, user="bob", schema="PO", query_key="q", query_text="BRAF?",
-                     doc_id="5", grade="complete")
+        Labels(ws).record(user="bob", schema="PO", query_key="q", query_text="BRAF?",
+                          doc_id="5", grade="complete")
         set_blind_mode(ws, True, user=User("boss", Role.ADMIN))
         alice = User("alice", Role.ANNOTATOR)
-        rows = exported(export_labels_bytes(ws, list_labels(ws, user="alice"), "csv", alice),
+        rows = exported(export_labels_bytes(ws, Labels(ws).find(user="alice"), "csv", alice),
                         "csv")
-        everything = exported(export_labels_bytes(ws, list_labels(ws), "csv"), "csv")
+        everything = exported(export_labels_bytes(ws, Labels(ws).find(), "csv"), "csv")
     # alice skipped 4: bob's partial there is hidden from her, and so is the final grade
     assert {r["doc_id"]: r["final_grade"] for r in rows} == {
         "1": "complete", "2": "irrelevant", "3": "", "4": ""}

@@ -18,7 +18,7 @@ from curation.access.users import Role, User
 from curation.search.indexing import get_index
 from curation.search.suggestions import add_suggestion, list_suggestions, moderate_suggestion
 from curation.store.importer import import_file
-from curation.store.relations import list_partial_relations
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 
 PMID = "90300001"
@@ -144,7 +144,7 @@ def test_review_export_stays_after_accepting_the_last_new_suggestion(ws_root):
     """Item 6: accepting the last "new" suggestion hid the export button (failed before: the
     "new" list was empty and the page returned before the button)."""
     with Workspace.open(ws_root) as ws:
-        (partial,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
+        (partial,) = Relations(ws).partial("PO", {"gene": "BRAF"})
         add_suggestion(ws, user=User("eve", Role.CURATOR), schema=ws.schemas()["PO"],
                        partial=partial, pmid=PMID, answer="Nilotinib",
                        answer_key="drug:nilotinib", comment="named with BRAF V600E")

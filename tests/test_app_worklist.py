@@ -13,8 +13,8 @@ from curation.access.users import Role, User
 from curation.jobs.queue import list_jobs
 from curation.search.suggestions import add_suggestion
 from curation.search.worklist import Priority
-from curation.store.labels import record_label
-from curation.store.relations import list_partial_relations
+from curation.store.labels import Labels
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 
 WORKLIST = "app_pages/worklist.py"
@@ -41,12 +41,12 @@ def ws_root(tmp_path, monkeypatch):
     with Workspace.open(root) as ws:
         for key, doc, grade, day in ((ABL1, "99000001", "partial", "2024-05-01"),
                                      (EGFR, "15118073", "complete", "2024-05-02")):
-            label = record_label(ws, user="bob", schema="PO", query_key=key, query_text="q",
-                                 doc_id=doc, grade=grade, model_version="bm25")
+            label = Labels(ws).record(user="bob", schema="PO", query_key=key, query_text="q",
+                                      doc_id=doc, grade=grade, model_version="bm25")
             with ws.transaction():
                 ws.conn.execute("UPDATE labels SET created_at = ? WHERE id = ?",
                                 (f"{day}T09:00:00+00:00", label.id))
-        ret = next(p for p in list_partial_relations(ws, "PO") if p.query_key == RET)
+        ret = next(p for p in Relations(ws).partial("PO") if p.query_key == RET)
         add_suggestion(ws, user=User("alice", Role.CURATOR), schema=ws.schemas()["PO"],
                        partial=ret, pmid="99000001", answer="Pralsetinib",
                        answer_key="drug:pralsetinib", comment="responses in RET fusions")

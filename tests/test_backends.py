@@ -16,10 +16,11 @@ import pytest
 
 from kb_sources.errors import CurationError
 from retrievers import backends
-from retrievers.backends import COMBINATIONS, EXPORT_MANIFEST, sha256_file, verify_export
+from retrievers.backends import COMBINATIONS
 from retrievers.dense import DenseRetriever
 from retrievers.encoder import Encoder, EncoderConfig
 from retrievers.errors import RetrieverError
+from retrievers.export_store import EXPORT_MANIFEST, sha256_file, verify_export
 from retrievers.registry import load_retriever
 
 TEXTS = [
@@ -254,7 +255,7 @@ def test_workspace_default_backend_reaches_dense_options(tmp_workspace, caplog) 
     set_default_backend(ws, "OpenVINO", "int8", actor="cli")
     assert default_backend(ws) == ("openvino", "int8")
     [row] = ws.audit_log("setting")
-    assert row["actor"] == "cli" and "openvino/int8" in row["after"]
+    assert row.actor == "cli" and "openvino/int8" in row.after
 
     dense = with_workspace_defaults(ws, "dense", {})
     assert (dense["backend"], dense["precision"]) == ("openvino", "int8")

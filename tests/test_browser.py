@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from app_helpers import build_app_workspace, label_rows
 
+from curation.store.labels import Labels
 from curation.store.workspace import Workspace
 
 CHROMIUM = Path(os.environ.get("KBCURATE_CHROMIUM", "/usr/bin/chromium"))
@@ -133,16 +134,15 @@ def served_team(tmp_path):
     annotators graded differently."""
     from app_helpers import add_users
 
-    from curation.store.labels import record_label
 
     root = build_app_workspace(tmp_path / "ws")
     add_users(root, alice="curator", ann="annotator", bob="annotator", boss="admin")
     with Workspace.open(root) as ws:
         for user, grade in (("ann", "complete"), ("bob", "irrelevant")):
-            record_label(ws, user=user, schema="PO",
-                         query_key="gene=gene:673|variant=variant:v600e",
-                         query_text="Treatment for gene BRAF and variant V600E?",
-                         doc_id="25265492", grade=grade)
+            Labels(ws).record(user=user, schema="PO",
+                              query_key="gene=gene:673|variant=variant:v600e",
+                              query_text="Treatment for gene BRAF and variant V600E?",
+                              doc_id="25265492", grade=grade)
     with serving(root, {"HOME": str(tmp_path)}) as url:
         yield url, root
 

@@ -14,7 +14,7 @@ from app_helpers import build_app_workspace
 from curation.matching.matcher import EntityMatcher
 from curation.search.candidate_sentences import anchor_slots, min_query_slots
 from curation.search.candidates import answer_candidates
-from curation.store.relations import list_partial_relations
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 
 
@@ -26,7 +26,7 @@ def ws(tmp_path_factory):
 
 
 def ptm(ws, substrate: str, residue: str):
-    partial = next(p for p in list_partial_relations(ws, "PTM", {"substrate": substrate})
+    partial = next(p for p in Relations(ws).partial("PTM", {"substrate": substrate})
                    if p.query["residue"][0].text == residue)
     return ws.schemas()["PTM"], partial
 
@@ -105,7 +105,7 @@ def test_autophosphorylation_makes_the_substrate_its_own_catalyst(ws):
 
 def test_a_drug_only_mentioned_elsewhere_is_listed_after_and_never_new(ws):
     schema = ws.schemas()["PO"]
-    (partial,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
+    (partial,) = Relations(ws).partial("PO", {"gene": "BRAF"})
     text = ("Kinase inhibitors in melanoma (hand-made). BRAF V600E melanoma responded to "
             "nilotinib. Imatinib was given to GIST patients. In V600E tumours nilotinib and "
             "trametinib were combined.")
@@ -124,7 +124,7 @@ def test_a_title_without_a_full_stop_is_a_sentence_of_its_own(ws):
     """Given the titles, a title that ends without "." does not run into the abstract's first
     sentence (the card's evidence splits title and abstract the same way)."""
     schema = ws.schemas()["PO"]
-    (partial,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
+    (partial,) = Relations(ws).partial("PO", {"gene": "BRAF"})
     title = "BRAF V600E resistance in melanoma cells"
     docs = [("90200008", f"{title} Nilotinib was given to other patients.")]
     merged = {c.text: c for c in answer_candidates(ws, schema, partial, docs, EntityMatcher())}

@@ -14,8 +14,8 @@ from curation.matching.matcher import EntityMatcher
 from curation.search.answer_classes import AnswerKind, answer_kind
 from curation.search.candidates import answer_candidates, kb_answer_entities
 from curation.store.importer import import_file
-from curation.store.relations import PartialRelation, list_partial_relations
-from curation.store.synonyms import add_synonyms
+from curation.store.relations import PartialRelation, Relations
+from curation.store.synonyms import Entities
 from curation.store.workspace import Workspace
 from kb_sources.schema import parse_schema
 from kb_sources.types import Entity
@@ -58,7 +58,7 @@ def candidates(ws, schema, partial) -> dict[str, object]:
 
 
 def braf(ws):
-    (partial,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
+    (partial,) = Relations(ws).partial("PO", {"gene": "BRAF"})
     return ws.schemas()["PO"], partial
 
 
@@ -79,10 +79,10 @@ def test_generic_chemicals_are_not_new_treatments(ws):
 
 def test_a_chemical_the_drug_dictionary_knows_is_a_candidate(ws):
     # a drug list (no KB record) names cisplatin by text and paclitaxel by its MeSH id
-    add_synonyms(ws, Entity("Cisplatin", "drug"), ["CDDP"], "drug-list")
-    add_synonyms(ws, Entity("Paclitaxel", "drug", "D017239"), [], "drug-list")
+    Entities(ws).add_synonyms(Entity("Cisplatin", "drug"), ["CDDP"], "drug-list")
+    Entities(ws).add_synonyms(Entity("Paclitaxel", "drug", "D017239"), [], "drug-list")
     # a chemical entity (not a drug) in the dictionary is no evidence of a treatment
-    add_synonyms(ws, Entity("glucose", "chemical", "D005947"), ["dextrose"], "mesh")
+    Entities(ws).add_synonyms(Entity("glucose", "chemical", "D005947"), ["dextrose"], "mesh")
     found = candidates(ws, *braf(ws))
     cis, taxol = found["drug:cisplatin"], found["drug:D017239"]
     assert (cis.text, cis.new, cis.sources, cis.pmids) == ("Cisplatin", True, ("pubtator",),
@@ -94,7 +94,7 @@ def test_a_chemical_the_drug_dictionary_knows_is_a_candidate(ws):
 
 def test_a_known_answer_annotated_as_a_chemical_is_not_new(ws):
     schema = ws.schemas()["PO"]
-    (partial,) = list_partial_relations(ws, "PO", {"gene": "PDGFRA"})
+    (partial,) = Relations(ws).partial("PO", {"gene": "PDGFRA"})
     assert partial.answer_texts() == ["Imatinib"]
     found = candidates(ws, schema, partial)
     assert not found["drug:imatinib"].new and list(found) == ["drug:imatinib"]
@@ -109,7 +109,7 @@ def test_a_dictionary_drug_is_counted_in_every_abstract_naming_it(ws):
                             (d,)).fetchone()) for d in ("90100001", "99000001"))]
     before = {c.key for c in answer_candidates(ws, schema, partial, docs, EntityMatcher())}
     assert before == {"drug:imatinib"}  # from the KB; "chemical:D000077484" no more
-    add_synonyms(ws, Entity("Vemurafenib", "drug"), ["PLX4032"], "drug-list")
+    Entities(ws).add_synonyms(Entity("Vemurafenib", "drug"), ["PLX4032"], "drug-list")
     found = {c.key: c for c in answer_candidates(ws, schema, partial, docs, EntityMatcher())}
     vem = found["drug:vemurafenib"]
     assert (vem.new, vem.sources, vem.pmids) == (True, ("pubtator",), ("90100001", "99000001"))
@@ -134,7 +134,7 @@ def test_an_annotation_of_the_slots_own_type_needs_no_dictionary(ws):
     sentence with the query entities is only a mention, never a NEW catalyst (issue 29: "for a
     PTM relation every gene of the top abstracts is a NEW catalyst"; failed before: new)."""
     schema = ws.schemas()["PTM"]
-    partial = next(p for p in list_partial_relations(ws, "PTM", {"substrate": "AKT1"})
+    partial = next(p for p in Relations(ws).partial("PTM", {"substrate": "AKT1"})
                    if p.query["residue"][0].text == "S473")
     docs = [("99000002", "Lithium-induced nephrogenic diabetes insipidus and renal failure. "
                          "Long-term lithium therapy caused polyuria in two patients; HNF1A and "

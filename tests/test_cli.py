@@ -14,6 +14,7 @@ import pytest
 
 from curation.cli.main import main
 from curation.cli.serve import streamlit_command
+from curation.store.labels import Labels
 from curation.store.migrations import SCHEMA_VERSION
 
 
@@ -123,7 +124,6 @@ def test_serve_answers_http_on_loopback(tmp_path, capsys):
 def test_users_and_labels_commands(tmp_path, capsys, monkeypatch):
     import io
 
-    from curation.store.labels import record_label
     from curation.store.workspace import Workspace
 
     ws = str(tmp_path / "ws")
@@ -135,8 +135,8 @@ def test_users_and_labels_commands(tmp_path, capsys, monkeypatch):
     assert run_cli(capsys, "users", "list", "-w", ws)[1].split() == ["alice", "admin"]
     with Workspace.open(ws) as w:
         for user, grade in (("alice", "complete"), ("bob", "complete")):
-            record_label(w, user=user, schema="PO", query_key="q", query_text="t", doc_id="1",
-                         grade=grade)
+            Labels(w).record(user=user, schema="PO", query_key="q", query_text="t", doc_id="1",
+                             grade=grade)
     code, out, _ = run_cli(capsys, "labels", "export", str(tmp_path / "l.csv"), "-w", ws,
                            "--user", "bob")
     assert code == 0 and out.startswith("1 labels written")

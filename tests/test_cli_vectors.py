@@ -45,7 +45,7 @@ def test_the_setting_defaults_to_faiss_and_is_audited(ws, capsys) -> None:
                                  "path": str(ws.root / "indexes" / "qdrant"),
                                  "namespace": namespace(ws)}
     row = ws.audit_log("setting", 1)[0]
-    assert row["actor"] == "cli" and row["object_id"] == "vector_store"
+    assert row.actor == "cli" and row.object_id == "vector_store"
 
 
 def test_settings_the_workspace_owns_are_refused(ws) -> None:

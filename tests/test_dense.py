@@ -11,13 +11,8 @@ import pytest
 
 from retrievers import RetrieverError, build_retriever
 from retrievers.dense import DenseRetriever
-from retrievers.encoder import (
-    Encoder,
-    EncoderConfig,
-    model_profile,
-    resolve_device,
-    resolve_model_path,
-)
+from retrievers.encoder import Encoder, EncoderConfig, resolve_device, resolve_model_path
+from retrievers.profiles import model_profile
 from retrievers.registry import get_spec
 
 TEXTS = ["BRAF V600E melanoma responds to vemurafenib and dabrafenib in most patients",

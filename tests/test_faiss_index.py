@@ -11,16 +11,8 @@ import numpy as np
 import pytest
 
 from retrievers import RetrieverError
-from retrievers.faiss_index import (
-    AUTO_FLAT_MAX,
-    AUTO_KIND,
-    PARAMS,
-    IndexConfig,
-    VectorIndex,
-    auto_nlist,
-    describe_saved,
-    resolve_kind,
-)
+from retrievers.faiss_index import PARAMS, VectorIndex, describe_saved
+from retrievers.index_config import AUTO_FLAT_MAX, AUTO_KIND, IndexConfig, auto_nlist, resolve_kind
 
 DIM = 32
 

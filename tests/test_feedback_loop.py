@@ -9,8 +9,8 @@ from loop_fixtures import make_loop_workspace
 
 from curation.access.users import PermissionDenied, Role, User
 from curation.evaluation.harness import build_task
-from curation.store.labels import record_label
-from curation.store.models import active_model, get_model, list_models
+from curation.store.labels import Labels
+from curation.store.models import Models
 from curation.training.feedback import (
     LabelMapping,
     current_labels,
@@ -33,8 +33,8 @@ def loop_ws(tmp_workspace):
 
 
 def _label(ws, q, doc, grade, user="ann"):
-    return record_label(ws, user=user, schema="disease_gene", query_key=q.qid,
-                        query_text=q.text, doc_id=doc, grade=grade)
+    return Labels(ws).record(user=user, schema="disease_gene", query_key=q.qid,
+                             query_text=q.text, doc_id=doc, grade=grade)
 
 
 def _examples(ws, labels, roles=None, mapping=None):
@@ -193,30 +193,31 @@ def test_retrain_warm_starts_gates_and_switches(loop_ws, tiny_model_path):
 
     first = retrain(loop_ws, "disease_gene", _options(tiny_model_path), actor="root")
     assert first.promoted and first.previous is None  # no active version: the first passes
-    assert active_model(loop_ws, "disease_gene").id == first.version.id
-    assert "test_ndcg@10" in get_model(loop_ws, first.version.id).metrics
+    assert Models(loop_ws).active("disease_gene").id == first.version.id
+    assert "test_ndcg@10" in Models(loop_ws).get(first.version.id).metrics
     q = _train_query(loop_ws, "")
     _label(loop_ws, q, q.gold[0], "complete", user="root")
     _label(loop_ws, q, "305", "irrelevant", user="root")
     assert labels_since_active(loop_ws, "disease_gene") == {"complete": 1, "irrelevant": 1}
     second = retrain(loop_ws, "disease_gene", _options(tiny_model_path, promote=False),
                      actor="root")
-    v2 = get_model(loop_ws, second.version.id)
+    v2 = Models(loop_ws).get(second.version.id)
     assert v2.manifest["parent"] == first.version.id
     assert v2.manifest["warm_start"] == first.version.id and second.labels_used == 2
     assert v2.manifest["examples"]["labels"]["used"] == [lb.id for lb in
                                                         current_labels(loop_ws, "disease_gene")]
     assert v2.metrics["gate"]["reasons"] and not second.promoted
-    assert active_model(loop_ws, "disease_gene").id == first.version.id  # untouched
+    assert Models(loop_ws).active("disease_gene").id == first.version.id  # untouched
     with pytest.raises(CurationError, match="needs a written reason"):
         promote(loop_ws, v2.id, user=ADMIN, reason="  ")
     with pytest.raises(PermissionDenied):
         promote(loop_ws, v2.id, user=CURATOR, reason="looks better")
     promote(loop_ws, v2.id, user=ADMIN, reason="spot checks look better")
     rows = history(loop_ws, "disease_gene")
-    assert [r["version"] for r in rows] == [first.version.id, v2.id]
-    assert rows[1]["status"] == "active" and rows[1]["promoted_by"] == "root"
-    assert rows[1]["reason"] == "spot checks look better" and rows[1]["labels_used"] == 2
+    assert [r.version for r in rows] == [first.version.id, v2.id]
+    assert rows[1].status == "active" and rows[1].promoted_by == "root"
+    assert rows[1].reason == "spot checks look better" and rows[1].labels_used == 2
+    assert rows[1].to_json()["labels_used"] == 2 and "ndcg@10" in rows[1].to_json()
     assert labels_since_active(loop_ws, "disease_gene") == {}
     with pytest.raises(PermissionDenied):
         retrain(loop_ws, "disease_gene", _options(tiny_model_path), actor="cur", user=CURATOR)
@@ -290,7 +291,7 @@ def test_retrain_job_is_admin_only_and_one_at_a_time(loop_ws, tiny_model_path):
     assert len({j.id for j in jobs}) == 1 and len(list_jobs(loop_ws, "retrain")) == 1
     done = wait_for_job(loop_ws, jobs[0].id, timeout=300)
     assert done.status == "done", done.error
-    assert done.result["promoted"] and active_model(loop_ws, "disease_gene").id == \
+    assert done.result["promoted"] and Models(loop_ws).active("disease_gene").id == \
         done.result["version"]
 
 
@@ -305,7 +306,7 @@ def test_a_failed_save_registers_nothing(loop_ws, tiny_model_path, monkeypatch):
     monkeypatch.setattr(shutil, "copytree", full_disk)
     with pytest.raises(CurationError, match="No space left on device.*Nothing was registered"):
         retrain(loop_ws, "disease_gene", _options(tiny_model_path), actor="root")
-    assert list_models(loop_ws) == []
+    assert Models(loop_ws).versions() == []
     assert not [p for p in (loop_ws.root / "models").iterdir()]
 
 
@@ -332,7 +333,7 @@ def test_two_round_simulation_writes_per_round_metrics(loop_ws, tiny_model_path,
     assert saved["rounds"][2]["labels"] == 12
     assert "plotly" in (tmp_path / "sim" / "simulation.html").read_text()
     # the real workspace is untouched: no labels, no models
-    assert current_labels(loop_ws, "disease_gene") == [] and list_models(loop_ws) == []
+    assert current_labels(loop_ws, "disease_gene") == [] and Models(loop_ws).versions() == []
 
 
 def test_wss_at_95():
@@ -371,13 +372,13 @@ def test_killed_retrain_worker_leaves_the_active_model_and_resumes(loop_ws, tiny
         time.sleep(0.01)
     time.sleep(0.5)
     assert get_job(loop_ws, job.id).status == "failed"
-    assert active_model(loop_ws, "disease_gene").id == v1.id  # still serving
-    assert [v.id for v in list_models(loop_ws)] == [v1.id]  # nothing half-registered
+    assert Models(loop_ws).active("disease_gene").id == v1.id  # still serving
+    assert [v.id for v in Models(loop_ws).versions()] == [v1.id]  # nothing half-registered
     again = start_retrain(loop_ws, ADMIN, "disease_gene", opts)
     assert again.id != job.id
     done = wait_for_job(loop_ws, again.id, timeout=300)
     assert done.status == "done", done.error
-    assert get_model(loop_ws, done.result["version"]).manifest["resumed_from_checkpoint"]
+    assert Models(loop_ws).get(done.result["version"]).manifest["resumed_from_checkpoint"]
 
 
 def test_cli_retrain_history_and_promote(loop_ws, tiny_model_path, capsys):

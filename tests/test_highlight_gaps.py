@@ -13,8 +13,8 @@ from curation.matching.highlight import render_highlighted
 from curation.matching.matcher import EntityMatcher, MatchKind, Span
 from curation.matching.normalize import is_well_formed, unmatched_brackets
 from curation.store.importer import import_file
-from curation.store.relations import list_partial_relations
-from curation.store.synonyms import add_curator_synonym, add_synonyms, entity_from_store
+from curation.store.relations import Relations
+from curation.store.synonyms import Entities
 from kb_sources.types import Document, Entity
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -36,18 +36,19 @@ def civic_ws(tmp_workspace):
     """The CIViC sample (EGFR L858R -> gefitinib | erlotinib) plus synonyms from the workspace:
     a curator's and a term list's, which no KB record carries."""
     import_file(tmp_workspace, "kb", "civic", FIXTURES / "civic_v1_sample.tsv", progress=False)
-    add_curator_synonym(tmp_workspace, "gene:1956", "epidermal growth factor receptor", "ana")
-    add_synonyms(tmp_workspace, Entity("EGFR", "gene", "1956"), ["EGF receptor"], "mesh")
-    add_synonyms(tmp_workspace, Entity("Gefitinib", "drug"), ["ZD1839"], "mesh")
+    Entities(tmp_workspace).add_curator_synonym("gene:1956", "epidermal growth factor receptor",
+                                                "ana")
+    Entities(tmp_workspace).add_synonyms(Entity("EGFR", "gene", "1956"), ["EGF receptor"], "mesh")
+    Entities(tmp_workspace).add_synonyms(Entity("Gefitinib", "drug"), ["ZD1839"], "mesh")
     return tmp_workspace
 
 
 def test_partial_relation_entities_carry_the_workspace_synonyms(civic_ws) -> None:
-    (partial,) = list_partial_relations(civic_ws, "PO", {"gene": "EGFR"})
+    (partial,) = Relations(civic_ws).partial("PO", {"gene": "EGFR"})
     (gene,) = partial.query["gene"]
     assert gene == Entity("EGFR", "gene", "1956",
                           ("EGF receptor", "epidermal growth factor receptor"))
-    assert gene == entity_from_store(civic_ws, "gene:1956")
+    assert gene == Entities(civic_ws).get("gene:1956")
     assert [[(e.text, e.synonyms) for e in ents] for ents in partial.answers] == [
         [("Gefitinib", ("ZD1839",))], [("Erlotinib", ())]]
     assert partial.query["variant"] == (Entity("L858R", "variant"),)
@@ -55,7 +56,7 @@ def test_partial_relation_entities_carry_the_workspace_synonyms(civic_ws) -> Non
 
 def test_workspace_synonyms_are_highlighted_when_the_text_never_says_the_symbol(
         civic_ws, matcher: EntityMatcher) -> None:
-    (partial,) = list_partial_relations(civic_ws, "PO", {"gene": "EGFR"})
+    (partial,) = Relations(civic_ws).partial("PO", {"gene": "EGFR"})
     doc = Document("1", "Signalling of the epidermal growth factor receptor",
                    "The EGF receptor L858R mutant responds to ZD1839.")
     assert "EGFR" not in doc.text

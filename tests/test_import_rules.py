@@ -241,7 +241,7 @@ def test_sql_lives_only_in_the_store():
     problems = []
     for path in app_and_library_files():
         problems += sql_outside_the_store(path, path.read_text(encoding="utf-8"))
-    assert not problems, ("SQL outside curation/store (add a repository function there):\n"
+    assert not problems, ("SQL outside curation/store (add a method to a repository class there):\n"
                           + "\n".join(problems))
 
 

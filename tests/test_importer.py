@@ -11,7 +11,8 @@ import pytest
 
 from curation.store.errors import WorkspaceBusyError
 from curation.store.importer import import_items
-from curation.store.relations import list_partial_relations
+from curation.store.labels import Labels
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 from kb_sources.errors import InputFormatError, SchemaError
 from kb_sources.types import Annotation, Document, Entity, Relation
@@ -55,10 +56,10 @@ def test_changed_record_is_updated_and_audited(tmp_workspace):
     report = run(tmp_workspace, [po("EID1", "BRAF", "V600E", ["Vemurafenib"], level="A")])
     assert report.relations_updated == 1 and report.relations_added == 0
     (entry,) = tmp_workspace.audit_log("relation")
-    assert entry["object_id"] == "civic:EID1" and entry["action"] == "update"
-    assert json.loads(entry["before"])["attributes"]["level"] == "B"
-    assert json.loads(entry["after"])["attributes"]["level"] == "A"
-    (pr,) = list_partial_relations(tmp_workspace, "PO")
+    assert entry.object_id == "civic:EID1" and entry.action == "update"
+    assert json.loads(entry.before)["attributes"]["level"] == "B"
+    assert json.loads(entry.after)["attributes"]["level"] == "A"
+    (pr,) = Relations(tmp_workspace).partial("PO")
     assert pr.attributes["level"] == ("A",)
 
 
@@ -106,7 +107,7 @@ def test_document_merge_first_source_owns_text(tmp_workspace):
     fixed = run(tmp_workspace, [doc("7", "Pool title, corrected", "Pool abstract", source="pool")])
     assert fixed.documents_updated == 1
     (entry,) = [e for e in tmp_workspace.audit_log("document")][:1]
-    assert json.loads(entry["after"])["title"] == "Pool title, corrected"
+    assert json.loads(entry.after)["title"] == "Pool title, corrected"
 
 
 def test_annotations_added_once(tmp_workspace):
@@ -125,7 +126,7 @@ def test_partial_relations_group_filter_and_answers(tmp_workspace):
         po("EID2", "BRAF", "V600E", ["Dabrafenib", "Trametinib"], pmids=("2", "3")),
         po("EID3", "EGFR", "T790M", ["Osimertinib"], pmids=("4",), evidence_level="B"),
     ])
-    rows = list_partial_relations(tmp_workspace, "po")
+    rows = Relations(tmp_workspace).partial("po")
     assert [p.query["gene"][0].text for p in rows] == ["BRAF", "EGFR"]
     braf = rows[0]
     assert braf.answer_texts() == ["Vemurafenib", "Dabrafenib + Trametinib"]
@@ -134,12 +135,12 @@ def test_partial_relations_group_filter_and_answers(tmp_workspace):
     from kb_sources.schema import builtin_schemas
     assert braf.render(builtin_schemas()["PO"]).text == "Treatment for gene BRAF and variant V600E?"
     # slot filter matches text and synonyms, case-insensitive; attribute filters work too
-    assert [p.query["gene"][0].text for p in list_partial_relations(
-        tmp_workspace, "PO", {"gene": "egf"})] == ["EGFR"]
-    assert len(list_partial_relations(tmp_workspace, "PO", {"gene": "braf-ALIAS"})) == 1
-    assert [p.query["gene"][0].text for p in list_partial_relations(
-        tmp_workspace, "PO", {"evidence_level": "b"})] == ["EGFR"]
-    assert list_partial_relations(tmp_workspace, "PO", {"gene": "%"}) == []
+    assert [p.query["gene"][0].text for p in Relations(tmp_workspace).partial(
+        "PO", {"gene": "egf"})] == ["EGFR"]
+    assert len(Relations(tmp_workspace).partial("PO", {"gene": "braf-ALIAS"})) == 1
+    assert [p.query["gene"][0].text for p in Relations(tmp_workspace).partial(
+        "PO", {"evidence_level": "b"})] == ["EGFR"]
+    assert Relations(tmp_workspace).partial("PO", {"gene": "%"}) == []
     syn = {r[0] for r in tmp_workspace.conn.execute("SELECT synonym FROM synonyms")}
     assert {"BRAF", "braf-alias", "Osimertinib"} <= syn
 
@@ -175,7 +176,6 @@ def changes_then_fail(after: int):
 
 
 def test_import_commits_in_batches_so_labels_get_through(tmp_workspace):
-    from curation.store.labels import record_label
 
     seen = {}
 
@@ -186,8 +186,9 @@ def test_import_commits_in_batches_so_labels_get_through(tmp_workspace):
                     seen["docs"] = other.stats().documents
                     seen["status"] = other.conn.execute(
                         "SELECT status FROM imports ORDER BY id DESC").fetchone()[0]
-                    seen["label"] = record_label(other, user="ann", schema="PO", query_key="q",
-                                                 query_text="t", doc_id="1", grade="complete").id
+                    seen["label"] = Labels(other).record(
+                        user="ann", schema="PO", query_key="q", query_text="t", doc_id="1",
+                        grade="complete").id
             yield doc(str(i), f"title {i}")
 
     report = import_items(tmp_workspace, items(), reader="docs:test", path="mem",

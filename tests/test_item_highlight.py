@@ -13,7 +13,7 @@ from curation.search.indexing import get_index
 from curation.search.item_highlight import item_relation, item_spans
 from curation.search.session import run_search, typed_partial
 from curation.search.suggestions import add_suggestion, moderate_suggestion
-from curation.store.relations import list_partial_relations
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 
 
@@ -25,10 +25,10 @@ def ws(tmp_path_factory):
 
 def test_item_relation_finds_kb_relations_and_typed_queries_again(ws):
     schema = ws.schemas()["PO"]
-    for partial in list_partial_relations(ws, "PO"):
+    for partial in Relations(ws).partial("PO"):
         assert item_relation(ws, schema, partial.query_key) == partial
     typed = typed_partial(ws, schema, {"gene": "KRAS", "variant": "G12C"})
-    assert not any(p.query_key == typed.query_key for p in list_partial_relations(ws, "PO"))
+    assert not any(p.query_key == typed.query_key for p in Relations(ws).partial("PO"))
     found = item_relation(ws, schema, typed.query_key)  # read back from the key: lower case
     assert found is not None and found.query_key == typed.query_key
     assert {s: [e.text for e in ents] for s, ents in found.query.items()} == {
@@ -44,7 +44,7 @@ def test_item_relation_finds_kb_relations_and_typed_queries_again(ws):
 
 def test_item_spans_are_the_curate_cards_spans(ws):
     schema = ws.schemas()["PO"]
-    (braf,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
+    (braf,) = Relations(ws).partial("PO", {"gene": "BRAF"})
     suggestion = add_suggestion(ws, user=User("eve", Role.CURATOR), schema=schema,
                                 partial=braf, pmid="90100001", answer="Imatinib",
                                 answer_key="drug:imatinib", comment="one patient")

@@ -167,7 +167,7 @@ def test_only_the_owner_or_an_admin_cancels(tmp_workspace):
     cancelled = cancel_job(tmp_workspace, job.id, user=ANNOTATOR)
     assert cancelled.status is JobStatus.CANCELLED and cancelled.error == "cancelled by ann"
     audit = tmp_workspace.audit_log("job", limit=1)[0]
-    assert (audit["actor"], audit["action"], audit["object_id"]) == ("ann", "cancel", str(job.id))
+    assert (audit.actor, audit.action, audit.object_id) == ("ann", "cancel", str(job.id))
 
 
 def test_the_system_actor_and_admins_cancel_anything(tmp_workspace):

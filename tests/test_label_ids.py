@@ -7,20 +7,20 @@ from __future__ import annotations
 import json
 
 from curation.store.connection import connect
-from curation.store.labels import record_label, undo_last_label
+from curation.store.labels import Labels
 from curation.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from curation.store.workspace import DB_NAME, Workspace
 
 
 def _label(ws, doc_id: str, user: str = "alice"):
-    return record_label(ws, user=user, schema="PO", query_key="q", query_text="BRAF V600E",
-                        doc_id=doc_id, grade="complete")
+    return Labels(ws).record(user=user, schema="PO", query_key="q", query_text="BRAF V600E",
+                             doc_id=doc_id, grade="complete")
 
 
 def test_an_undone_label_id_is_not_given_to_the_next_label(tmp_workspace):
     ws = tmp_workspace
     first = _label(ws, "111")
-    assert undo_last_label(ws, "alice").id == first.id
+    assert Labels(ws).undo_last("alice").id == first.id
     second = _label(ws, "222")
     assert second.id != first.id and second.id > first.id
     docs_per_id: dict[str, set[str]] = {}

@@ -4,21 +4,21 @@ labels that version learned from (issue 27 item 3: typed identities; ASReview's 
 from __future__ import annotations
 
 from curation.store.connection import connect
-from curation.store.labels import record_label
+from curation.store.labels import Labels
 from curation.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from curation.store.models import register_model
+from curation.store.models import Models
 from curation.store.workspace import DB_NAME, Workspace
 
 
 def _model(ws, tiny_model_path, used: list[int]):
-    return register_model(ws, schema="PO", recipe="edel", base_model="tiny",
-                          model_dir=tiny_model_path,
-                          manifest={"examples": {"labels": {"used": used}}}, created_by="boss")
+    return Models(ws).register(schema="PO", recipe="edel", base_model="tiny",
+                               model_dir=tiny_model_path,
+                               manifest={"examples": {"labels": {"used": used}}}, created_by="boss")
 
 
 def _label(ws, doc_id: str, model_version: str, **extra):
-    return record_label(ws, user="alice", schema="PO", query_key="q", query_text="BRAF V600E",
-                        doc_id=doc_id, grade="complete", model_version=model_version, **extra)
+    return Labels(ws).record(user="alice", schema="PO", query_key="q", query_text="BRAF V600E",
+                             doc_id=doc_id, grade="complete", model_version=model_version, **extra)
 
 
 def test_a_label_references_the_version_named_in_its_model_version(tmp_workspace,
@@ -73,13 +73,12 @@ def test_a_dense_hit_label_names_its_registry_version(tmp_workspace, tiny_model_
     """The label the app stores for a dense hit is the encoder's slug of the version
     (``dense:PO-edel-2-<sha12>-<digest>``), not ``PO-edel@2``: it is found all the same."""
     from curation.store.identities import ModelVersionId
-    from curation.store.models import model_options
     from retrievers.encoder import Encoder, EncoderConfig
 
     ws = tmp_workspace
     _model(ws, tiny_model_path, used=[])
     v2 = _model(ws, tiny_model_path, used=[7, 8])
-    options = model_options(ws, v2.id)
+    options = Models(ws).options(v2.id)
     for backend in (("torch", "fp32"), ("openvino", "int8")):
         config = EncoderConfig(model=options["model"], model_version=options["model_version"],
                                backend=backend[0], precision=backend[1])

@@ -9,20 +9,8 @@ import math
 
 import pytest
 
-from curation.store.labels import (
-    EXPORT_COLUMNS_HELP,
-    FINAL_FIELDS,
-    Grade,
-    LabelPending,
-    agreement,
-    export_labels,
-    flush_pending_labels,
-    labelled_grades,
-    list_labels,
-    pending_labels,
-    record_label,
-    undo_last_label,
-)
+from curation.store.label_files import EXPORT_COLUMNS_HELP, FINAL_FIELDS, export_labels
+from curation.store.labels import Grade, LabelPending, Labels
 from curation.store.workspace import WorkspaceBusyError
 from kb_sources.errors import CurationError
 
@@ -31,7 +19,7 @@ Q = {"schema": "PO", "query_key": "gene=gene:673|variant=variant:v600e",
 
 
 def label(ws, user, doc, grade, **kw):
-    return record_label(ws, user=user, doc_id=doc, grade=grade, **{**Q, **kw})
+    return Labels(ws).record(user=user, doc_id=doc, grade=grade, **{**Q, **kw})
 
 
 def test_label_row_has_user_and_model_version(tmp_workspace):
@@ -47,26 +35,26 @@ def test_label_row_has_user_and_model_version(tmp_workspace):
 def test_relabel_supersedes_and_is_audited(tmp_workspace):
     first = label(tmp_workspace, "ann", "1", "partial")
     second = label(tmp_workspace, "ann", "1", "complete", note="names the drug")
-    assert [lab.grade for lab in list_labels(tmp_workspace)] == [Grade.COMPLETE]
-    all_rows = list_labels(tmp_workspace, include_superseded=True)
+    assert [lab.grade for lab in Labels(tmp_workspace).find()] == [Grade.COMPLETE]
+    all_rows = Labels(tmp_workspace).find(include_superseded=True)
     assert [(lab.id, lab.superseded_by) for lab in all_rows] == [(second.id, None),
                                                                  (first.id, second.id)]
     (entry,) = tmp_workspace.audit_log("label")[:1]
-    assert entry["action"] == "relabel" and json.loads(entry["before"])["grade"] == "partial"
+    assert entry.action == "relabel" and json.loads(entry.before)["grade"] == "partial"
 
 
 def test_undo_removes_last_and_restores_previous(tmp_workspace):
     label(tmp_workspace, "ann", "1", "partial")
     label(tmp_workspace, "ann", "1", "irrelevant")
     label(tmp_workspace, "other", "2", "complete")
-    undone = undo_last_label(tmp_workspace, "ann")
+    undone = Labels(tmp_workspace).undo_last("ann")
     assert undone.grade is Grade.IRRELEVANT
-    assert labelled_grades(tmp_workspace, "PO", Q["query_key"], "ann") == {"1": Grade.PARTIAL}
-    assert undo_last_label(tmp_workspace, "ann").grade is Grade.PARTIAL
-    assert undo_last_label(tmp_workspace, "ann") is None
-    assert [lab.user for lab in list_labels(tmp_workspace)] == ["other"]
-    undos = [e for e in tmp_workspace.audit_log("label") if e["action"] == "undo"]
-    assert len(undos) == 2 and json.loads(undos[0]["before"])["grade"] == "partial"
+    assert Labels(tmp_workspace).grades("PO", Q["query_key"], "ann") == {"1": Grade.PARTIAL}
+    assert Labels(tmp_workspace).undo_last("ann").grade is Grade.PARTIAL
+    assert Labels(tmp_workspace).undo_last("ann") is None
+    assert [lab.user for lab in Labels(tmp_workspace).find()] == ["other"]
+    undos = [e for e in tmp_workspace.audit_log("label") if e.action == "undo"]
+    assert len(undos) == 2 and json.loads(undos[0].before)["grade"] == "partial"
 
 
 def test_bad_grade_and_missing_user(tmp_workspace):
@@ -74,21 +62,21 @@ def test_bad_grade_and_missing_user(tmp_workspace):
         label(tmp_workspace, "ann", "1", "maybe")
     with pytest.raises(CurationError, match="sign in"):
         label(tmp_workspace, " ", "1", "skip")
-    assert list_labels(tmp_workspace) == []
+    assert Labels(tmp_workspace).find() == []
 
 
 def test_filters(tmp_workspace):
     label(tmp_workspace, "a", "1", "complete", model_version="m1")
     label(tmp_workspace, "b", "2", "irrelevant", model_version="m2")
-    assert [lab.doc_id for lab in list_labels(tmp_workspace, user="a")] == ["1"]
-    assert [lab.doc_id for lab in list_labels(tmp_workspace, grade="IRRELEVANT")] == ["2"]
-    assert [lab.doc_id for lab in list_labels(tmp_workspace, model_version="m1")] == ["1"]
-    assert list_labels(tmp_workspace, since="2999-01-01") == []
+    assert [lab.doc_id for lab in Labels(tmp_workspace).find(user="a")] == ["1"]
+    assert [lab.doc_id for lab in Labels(tmp_workspace).find(grade="IRRELEVANT")] == ["2"]
+    assert [lab.doc_id for lab in Labels(tmp_workspace).find(model_version="m1")] == ["1"]
+    assert Labels(tmp_workspace).find(since="2999-01-01") == []
 
 
 def test_export_csv_and_jsonl(tmp_workspace, tmp_path):
     label(tmp_workspace, "a", "1", "complete", note='has "quotes", commas')
-    labels = list_labels(tmp_workspace)
+    labels = Labels(tmp_workspace).find()
     with open(export_labels(labels, tmp_path / "l.csv"), encoding="utf-8") as fh:
         (row,) = list(csv.DictReader(fh))
     assert row["note"] == 'has "quotes", commas' and row["grade"] == "complete"
@@ -102,7 +90,7 @@ def test_export_writes_the_final_grade_columns(tmp_workspace, tmp_path):
     label(tmp_workspace, "a", "1", "complete")
     label(tmp_workspace, "b", "1", "partial")
     label(tmp_workspace, "a", "2", "irrelevant")
-    labels = list_labels(tmp_workspace)
+    labels = Labels(tmp_workspace).find()
     final = {"final_grade": "partial", "final_source": "adjudicated", "adjudicated_by": "cur",
              "adjudicated_at": "2026-01-02T03:04:05+00:00", "adjudication_reason": "a, \"b\""}
     finals = {(Q["schema"], Q["query_key"], "1"): final}
@@ -129,11 +117,11 @@ def test_cohen_kappa_on_shared_items(tmp_workspace):
     label(tmp_workspace, "a", "5", "complete")
     label(tmp_workspace, "a", "6", "skip")
     label(tmp_workspace, "b", "6", "skip")
-    result = agreement(tmp_workspace, "a", "b")
+    result = Labels(tmp_workspace).agreement("a", "b")
     assert result.shared == 4 and result.observed == 0.75
     # p_o = .75; p_e = (2/4*2/4) + (1/4*2/4) + (1/4*0) = .375 -> kappa = .375/.625 = .6
     assert result.kappa == pytest.approx(0.6)
-    assert math.isnan(agreement(tmp_workspace, "a", "nobody").kappa)
+    assert math.isnan(Labels(tmp_workspace).agreement("a", "nobody").kappa)
 
 
 # -- the outbox: a label that cannot be written now is kept, then saved ------------------------
@@ -159,20 +147,20 @@ def test_label_during_long_write_is_pending_then_saved(tmp_workspace, no_wait):
         label(ws, "ann", "21639808", "complete", note="first")
     assert isinstance(info.value, CurationError)
     assert (info.value.pending.doc_id, info.value.pending.grade) == ("21639808", Grade.COMPLETE)
-    assert [(p.user, p.doc_id, p.note) for p in pending_labels(ws)] == [
+    assert [(p.user, p.doc_id, p.note) for p in Labels(ws).pending()] == [
         ("ann", "21639808", "first")]
-    assert pending_labels(ws, user="bob") == []
-    assert list_labels(ws) == []
+    assert Labels(ws).pending(user="bob") == []
+    assert Labels(ws).find() == []
     other.rollback()
     other.close()
     # the next label that reaches the database takes the pending one first
     newest = label(ws, "ann", "2", "irrelevant")
-    assert [(lab.doc_id, lab.grade, lab.id) for lab in list_labels(ws)] == [
+    assert [(lab.doc_id, lab.grade, lab.id) for lab in Labels(ws).find()] == [
         ("2", Grade.IRRELEVANT, newest.id), ("21639808", Grade.COMPLETE, newest.id - 1)]
-    assert pending_labels(ws) == []
+    assert Labels(ws).pending() == []
     assert not (ws.root / "pending_labels.jsonl").exists()
-    (entry,) = [e for e in ws.audit_log("label") if e["object_id"] == str(newest.id - 1)]
-    assert json.loads(entry["after"])["pending_since"] == info.value.pending.created_at
+    (entry,) = [e for e in ws.audit_log("label") if e.object_id == str(newest.id - 1)]
+    assert json.loads(entry.after)["pending_since"] == info.value.pending.created_at
 
 
 def test_flush_pending_labels_keeps_order_and_waits_for_the_lock(tmp_workspace, no_wait):
@@ -182,13 +170,13 @@ def test_flush_pending_labels_keeps_order_and_waits_for_the_lock(tmp_workspace, 
         with pytest.raises(LabelPending):
             label(ws, "ann", "1", grade)
     with pytest.raises(WorkspaceBusyError, match="Another import is running; retry"):
-        flush_pending_labels(ws, wait_s=0)
-    assert len(pending_labels(ws)) == 2
+        Labels(ws).flush_pending(wait_s=0)
+    assert len(Labels(ws).pending()) == 2
     other.rollback()
     other.close()
-    assert flush_pending_labels(ws) == 2
-    assert flush_pending_labels(ws) == 0
-    current, first = list_labels(ws, include_superseded=True)
+    assert Labels(ws).flush_pending() == 2
+    assert Labels(ws).flush_pending() == 0
+    current, first = Labels(ws).find(include_superseded=True)
     assert (current.grade, first.grade, first.superseded_by) == (
         Grade.COMPLETE, Grade.PARTIAL, current.id)
 
@@ -201,10 +189,10 @@ def test_label_on_full_disk_is_kept(tmp_workspace):
         for i in range(300):
             label(ws, "ann", str(i), "complete", note="n" * 3000)
     kept = info.value.pending
-    assert [p.doc_id for p in pending_labels(ws)] == [kept.doc_id]
+    assert [p.doc_id for p in Labels(ws).pending()] == [kept.doc_id]
     ws.conn.execute("PRAGMA max_page_count = 1073741823")  # space was freed
-    assert flush_pending_labels(ws) == 1
-    assert list_labels(ws)[0].doc_id == kept.doc_id
+    assert Labels(ws).flush_pending() == 1
+    assert Labels(ws).find()[0].doc_id == kept.doc_id
 
 
 def test_flush_after_a_kill_does_not_write_twice(tmp_workspace, no_wait):
@@ -214,11 +202,11 @@ def test_flush_after_a_kill_does_not_write_twice(tmp_workspace, no_wait):
         label(ws, "ann", "1", "complete")
     other.rollback()
     other.close()
-    assert flush_pending_labels(ws) == 1
+    assert Labels(ws).flush_pending() == 1
     # killed after the commit but before the outbox was emptied: the line is still there
     (ws.root / "pending_labels.jsonl").write_text(json.dumps(info.value.pending.to_json()) + "\n")
-    assert flush_pending_labels(ws) == 1
-    assert len(list_labels(ws, include_superseded=True)) == 1
+    assert Labels(ws).flush_pending() == 1
+    assert len(Labels(ws).find(include_superseded=True)) == 1
 
 
 def test_torn_outbox_line_is_set_aside_not_lost(tmp_workspace, no_wait):
@@ -230,7 +218,7 @@ def test_torn_outbox_line_is_set_aside_not_lost(tmp_workspace, no_wait):
     other.close()
     with open(ws.root / "pending_labels.jsonl", "a", encoding="utf-8") as fh:
         fh.write('{"user": "ann", "doc_')  # a crash in the middle of an append
-    assert [p.doc_id for p in pending_labels(ws)] == ["1"]
+    assert [p.doc_id for p in Labels(ws).pending()] == ["1"]
     assert (ws.root / "pending_labels.jsonl.unreadable").read_text() == '{"user": "ann", "doc_\n'
 
 
@@ -242,8 +230,8 @@ def test_undo_takes_pending_labels_into_account(tmp_workspace, no_wait):
         label(ws, "ann", "2", "complete")
     other.rollback()
     other.close()
-    assert undo_last_label(ws, "ann").doc_id == "2"
-    assert [lab.doc_id for lab in list_labels(ws)] == ["1"] and pending_labels(ws) == []
+    assert Labels(ws).undo_last("ann").doc_id == "2"
+    assert [lab.doc_id for lab in Labels(ws).find()] == ["1"] and Labels(ws).pending() == []
 
 
 def test_outbox_record_that_is_not_a_label_does_not_block_the_rest(tmp_workspace, no_wait):
@@ -256,7 +244,7 @@ def test_outbox_record_that_is_not_a_label_does_not_block_the_rest(tmp_workspace
     with open(ws.root / "pending_labels.jsonl", "a", encoding="utf-8") as fh:
         fh.write('{"user": null, "grade": "complete"}\n')
     assert label(ws, "ann", "2", "partial").doc_id == "2"
-    assert sorted(lab.doc_id for lab in list_labels(ws)) == ["1", "2"]
+    assert sorted(lab.doc_id for lab in Labels(ws).find()) == ["1", "2"]
     set_aside = (ws.root / "pending_labels.jsonl.unreadable").read_text()
     assert json.loads(set_aside) == {"user": None, "grade": "complete"}
 
@@ -303,9 +291,9 @@ def test_a_pending_label_older_than_the_current_one_enters_the_history(tmp_works
     outbox = Outbox(ws.root / "pending_labels.jsonl")
     with outbox.locked():
         outbox.append(late.to_json())
-    assert flush_pending_labels(ws) == 1
+    assert Labels(ws).flush_pending() == 1
     rows = ws.conn.execute("SELECT id, grade, note, superseded_by FROM labels WHERE doc_id = '9' "
                            "ORDER BY id").fetchall()
     assert [tuple(r) for r in rows] == [(newer.id, "irrelevant", "second look", None),
                                         (newer.id + 1, "complete", "first look", newer.id)]
-    assert labelled_grades(ws, Q["schema"], Q["query_key"], "ann") == {"9": Grade.IRRELEVANT}
+    assert Labels(ws).grades(Q["schema"], Q["query_key"], "ann") == {"9": Grade.IRRELEVANT}

@@ -32,7 +32,7 @@ from app_helpers import (
 from streamlit.testing.v1 import AppTest
 
 from app_pages.safe import ZERO_WIDTH, html_frame, html_text, md
-from curation.store.labels import list_labels, record_label
+from curation.store.labels import Labels
 from curation.store.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -267,8 +267,8 @@ def ws_root(tmp_path, monkeypatch):
 
 def label_evil(root: Path, grade: str = "partial"):
     with Workspace.open(root) as ws:
-        return record_label(ws, user="alice", schema="PO", query_key="q", query_text="BRAF?",
-                            doc_id=EVIL, grade=grade, model_version="bm25")
+        return Labels(ws).record(user="alice", schema="PO", query_key="q", query_text="BRAF?",
+                                 doc_id=EVIL, grade=grade, model_version="bm25")
 
 
 def assert_literal(message: str) -> None:
@@ -293,7 +293,7 @@ def test_relabel_message_shows_the_document_id_literally(ws_root):
     at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
     at.switch_page("app_pages/review.py").run()
     with Workspace.open(ws_root) as ws:
-        (target,) = list_labels(ws, user="alice")
+        (target,) = Labels(ws).find(user="alice")
     at.selectbox(key="rv_label").set_value(target.id).run()
     at.selectbox(key="rv_new_grade").set_value("complete").run()
     at.button(key="rv_relabel").click().run()

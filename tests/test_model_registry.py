@@ -13,18 +13,9 @@ import pytest
 
 from curation.access.users import PermissionDenied, Role, User
 from curation.store.models import (
+    Models,
     ModelStatus,
-    activate_model,
-    active_model,
-    export_model,
     format_models_table,
-    get_model,
-    is_model_version,
-    list_models,
-    model_options,
-    register_model,
-    retire_model,
-    update_metrics,
     verify_weights,
 )
 from kb_sources.errors import CurationError, UnknownNameError
@@ -39,21 +30,10 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.fixture
-def fake_model_dir(tmp_path: Path) -> Path:
-    """A small folder shaped like a sentence-transformers model (never loaded)."""
-    folder = tmp_path / "fake-st"
-    (folder / "1_Pooling").mkdir(parents=True)
-    (folder / "model.safetensors").write_bytes(bytes(range(256)) * 4)
-    (folder / "config.json").write_text('{"hidden_size": 32}\n')
-    (folder / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}\n')
-    return folder
-
-
 def _register(ws, model_dir: Path, schema: str = "disease_gene", recipe: str = "edel", **kw):
-    return register_model(ws, schema=schema, recipe=recipe, base_model="tiny-bert",
-                          model_dir=model_dir, manifest=kw.pop("manifest", MANIFEST),
-                          created_by=kw.pop("created_by", "alice"), **kw)
+    return Models(ws).register(schema=schema, recipe=recipe, base_model="tiny-bert",
+                               model_dir=model_dir, manifest=kw.pop("manifest", MANIFEST),
+                               created_by=kw.pop("created_by", "alice"), **kw)
 
 
 def test_register_round_trip(tmp_workspace, fake_model_dir):
@@ -79,7 +59,7 @@ def test_register_round_trip(tmp_workspace, fake_model_dir):
     assert (row["status"], row["sha256"], row["path"]) == (
         "candidate", v.sha256, "models/disease_gene-edel@1")
     audit = tmp_workspace.audit_log("model")
-    assert [(a["actor"], a["action"], a["object_id"]) for a in audit] == [
+    assert [(a.actor, a.action, a.object_id) for a in audit] == [
         ("alice", "register", "disease_gene-edel@1")]
     assert [p.name for p in (tmp_workspace.root / "models").iterdir()] == [v.id]  # no temp left
     assert tmp_workspace.stats().model_versions == ["disease_gene-edel@1"]
@@ -94,18 +74,19 @@ def test_versions_increment_per_name_and_list_filters(tmp_workspace, fake_model_
            _register(tmp_workspace, fake_model_dir).id]
     assert ids == ["disease_gene-edel@1", "disease_gene-edel@2", "disease_gene-ce@1",
                    "drug_gene-edel@1", "disease_gene-edel@3"]
-    assert [m.id for m in list_models(tmp_workspace)] == ids[::-1]
-    assert [m.id for m in list_models(tmp_workspace, schema="drug_gene")] == ["drug_gene-edel@1"]
-    activate_model(tmp_workspace, "disease_gene-edel@2", ALICE)
-    assert [m.id for m in list_models(tmp_workspace, status="active")] == ["disease_gene-edel@2"]
-    assert [m.id for m in list_models(tmp_workspace, schema="disease_gene",
-                                      status=ModelStatus.CANDIDATE)] == [
+    assert [m.id for m in Models(tmp_workspace).versions()] == ids[::-1]
+    models = Models(tmp_workspace)
+    assert [m.id for m in models.versions(schema="drug_gene")] == ["drug_gene-edel@1"]
+    Models(tmp_workspace).activate("disease_gene-edel@2", ALICE)
+    assert [m.id for m in models.versions(status="active")] == ["disease_gene-edel@2"]
+    assert [m.id for m in Models(tmp_workspace).versions(schema="disease_gene",
+                                                         status=ModelStatus.CANDIDATE)] == [
         "disease_gene-edel@3", "disease_gene-ce@1", "disease_gene-edel@1"]
-    assert is_model_version(tmp_workspace, "disease_gene-ce@1")
-    assert not is_model_version(tmp_workspace, "disease_gene-ce@2")
-    assert not is_model_version(tmp_workspace, "all-MiniLM-L6-v2")
+    assert Models(tmp_workspace).is_version("disease_gene-ce@1")
+    assert not Models(tmp_workspace).is_version("disease_gene-ce@2")
+    assert not Models(tmp_workspace).is_version("all-MiniLM-L6-v2")
     with pytest.raises(CurationError, match="Unknown model status 'live'.*candidate, active"):
-        list_models(tmp_workspace, status="live")
+        Models(tmp_workspace).versions(status="live")
 
 
 def test_get_model_unknown_lists_options(tmp_workspace, fake_model_dir):
@@ -113,7 +94,7 @@ def test_get_model_unknown_lists_options(tmp_workspace, fake_model_dir):
     _register(tmp_workspace, fake_model_dir, schema="drug_gene")
     with pytest.raises(UnknownNameError, match=r"Unknown model version 'disease_gene-edel@7'\. "
                        r"Available options: disease_gene-edel@1, drug_gene-edel@1"):
-        get_model(tmp_workspace, "disease_gene-edel@7")
+        Models(tmp_workspace).get("disease_gene-edel@7")
 
 
 def test_register_refuses_bad_input(tmp_workspace, fake_model_dir, tmp_path):
@@ -133,7 +114,7 @@ def test_register_refuses_bad_input(tmp_workspace, fake_model_dir, tmp_path):
         _register(tmp_workspace, fake_model_dir, schema="disease/gene")
     with pytest.raises(CurationError, match="needs a user"):
         _register(tmp_workspace, fake_model_dir, created_by=" ")
-    assert list_models(tmp_workspace) == []
+    assert Models(tmp_workspace).versions() == []
     assert list((tmp_workspace.root / "models").iterdir()) == []
 
 
@@ -149,18 +130,18 @@ def test_failed_insert_removes_the_copied_folder(tmp_workspace, fake_model_dir):
 def test_activate_keeps_one_active_per_schema_and_audits(tmp_workspace, fake_model_dir):
     v1, v2 = _register(tmp_workspace, fake_model_dir), _register(tmp_workspace, fake_model_dir)
     other = _register(tmp_workspace, fake_model_dir, schema="drug_gene")
-    assert active_model(tmp_workspace, "disease_gene") is None
-    assert activate_model(tmp_workspace, v1.id, ALICE, "first").status is ModelStatus.ACTIVE
-    activate_model(tmp_workspace, other.id, BOB)
-    assert activate_model(tmp_workspace, v2.id, BOB, "better ndcg").status == "active"
-    assert active_model(tmp_workspace, "disease_gene").id == v2.id
-    assert get_model(tmp_workspace, v1.id).status is ModelStatus.CANDIDATE
-    assert active_model(tmp_workspace, "drug_gene").id == other.id  # other schema untouched
+    assert Models(tmp_workspace).active("disease_gene") is None
+    assert Models(tmp_workspace).activate(v1.id, ALICE, "first").status is ModelStatus.ACTIVE
+    Models(tmp_workspace).activate(other.id, BOB)
+    assert Models(tmp_workspace).activate(v2.id, BOB, "better ndcg").status == "active"
+    assert Models(tmp_workspace).active("disease_gene").id == v2.id
+    assert Models(tmp_workspace).get(v1.id).status is ModelStatus.CANDIDATE
+    assert Models(tmp_workspace).active("drug_gene").id == other.id  # other schema untouched
     rows = tmp_workspace.conn.execute(
         "SELECT schema, COUNT(*) FROM models WHERE status = 'active' GROUP BY schema").fetchall()
     assert sorted(tuple(r) for r in rows) == [("disease_gene", 1), ("drug_gene", 1)]
-    log = [a for a in tmp_workspace.audit_log("model") if a["action"] == "activate"]
-    assert [(a["actor"], a["object_id"], json.loads(a["before"]), json.loads(a["after"]))
+    log = [a for a in tmp_workspace.audit_log("model") if a.action == "activate"]
+    assert [(a.actor, a.object_id, json.loads(a.before), json.loads(a.after))
             for a in log] == [
         ("bob", v2.id, {"previous": v1.id}, {"reason": "better ndcg"}),
         ("bob", other.id, {"previous": None}, {"reason": ""}),
@@ -172,27 +153,28 @@ def test_activate_keeps_one_active_per_schema_and_audits(tmp_workspace, fake_mod
 
 def test_retire_and_reactivate_as_rollback(tmp_workspace, fake_model_dir):
     v1, v2 = _register(tmp_workspace, fake_model_dir), _register(tmp_workspace, fake_model_dir)
-    activate_model(tmp_workspace, v1.id, ALICE)
-    retired = retire_model(tmp_workspace, v1.id, ALICE, "drifted")
+    Models(tmp_workspace).activate(v1.id, ALICE)
+    retired = Models(tmp_workspace).retire(v1.id, ALICE, "drifted")
     assert retired.status is ModelStatus.RETIRED
-    assert active_model(tmp_workspace, "disease_gene") is None
+    assert Models(tmp_workspace).active("disease_gene") is None
     entry = tmp_workspace.audit_log("model")[0]
-    assert (entry["action"], entry["object_id"], json.loads(entry["before"]),
-            json.loads(entry["after"])) == ("retire", v1.id, {"status": "active"},
+    assert (entry.action, entry.object_id, json.loads(entry.before),
+            json.loads(entry.after)) == ("retire", v1.id, {"status": "active"},
                                             {"reason": "drifted"})
-    activate_model(tmp_workspace, v2.id, ALICE)
-    assert activate_model(tmp_workspace, v1.id, ALICE, "rollback").status == "active"
-    assert get_model(tmp_workspace, v2.id).status is ModelStatus.CANDIDATE
+    Models(tmp_workspace).activate(v2.id, ALICE)
+    assert Models(tmp_workspace).activate(v1.id, ALICE, "rollback").status == "active"
+    assert Models(tmp_workspace).get(v2.id).status is ModelStatus.CANDIDATE
 
 
 def test_update_metrics_merges_row_and_manifest(tmp_workspace, fake_model_dir):
     v = _register(tmp_workspace, fake_model_dir, metrics={"ndcg@10": 0.3, "map@10": 0.2})
-    updated = update_metrics(tmp_workspace, v.id, {"ndcg@10": 0.45, "recall@100": 0.9}, "carol")
+    updated = Models(tmp_workspace).update_metrics(v.id, {"ndcg@10": 0.45, "recall@100": 0.9},
+                                                   "carol")
     expected = {"ndcg@10": 0.45, "map@10": 0.2, "recall@100": 0.9}
     assert updated.metrics == expected
     assert json.loads((v.path / "manifest.json").read_text())["metrics"] == expected
-    assert tmp_workspace.audit_log("model")[0]["action"] == "metrics"
-    table = format_models_table(list_models(tmp_workspace))
+    assert tmp_workspace.audit_log("model")[0].action == "metrics"
+    table = format_models_table(Models(tmp_workspace).versions())
     assert table.splitlines()[0].split() == ["id", "status", "base", "model", "created", "NDCG@10"]
     assert table.splitlines()[1].split()[:3] == [v.id, "candidate", "tiny-bert"]
     assert table.splitlines()[1].endswith("0.450")
@@ -211,12 +193,12 @@ def test_corrupted_weights_are_refused(tmp_workspace, fake_model_dir):
     with pytest.raises(CurationError, match=message):
         verify_weights(v)
     with pytest.raises(CurationError, match=message):
-        model_options(tmp_workspace, v.id)
+        Models(tmp_workspace).options(v.id)
     with pytest.raises(CurationError, match=message):
-        activate_model(tmp_workspace, v.id, ALICE)
-    assert get_model(tmp_workspace, v.id).status is ModelStatus.CANDIDATE
+        Models(tmp_workspace).activate(v.id, ALICE)
+    assert Models(tmp_workspace).get(v.id).status is ModelStatus.CANDIDATE
     with pytest.raises(CurationError, match=rf"weights of {v.id} .*checksum"):
-        export_model(tmp_workspace, v.id, tmp_workspace.root / "exports", user=ALICE)
+        Models(tmp_workspace).export(v.id, tmp_workspace.root / "exports", user=ALICE)
 
 
 def test_changed_config_file_and_added_pickle_are_refused(tmp_workspace, fake_model_dir):
@@ -234,17 +216,17 @@ def test_model_options_and_export_load_the_same_model(tmp_workspace, tiny_model_
     from sentence_transformers import SentenceTransformer
 
     v = _register(tmp_workspace, tiny_model_path)
-    assert model_options(tmp_workspace, v.id) == {
+    assert Models(tmp_workspace).options(v.id) == {
         "model": str(v.model_dir), "model_version": f"{v.id}:{v.sha256[:12]}",
         "max_seq_length": 128, "document_format": "{title}. {abstract}"}
-    out = export_model(tmp_workspace, v.id, tmp_path / "export", user=ALICE)
+    out = Models(tmp_workspace).export(v.id, tmp_path / "export", user=ALICE)
     assert out == tmp_path / "export" / v.id
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model"]
     assert json.loads((out / "manifest.json").read_text())["sha256"] == v.sha256
     assert _sha(out / "model" / "model.safetensors") == v.sha256
     with pytest.raises(CurationError,
                        match=rf"{re.escape(str(out))} already exists; export .* another folder"):
-        export_model(tmp_workspace, v.id, tmp_path / "export", user=ALICE)
+        Models(tmp_workspace).export(v.id, tmp_path / "export", user=ALICE)
     text = ["BRAF V600E mutation predicts response to vemurafenib in melanoma."]
     original = SentenceTransformer(str(tiny_model_path), device="cpu").encode(text)
     for folder in (v.model_dir, out / "model"):
@@ -256,15 +238,15 @@ def test_model_options_and_export_load_the_same_model(tmp_workspace, tiny_model_
 def test_model_state_changes_need_an_admin(tmp_workspace, fake_model_dir, tmp_path):
     v = _register(tmp_workspace, fake_model_dir)
     curator = User("carol", Role.CURATOR)
-    for call in (lambda u: activate_model(tmp_workspace, v.id, u),
-                 lambda u: retire_model(tmp_workspace, v.id, u),
-                 lambda u: export_model(tmp_workspace, v.id, tmp_path / "out", user=u)):
+    for call in (lambda u: Models(tmp_workspace).activate(v.id, u),
+                 lambda u: Models(tmp_workspace).retire(v.id, u),
+                 lambda u: Models(tmp_workspace).export(v.id, tmp_path / "out", user=u)):
         for who in (curator, None, "alice"):
             with pytest.raises(PermissionDenied, match="needs the admin role"):
                 call(who)
-    assert get_model(tmp_workspace, v.id).status.value == "candidate"
+    assert Models(tmp_workspace).get(v.id).status.value == "candidate"
     assert not (tmp_path / "out").exists()
-    assert activate_model(tmp_workspace, v.id, ALICE).status.value == "active"
+    assert Models(tmp_workspace).activate(v.id, ALICE).status.value == "active"
     row = tmp_workspace.conn.execute(
         "SELECT actor FROM audit_log WHERE action = 'activate' AND object_id = ?",
         (v.id,)).fetchone()

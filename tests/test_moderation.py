@@ -17,7 +17,7 @@ from curation.search.suggestions import (
     list_suggestions,
     moderate_suggestion,
 )
-from curation.store.relations import list_partial_relations
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.types import Entity
@@ -34,7 +34,7 @@ def ws(tmp_path):
 
 def suggest(ws, user=CUR, answer="Imatinib", answer_key="drug:imatinib", gene="BRAF",
             pmid="90100001"):
-    (partial,) = list_partial_relations(ws, "PO", {"gene": gene})
+    (partial,) = Relations(ws).partial("PO", {"gene": gene})
     return add_suggestion(ws, user=user, schema=ws.schemas()["PO"], partial=partial, pmid=pmid,
                           answer=answer, answer_key=answer_key, comment="seen in the abstract")
 
@@ -52,10 +52,10 @@ def test_another_curator_accepts_with_a_reason_audited(ws):
         SuggestionStatus.ACCEPTED, "eve", "names the response")
     assert done.reviewed_at and done.reviewed_at >= row.created_at
     audit = ws.audit_log("source_suggestion")[0]
-    assert (audit["action"], audit["actor"], audit["object_id"]) == ("accept", "eve", str(row.id))
-    assert json.loads(audit["before"]) == {"status": "new", "reviewed_by": "",
+    assert (audit.action, audit.actor, audit.object_id) == ("accept", "eve", str(row.id))
+    assert json.loads(audit.before) == {"status": "new", "reviewed_by": "",
                                            "review_reason": ""}
-    assert json.loads(audit["after"]) == {"status": "accepted",
+    assert json.loads(audit.after) == {"status": "accepted",
                                           "review_reason": "names the response"}
 
 
@@ -81,7 +81,7 @@ def test_overturning_a_decision_needs_a_reason_and_is_audited(ws):
         moderate_suggestion(ws, row.id, "rejected", "again", user=ADMIN)
     done = moderate_suggestion(ws, row.id, "accepted", "V600E is in the methods", user=ADMIN)
     assert (done.status, done.reviewed_by) == (SuggestionStatus.ACCEPTED, "boss")
-    actions = [(a["action"], json.loads(a["before"])["status"], json.loads(a["after"])["status"])
+    actions = [(a.action, json.loads(a.before)["status"], json.loads(a.after)["status"])
                for a in ws.audit_log("source_suggestion")[:2]]
     assert actions == [("accept", "rejected", "accepted"), ("reject", "new", "rejected")]
 
@@ -98,7 +98,7 @@ def test_who_may_not_accept(ws, user, message):
     with pytest.raises(PermissionDenied, match=message):
         moderate_suggestion(ws, row.id, "accepted", "fine", user=user)
     assert list_suggestions(ws)[0].status is SuggestionStatus.NEW
-    assert [a["action"] for a in ws.audit_log("source_suggestion")] == ["suggest"]
+    assert [a.action for a in ws.audit_log("source_suggestion")] == ["suggest"]
 
 
 def test_a_curator_may_reject_their_own_and_an_admin_accept_their_own(ws):
@@ -137,7 +137,7 @@ def test_list_filters_by_status(ws):
 
 def test_accepted_answers_are_entities_of_the_relation(ws):
     po = ws.schemas()["PO"]
-    (partial,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
+    (partial,) = Relations(ws).partial("PO", {"gene": "BRAF"})
     imatinib = suggest(ws)
     vem = suggest(ws, answer="vemurafenib", answer_key="chemical:vemurafenib")
     mesh = suggest(ws, answer="Vemurafenib", answer_key="chemical:D000077484", pmid="99000001")
@@ -163,7 +163,7 @@ def test_an_accepted_answer_is_known_in_search_and_highlighted(ws):
     from curation.search.session import run_search
 
     schema = ws.schemas()["PO"]
-    (partial,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
+    (partial,) = Relations(ws).partial("PO", {"gene": "BRAF"})
     retriever = get_index(ws, "bm25", progress=False)
 
     def imatinib():

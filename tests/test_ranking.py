@@ -37,6 +37,7 @@ from curation.ranking.versions import (
     load_ranker,
     save_version,
 )
+from curation.store.labels import Labels
 from kb_sources.errors import CurationError
 from kb_sources.schema import builtin_schemas, get_schema
 from kb_sources.types import Entity
@@ -240,7 +241,6 @@ def test_explanation_of_a_hand_made_case():
 def test_training_round_with_labels_gate_and_evaluate(tmp_workspace):
     from curation.evaluation.harness import build_task
     from curation.evaluation.runner import evaluate_workspace
-    from curation.store.labels import record_label
     from curation.training.ranker import train_ranker
 
     ws = make_loop_workspace(tmp_workspace)
@@ -248,10 +248,10 @@ def test_training_round_with_labels_gate_and_evaluate(tmp_workspace):
         evaluate_workspace(ws, "disease_gene", ["ranked"], progress=False)
     task = build_task(ws, "disease_gene")
     train, test = task.split("train"), task.split("test")
-    record_label(ws, user="ann", schema="disease_gene", query_key=train[0].qid,
-                 query_text=train[0].text, doc_id="301", grade="complete")
-    record_label(ws, user="ann", schema="disease_gene", query_key=test[0].qid,
-                 query_text=test[0].text, doc_id="302", grade="irrelevant")
+    Labels(ws).record(user="ann", schema="disease_gene", query_key=train[0].qid,
+                      query_text=train[0].text, doc_id="301", grade="complete")
+    Labels(ws).record(user="ann", schema="disease_gene", query_key=test[0].qid,
+                      query_text=test[0].text, doc_id="302", grade="irrelevant")
     first = train_ranker(ws, "disease_gene", actor="admin", progress=False,
                          options=RankerOptions(n_estimators=20, min_child_samples=1))
     assert first.activated and first.version.id == "disease_gene-ranker@1"

@@ -23,16 +23,13 @@ from curation.search.ranked import (
     resolve_ranked_choice,
 )
 from curation.search.session import card_html, run_search
-from curation.store.labels import record_label
+from curation.store.labels import Labels
 from curation.store.rankers import (
     DEFAULT_RETRAIN_EVERY,
-    claim_labels,
-    default_ranking,
-    labels_waiting,
-    retrain_every,
-    set_retrain_every,
+    Rankers,
+    RankingChoice,
 )
-from curation.store.relations import list_partial_relations
+from curation.store.relations import Relations
 from curation.training.ranker import maybe_learn, train_ranker
 from kb_sources.errors import CurationError
 from tests.loop_fixtures import make_loop_workspace
@@ -43,29 +40,29 @@ SMALL = RankerOptions(n_estimators=20, min_child_samples=1)
 
 def label(ws, i: int, grade: str = "irrelevant", schema: str = "disease_gene"):
     q = build_task(ws, schema).split("train")[i % 3]
-    return record_label(ws, user="alice", schema=schema, query_key=q.qid, query_text=q.text,
-                        doc_id=str(301 + i), grade=grade)
+    return Labels(ws).record(user="alice", schema=schema, query_key=q.qid, query_text=q.text,
+                             doc_id=str(301 + i), grade=grade)
 
 
 # -- learn as you label --------------------------------------------------------------------------
 def test_retrain_setting_and_label_claims(tmp_workspace):
     ws = make_loop_workspace(tmp_workspace)
-    assert retrain_every(ws) == DEFAULT_RETRAIN_EVERY == 20
-    set_retrain_every(ws, 3, actor="admin")
-    assert retrain_every(ws) == 3
+    assert Rankers(ws).retrain_every() == DEFAULT_RETRAIN_EVERY == 20
+    Rankers(ws).set_retrain_every(3, actor="admin")
+    assert Rankers(ws).retrain_every() == 3
     for bad in (-1, 2.5, True):
         with pytest.raises(CurationError, match="whole number >= 0"):
-            set_retrain_every(ws, bad, actor="admin")
-    assert labels_waiting(ws, "disease_gene") == 0
+            Rankers(ws).set_retrain_every(bad, actor="admin")
+    assert Rankers(ws).labels_waiting("disease_gene") == 0
     label(ws, 0)
     label(ws, 1)
-    assert labels_waiting(ws, "disease_gene") == 2
-    assert claim_labels(ws, "disease_gene", 3) is None  # not enough yet
+    assert Rankers(ws).labels_waiting("disease_gene") == 2
+    assert Rankers(ws).claim_labels("disease_gene", 3) is None  # not enough yet
     label(ws, 1, "partial")  # a relabel is a new row: it counts
-    assert claim_labels(ws, "disease_gene", 3) == 3
-    assert labels_waiting(ws, "disease_gene") == 0
-    assert claim_labels(ws, "disease_gene", 3) is None  # taken once only
-    assert claim_labels(ws, "disease_gene", 0) is None
+    assert Rankers(ws).claim_labels("disease_gene", 3) == 3
+    assert Rankers(ws).labels_waiting("disease_gene") == 0
+    assert Rankers(ws).claim_labels("disease_gene", 3) is None  # taken once only
+    assert Rankers(ws).claim_labels("disease_gene", 0) is None
     audit = ws.conn.execute("SELECT actor, action, after FROM audit_log "
                             "WHERE object_type = 'setting'").fetchall()
     assert [(a[0], a[1]) for a in audit] == [("admin", "set")] and '"value": 3' in audit[0][2]
@@ -73,7 +70,7 @@ def test_retrain_setting_and_label_claims(tmp_workspace):
 
 def test_maybe_learn_submits_one_round_per_k_labels_and_the_round_promotes(tmp_workspace):
     ws = make_loop_workspace(tmp_workspace)
-    set_retrain_every(ws, 2, actor="admin")
+    Rankers(ws).set_retrain_every(2, actor="admin")
     label(ws, 0)
     assert maybe_learn(ws, "disease_gene", user=ALICE) is None
     label(ws, 1, "complete")
@@ -92,8 +89,8 @@ def test_maybe_learn_submits_one_round_per_k_labels_and_the_round_promotes(tmp_w
     assert done.result["labels_used"] >= 1
     assert active_version(ws, "disease_gene").id == "disease_gene-ranker@1"
     # the two labels given meanwhile still wait for the next round
-    assert labels_waiting(ws, "disease_gene") == 2
-    set_retrain_every(ws, 0, actor="admin")
+    assert Rankers(ws).labels_waiting("disease_gene") == 2
+    Rankers(ws).set_retrain_every(0, actor="admin")
     assert maybe_learn(ws, "disease_gene", user=ALICE) is None  # automatic rounds off
 
 
@@ -127,7 +124,7 @@ def test_ranked_search_names_the_version_and_gives_reasons(tmp_workspace):
     schema = ws.schemas()["disease_gene"]
     bm25 = get_index(ws, "bm25", progress=False)
     ranked = open_ranked(ws, schema, version, bm25)
-    partial = next(p for p in list_partial_relations(ws, "disease_gene")
+    partial = next(p for p in Relations(ws).partial("disease_gene")
                    if p.query["disease"][0].text == "melanoma")
     result = run_search(ws, bm25, schema, partial, "Genes of melanoma", 5,
                         matcher=EntityMatcher(), ranked=ranked)
@@ -152,7 +149,7 @@ def test_reasons_are_escaped_on_the_card(tmp_workspace):
     ws = make_loop_workspace(tmp_workspace)
     schema = ws.schemas()["disease_gene"]
     bm25 = get_index(ws, "bm25", progress=False)
-    partial = list_partial_relations(ws, "disease_gene")[0]
+    partial = Relations(ws).partial("disease_gene")[0]
     doc = run_search(ws, bm25, schema, partial, "melanoma", 1, matcher=EntityMatcher()).docs[0]
     html = card_html(replace(doc, reasons=("names <script>x</script> in the title",)), "")
     assert "<script>" not in html and "&lt;script&gt;" in html
@@ -169,23 +166,24 @@ def test_default_ranking_is_measured_recorded_and_explained(tmp_workspace):
                                                                           "bm25+rerank")
     assert "no evaluation has chosen yet" in fallback.reason
     report, record = choose_default(ws, "disease_gene", actor="admin", progress=False)
-    assert set(record["scores"]) == {"bm25", "bm25+rerank"}  # nothing else can run yet
-    assert any("no active ranker version" in n for n in record["notes"])
-    assert any("no active dense version" in n for n in record["notes"])
-    assert record["best"] in ("bm25", "bm25+rerank")
-    assert record["scores"]["bm25"] == pytest.approx(report.retrievers["bm25"]["ndcg@10"])
-    assert default_ranking(ws, "disease_gene") == record
+    assert set(record.scores) == {"bm25", "bm25+rerank"}  # nothing else can run yet
+    assert any("no active ranker version" in n for n in record.notes)
+    assert any("no active dense version" in n for n in record.notes)
+    assert record.best in ("bm25", "bm25+rerank") and record.ranker_version is None
+    assert record.scores["bm25"] == pytest.approx(report.retrievers["bm25"]["ndcg@10"])
+    assert Rankers(ws).default_ranking("disease_gene") == record
+    assert "ranker_version" not in record.to_json()  # stored as before: only what was measured
     train_ranker(ws, "disease_gene", actor="admin", progress=False, options=SMALL)
     assert main(["evaluate", "-w", str(ws.root), "--schema", "disease_gene", "--retriever",
                  "best", "--quiet"]) == 0
-    record = default_ranking(ws, "disease_gene")
-    assert set(record["scores"]) == {"bm25", "bm25+rerank", "ranked"}
-    assert record["ranker_version"] == "disease_gene-ranker@1" and record["by"] == "cli"
-    best = max(record["scores"].values())
-    assert record["scores"][record["best"]] == best
+    record = Rankers(ws).default_ranking("disease_gene")
+    assert set(record.scores) == {"bm25", "bm25+rerank", "ranked"}
+    assert record.ranker_version == "disease_gene-ranker@1" and record.by == "cli"
+    best = max(record.scores.values())
+    assert record.scores[record.best] == best
     chosen = default_for(ws, "disease_gene")
-    assert chosen.configuration == record["best"]
-    if record["best"] == "ranked":
+    assert chosen.configuration == record.best and chosen.record == record
+    if record.best == "ranked":
         assert chosen.choice == RANKED_ACTIVE and not chosen.rerank
     assert chosen.reason.startswith(f"chosen by test NDCG@10 {best:.3f}")
     assert main(["evaluate", "-w", str(ws.root), "--schema", "disease_gene", "--retriever",
@@ -193,8 +191,9 @@ def test_default_ranking_is_measured_recorded_and_explained(tmp_workspace):
 
 
 def test_describe_names_the_runner_up_and_ties_go_to_the_simpler():
-    record = {"best": "ranked", "metric": "ndcg@10", "split": "test", "ranker_version": "x@3",
-              "scores": {"bm25": 0.61, "bm25+rerank": 0.66, "ranked": 0.69}}
+    record = RankingChoice.from_json({
+        "best": "ranked", "metric": "ndcg@10", "split": "test", "ranker_version": "x@3",
+        "scores": {"bm25": 0.61, "bm25+rerank": 0.66, "ranked": 0.69}, "unknown": "ignored"})
     assert describe(record) == "chosen by test NDCG@10 0.690 (x@3) vs 0.660 for bm25+rerank"
     from curation.evaluation.best import CONFIGURATIONS
     scores = {"bm25": 0.5, "bm25+rerank": 0.5}
@@ -243,7 +242,7 @@ def test_a_ranker_with_base_model_dense_features_keeps_them_in_search(tmp_worksp
     schema = ws.schemas()["disease_gene"]
     ranked = open_ranked(ws, schema, first.version, get_index(ws, "bm25", progress=False))
     assert ranked.context.base is not None and ranked.context.dense is None
-    partial = next(p for p in list_partial_relations(ws, "disease_gene")
+    partial = next(p for p in Relations(ws).partial("disease_gene")
                    if p.query["disease"][0].text == "melanoma")
     hits, why = ranked.search(ws, "Genes of melanoma", partial.query, 5, partial.query_key)
     cands = ranked.context.candidates("Genes of melanoma")

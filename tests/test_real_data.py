@@ -8,7 +8,7 @@ import pytest
 
 from curation.cli.demo import DEMO_IMPORTS, build_demo_workspace
 from curation.store.importer import import_file
-from curation.store.relations import list_partial_relations
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 from kb_sources.mesh import read_mesh_trees
 
@@ -28,7 +28,7 @@ def test_civic_po_relations_with_pmids(demo_ws):
         "SELECT COUNT(DISTINCT r.id) FROM relations r JOIN relation_pmids p ON p.relation_id = r.id"
         " WHERE r.source = 'civic' AND r.schema = 'PO'").fetchone()[0]
     assert n == 2696  # >= 1,000 required; 8 ASCO-sourced relations have no PMID
-    (braf,) = list_partial_relations(demo_ws, "PO", {"gene": "BRAF", "variant": "V600E"})[:1]
+    (braf,) = Relations(demo_ws).partial("PO", {"gene": "BRAF", "variant": "V600E"})[:1]
     assert "Vemurafenib" in braf.answer_texts() and "21639808" in braf.pmids
 
 

@@ -15,7 +15,8 @@ from streamlit.testing.v1 import AppTest
 
 from curation.cli.main import build_parser, main
 from curation.jobs.queue import JobStatus, list_jobs, wait_for_job
-from curation.store.models import get_model
+from curation.store.labels import Labels
+from curation.store.models import Models
 from curation.store.workspace import Workspace
 from curation.training import recipes
 from kb_sources.errors import CurationError
@@ -28,7 +29,7 @@ TOY = textwrap.dedent('''
     import hashlib
     from dataclasses import dataclass
 
-    from curation.store.documents import document_texts
+    from curation.store.documents import Documents
     from curation.training.recipes.base import Recipe, TrainingData, TrainingOptions, option
 
 
@@ -59,7 +60,7 @@ TOY = textwrap.dedent('''
                     if e.cls == "label:complete":
                         rows.append((e.query, e.doc_id, True))
                         used.append(label_id)
-            texts = document_texts(data_in.ws, [d for _, d, _ in rows])
+            texts = Documents(data_in.ws).texts([d for _, d, _ in rows])
             pairs = [PairExample(q, t, pos, 0.0 if pos else options.negative_mu, "toy")
                      for (q, _, pos), t in zip(rows, texts)]
             digest = hashlib.sha256(repr(rows).encode()).hexdigest()
@@ -113,7 +114,6 @@ def test_the_plugin_is_registered_with_generated_flags(toy_plugin):
 def test_train_and_retrain_the_plugin_through_the_cli(toy_plugin, tmp_workspace,
                                                       tiny_model_path, capsys):
     from curation.evaluation.harness import build_task
-    from curation.store.labels import record_label
 
     ws = make_loop_workspace(tmp_workspace)
     common = ["-w", str(ws.root), "--quiet", "--schema", "disease_gene"]
@@ -121,19 +121,19 @@ def test_train_and_retrain_the_plugin_through_the_cli(toy_plugin, tmp_workspace,
             "--dev-depth", "0", "--recipe", "toy", "--negative-mu", "0.8"]
     assert main(["train", *common, *tiny, "--activate"]) == 0
     out = capsys.readouterr()
-    v1 = get_model(ws, "disease_gene-toy@1")
+    v1 = Models(ws).get("disease_gene-toy@1")
     assert v1.status == "active" and "disease_gene-toy@1 is now the active" in out.out
     assert v1.recipe == "toy" and v1.manifest["options"]["negative_mu"] == 0.8
     assert "registered disease_gene-toy@1" in out.out
     assert f"NDCG@10 {v1.metrics['test_ndcg@10']:.4f}" in out.out  # scored before listed
     assert "warning: Trained on only" in out.err
     q = next(q for q in build_task(ws, "disease_gene").split("train") if q.gold)
-    record_label(ws, user="root", schema="disease_gene", query_key=q.qid, query_text=q.text,
-                 doc_id=q.gold[0], grade="complete")
+    Labels(ws).record(user="root", schema="disease_gene", query_key=q.qid, query_text=q.text,
+                      doc_id=q.gold[0], grade="complete")
     assert main(["retrain", *common, *tiny, "--from-base", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["version"] == "disease_gene-toy@2" and result["labels_used"] == 1
-    v2 = get_model(ws, "disease_gene-toy@2")
+    v2 = Models(ws).get("disease_gene-toy@2")
     assert v2.manifest["retrain_options"]["recipe"] == "toy"
     assert v2.manifest["examples"]["examples"] == v1.manifest["examples"]["examples"] + 1
 
@@ -164,4 +164,4 @@ def test_the_app_form_is_generated_and_trains_the_plugin(toy_plugin, tmp_path, m
         done = wait_for_job(ws, job.id, timeout=240)
         assert done.status is JobStatus.DONE, done.error
         assert done.result["version"] == "PO-toy@1"
-        assert get_model(ws, "PO-toy@1").manifest["options"]["negative_mu"] == 0.6
+        assert Models(ws).get("PO-toy@1").manifest["options"]["negative_mu"] == 0.6

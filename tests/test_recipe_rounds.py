@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from curation.cli.main import main
-from curation.store.models import get_model, list_models, model_options, verify_weights
+from curation.store.models import Models, verify_weights
 from curation.training.recipes import recipe_options
 from curation.training.rounds import run_round
 from kb_sources.errors import CurationError
@@ -66,8 +66,8 @@ def test_bica_round_on_a_knn_graph_registers_a_usable_version(tmp_workspace, tin
     assert m["examples"]["walked"] > 0 and m["examples"]["negatives"]["walk"] > 0
     assert m["train_config"]["learning_rate"] == 2e-5 and m["train_config"]["warmup_ratio"] == 0.1
     assert len(m["dev_scores"]) == 1 and 0 <= m["dev_scores"][0] <= 1
-    verify_weights(get_model(ws, version.id))
-    assert model_options(ws, version.id)["document_format"] == "{title} [SEP] {abstract}"
+    verify_weights(Models(ws).get(version.id))
+    assert Models(ws).options(version.id)["document_format"] == "{title} [SEP] {abstract}"
     assert not (ws.root / "cache" / "training").exists() or not list(
         (ws.root / "cache" / "training").iterdir())  # the run folder is gone once registered
 
@@ -133,7 +133,7 @@ def test_biohicl_without_mesh_is_a_clear_error(tmp_workspace, tiny_model_path):
                      actor="root", progress=False)
     with pytest.raises(CurationError, match="entity_mesh needs mesh_descriptors"):
         recipe_options("biohicl", {"entity_mesh": True})
-    assert list_models(ws) == []
+    assert Models(ws).versions() == []
 
 
 def test_cli_train_recipe_biohicl_full_finetune(tmp_workspace, tiny_model_path, capsys):
@@ -167,7 +167,7 @@ def test_train_bench_reports_variants_and_gains(tmp_workspace, tiny_model_path, 
         assert {f"dense ({label})", f"hybrid+rerank ({label})"} <= names
     assert {"bm25", "dense", "hybrid+rerank", "dense (zero-shot)"} <= names
     assert task["training"]["edel>bica-knn"]["version"] == "disease_gene-bica@2"
-    assert get_model(ws, "disease_gene-bica@2").manifest["base_model"] == "disease_gene-edel@1"
+    assert Models(ws).get("disease_gene-bica@2").manifest["base_model"] == "disease_gene-edel@1"
     gains = task["targets"]["gain_over_zero_shot_pp"]
     zero = task["report"]["retrievers"]["dense (zero-shot)"]["ndcg@10"]
     bica = task["report"]["retrievers"]["dense (bica-knn)"]["ndcg@10"]

@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from curation.access.users import Role, User
 from curation.cli.main import build_parser, main
 from curation.cli.train_commands import train_values
-from curation.store.models import get_model, model_options, verify_weights
+from curation.store.models import Models, verify_weights
 from curation.training.recipes import RECIPES, recipe_options
 from kb_sources.errors import CurationError
 from retrievers.errors import RetrieverError
@@ -152,12 +152,12 @@ def test_import_sentence_transformers_folder_round_trip(tmp_workspace, tiny_mode
     assert v.id == "disease_gene-tiny@1" and v.status.value == "candidate"
     assert v.manifest["imported"] is True and v.manifest["imported_from"] == str(
         tiny_model_path)
-    verify_weights(get_model(ws, v.id))
+    verify_weights(Models(ws).get(v.id))
     text = ["BRAF V600E in melanoma"]
     original = SentenceTransformer(str(tiny_model_path), device="cpu").encode(text)
     imported = SentenceTransformer(str(v.model_dir), device="cpu").encode(text)
     np.testing.assert_allclose(original, imported, atol=1e-6)
-    assert model_options(ws, v.id)["max_seq_length"] == 64
+    assert Models(ws).options(v.id)["max_seq_length"] == 64
 
 
 
@@ -177,7 +177,7 @@ def test_an_imported_version_ends_with_the_test_metrics_a_trained_one_gets(
     assert v.metrics["test_entity_recall@10"] == pytest.approx(
         report.metric("dense", "entity_recall@10"))
     assert any("only 2 test queries" in w for w in v.metrics["warnings"])
-    assert get_model(ws, v.id).metrics == v.metrics  # recorded in the registry
+    assert Models(ws).get(v.id).metrics == v.metrics  # recorded in the registry
     pooled = import_checkpoint(ws, str(tiny_model_path), schema="disease_gene", name="tiny",
                                max_seq_length=64, actor="root", evaluation="pool")
     assert 0.0 <= pooled.metrics["testpool_ndcg@10"] <= 1.0 and "testpool_spec" in pooled.metrics
@@ -209,15 +209,15 @@ def test_import_query_and_article_encoder_pair(tmp_workspace, tiny_model_path, t
     plain = _plain_transformers_folder(tiny_model_path, tmp_path / "MedCPT-Article-Encoder")
     v = import_checkpoint(ws, str(plain), schema="disease_gene", name="medcpt",
                           query_model=str(tiny_model_path), actor="root")
-    options = model_options(ws, v.id)
+    options = Models(ws).options(v.id)
     assert options["query_model"] == str(v.model_dir / "query")
     assert (v.model_dir / "query" / "model.safetensors").is_file()
     assert options["pooling"] == "cls"  # MedCPT's profile: [CLS]
     assert options["query_max_seq_length"] == 64
-    verify_weights(get_model(ws, v.id))  # the query encoder's files are checksummed too
+    verify_weights(Models(ws).get(v.id))  # the query encoder's files are checksummed too
     (v.model_dir / "query" / "model.safetensors").write_bytes(b"tampered")
     with pytest.raises(CurationError, match="query/model.safetensors of disease_gene-medcpt@1"):
-        verify_weights(get_model(ws, v.id))
+        verify_weights(Models(ws).get(v.id))
 
 
 def test_import_errors_name_the_source_and_the_offline_route(tmp_workspace, tmp_path) -> None:

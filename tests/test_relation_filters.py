@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from curation.store.relations import list_partial_relations, relation_attributes
+from curation.store.relations import Relations
 from kb_sources.errors import CurationError
 from tests.loop_fixtures import make_loop_workspace
 
@@ -14,12 +14,12 @@ def test_unknown_filter_names_are_refused_with_the_choices(tmp_workspace, capsys
     from curation.cli.main import main
 
     ws = make_loop_workspace(tmp_workspace)
-    assert relation_attributes(ws, "disease_gene") == []
+    assert Relations(ws).attributes("disease_gene") == []
     with pytest.raises(CurationError, match=r"Schema disease_gene has no slot or attribute "
                        r"'foo'; filter by a slot \(disease, gene\) or an attribute of its "
                        r"relations \(none\), e.g. disease=TEXT"):
-        list_partial_relations(ws, "disease_gene", {"foo": "bar"})
-    found = list_partial_relations(ws, "disease_gene", {"disease": "melan"})
+        Relations(ws).partial("disease_gene", {"foo": "bar"})
+    found = Relations(ws).partial("disease_gene", {"disease": "melan"})
     assert [p.query["disease"][0].text for p in found] == ["melanoma"]
     assert main(["relations", "-w", str(ws.root), "--schema", "disease_gene", "--where",
                  "foo=bar"]) == 2
@@ -34,6 +34,6 @@ def test_attribute_filters_still_work(tmp_workspace, fixtures_dir):
 
     import_file(tmp_workspace, "kb", "civic", fixtures_dir / "civic_v1_sample.tsv",
                 progress=False)
-    assert "evidence_level" in relation_attributes(tmp_workspace, "PO")
-    rows = list_partial_relations(tmp_workspace, "PO", {"evidence_level": "B"})
+    assert "evidence_level" in Relations(tmp_workspace).attributes("PO")
+    rows = Relations(tmp_workspace).partial("PO", {"evidence_level": "B"})
     assert rows and all("B" in p.attributes.get("evidence_level", ()) for p in rows)

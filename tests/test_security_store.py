@@ -9,6 +9,8 @@ import pytest
 
 from curation.access.users import Role, User
 from curation.jobs.queue import JobStatus, get_job, submit_job
+from curation.store.labels import Labels
+from curation.store.models import Models
 from curation.training import imports
 from kb_sources.errors import CurationError
 from tests.loop_fixtures import make_loop_workspace
@@ -68,11 +70,10 @@ def test_import_refuses_oversized_config_and_tokenizer(tmp_workspace, tmp_path, 
 # -- item 6: index manifests name a checked registry version or the packaged model -----------------
 def _version_index(ws, tiny_model_path):
     from curation.search.indexing import get_index, index_folder, with_workspace_defaults
-    from curation.store.models import register_model
 
     make_loop_workspace(ws)
-    version = register_model(ws, schema="disease_gene", recipe="edel", base_model="tiny",
-                             model_dir=tiny_model_path, manifest={}, created_by="admin")
+    version = Models(ws).register(schema="disease_gene", recipe="edel", base_model="tiny",
+                                  model_dir=tiny_model_path, manifest={}, created_by="admin")
     get_index(ws, "dense", {"model": version.id}, progress=False)
     folder = index_folder(ws, "dense", with_workspace_defaults(ws, "dense",
                                                                {"model": version.id}))
@@ -217,7 +218,7 @@ def _secret(tmp_path, text="SECRET-LINE not json\n"):
 
 
 def test_a_linked_label_spool_is_refused_and_never_copied(tmp_workspace, tmp_path):
-    from curation.store.labels import OUTBOX_NAME, pending_labels
+    from curation.store.labels import OUTBOX_NAME
     from curation.store.safe_files import LinkRefusedError
 
     secret = _secret(tmp_path)
@@ -225,7 +226,7 @@ def test_a_linked_label_spool_is_refused_and_never_copied(tmp_workspace, tmp_pat
     spool.symlink_to(secret)
     with pytest.raises(LinkRefusedError, match=rf"{spool} is a symbolic link; kbcurate never "
                        "follows links"):
-        pending_labels(tmp_workspace)
+        Labels(tmp_workspace).pending()
     assert not spool.with_name(OUTBOX_NAME + ".unreadable").exists()
     assert secret.read_text() == "SECRET-LINE not json\n"
 

@@ -17,7 +17,6 @@ from curation.access.signin import (
 )
 from curation.access.users import PermissionDenied, Role, User
 from curation.evaluation.reporting import (
-    evaluable_schemas,
     evaluation_choices,
     label_history,
     labels_frame,
@@ -43,8 +42,8 @@ from curation.search.session import (
     typed_partial,
 )
 from curation.store.importer import import_file
-from curation.store.labels import Grade, record_label
-from curation.store.relations import list_partial_relations
+from curation.store.labels import Grade, Labels
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -59,7 +58,7 @@ def ws(tmp_path):
 
 def braf(ws):
     schema = ws.schemas()["PO"]
-    (partial,) = list_partial_relations(ws, "PO", {"gene": "BRAF"})
+    (partial,) = Relations(ws).partial("PO", {"gene": "BRAF"})
     return schema, partial
 
 
@@ -135,9 +134,9 @@ def test_relation_browsing_helpers(ws):
     assert evidence_levels(ws, "PO") == ["A", "B", "D"]
     filters = relation_filters(schema, {"gene": " ", "treatment": "imatinib"}, "B")
     assert filters == {"treatment": "imatinib", "evidence_level": "B"}
-    rows = list_partial_relations(ws, "PO", filters)
+    rows = Relations(ws).partial("PO", filters)
     assert {p.query["gene"][0].text for p in rows} == {"ABL1", "PDGFRA"}
-    everything = list_partial_relations(ws, "PO")
+    everything = Relations(ws).partial("PO")
     assert [p.query["gene"][0].text for p in search_relations(everything, "melanoma")] == ["BRAF"]
     assert search_relations(everything, "") == everything
     assert [p.query["gene"][0].text for p in search_relations(everything, "braf  V600E")] == [
@@ -215,7 +214,7 @@ def test_sign_in_modes_and_roles_from_the_users_file(tmp_path, monkeypatch):
 
 
 def test_start_evaluation_checks_role_and_input(ws):
-    assert "PO" in evaluable_schemas(ws) and "bm25+rerank" in evaluation_choices()
+    assert "PO" in Relations(ws).evaluable_schemas() and "bm25+rerank" in evaluation_choices()
     with pytest.raises(PermissionDenied, match="needs the admin role"):
         start_evaluation(ws, CURATOR, "PO", ["bm25"], "all")
     with pytest.raises(CurationError, match="Choose at least one retriever"):
@@ -266,10 +265,10 @@ def test_report_frames():
 
 
 def test_label_history_is_the_relabel_trail(ws):
-    first = record_label(ws, user="cur", schema="PO", query_key="q", query_text="t", doc_id="1",
-                         grade="partial")
-    second = record_label(ws, user="cur", schema="PO", query_key="q", query_text="t",
-                          doc_id="1", grade="complete", note="names the drug")
+    first = Labels(ws).record(user="cur", schema="PO", query_key="q", query_text="t", doc_id="1",
+                              grade="partial")
+    second = Labels(ws).record(user="cur", schema="PO", query_key="q", query_text="t",
+                               doc_id="1", grade="complete", note="names the drug")
     history = label_history(ws, second)
     assert [lab.id for lab in history] == [second.id, first.id]
     assert history[1].superseded_by == second.id

@@ -14,16 +14,10 @@ import pytest
 
 from curation.store.errors import WorkspaceReadOnlyError
 from curation.store.importer import import_file, import_items
-from curation.store.labels import (
-    LabelPending,
-    flush_pending_labels,
-    list_labels,
-    pending_labels,
-    record_label,
-    undo_last_label,
-)
+from curation.store.labels import LabelPending, Labels
 from curation.store.migrations import SCHEMA_VERSION
-from curation.store.relations import list_partial_relations
+from curation.store.relations import Relations
+from curation.store.sessions import WebSessions
 from curation.store.workspace import Workspace
 from kb_sources.errors import InputFormatError
 from tests.test_importer import changes_then_fail, dump, kill_an_import_half_way, seed
@@ -48,7 +42,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Workspace:
 
 
 def label(ws: Workspace, user: str, doc: str, grade: str, **kw) -> object:
-    return record_label(ws, user=user, doc_id=doc, grade=grade, **{**Q, **kw})
+    return Labels(ws).record(user=user, doc_id=doc, grade=grade, **{**Q, **kw})
 
 
 def test_init_creates_every_table_at_the_current_version(store):
@@ -72,9 +66,9 @@ def test_import_of_the_fixtures_gives_the_same_counts(store):
     assert stats.partial_relations_by_schema == {"PO": 8}
     again = import_file(store, "kb", "civic", FIXTURES / "civic_v2_sample.tsv", progress=False)
     assert (again.relations_added, again.relations_updated) == (0, 0)
-    braf = list_partial_relations(store, "PO", {"gene": "braf"})
+    braf = Relations(store).partial("PO", {"gene": "braf"})
     assert [p.query["gene"][0].text for p in braf] == ["BRAF"] * len(braf) and braf
-    level = list_partial_relations(store, "PO", {"evidence_level": "b"})
+    level = Relations(store).partial("PO", {"evidence_level": "b"})
     assert level and all("B" in p.attributes["evidence_level"] for p in level)
 
 
@@ -106,18 +100,18 @@ def test_label_relabel_undo_and_audit(store):
     second = label(store, "ann", "1", "complete", note="names the drug")
     other = label(store, "bob", "2", "irrelevant", model_version="m@1", train_size=3)
     assert (first.id, second.id, other.id) == (1, 2, 3)
-    rows = list_labels(store, include_superseded=True)
+    rows = Labels(store).find(include_superseded=True)
     assert [(lab.id, lab.user, lab.grade.value, lab.superseded_by) for lab in rows] == [
         (3, "bob", "irrelevant", None), (2, "ann", "complete", None), (1, "ann", "partial", 2)]
-    assert undo_last_label(store, "ann").id == 2
-    assert [(lab.id, lab.superseded_by) for lab in list_labels(store, include_superseded=True)
+    assert Labels(store).undo_last("ann").id == 2
+    assert [(lab.id, lab.superseded_by) for lab in Labels(store).find(include_superseded=True)
             if lab.user == "ann"] == [(1, None)]
     assert label(store, "ann", "3", "skip").id == 4  # an undone id is never given again
     log = store.audit_log("label")
-    assert [(e["action"], e["object_id"], e["actor"]) for e in log] == [
+    assert [(e.action, e.object_id, e.actor) for e in log] == [
         ("label", "4", "ann"), ("undo", "2", "ann"), ("label", "3", "bob"),
         ("relabel", "2", "ann"), ("label", "1", "ann")]
-    assert json.loads(log[1]["before"])["grade"] == "complete"
+    assert json.loads(log[1].before)["grade"] == "complete"
 
 
 def test_a_failed_transaction_leaves_nothing(store):
@@ -136,8 +130,8 @@ def test_twenty_concurrent_writers_lose_no_label(store):
         try:
             with Workspace.open(store.root) as ws:
                 for i in range(5):
-                    record_label(ws, user=f"u{n}", schema="PO", query_key=f"q{n}-{i}",
-                                 query_text="t", doc_id=str(i), grade="complete")
+                    Labels(ws).record(user=f"u{n}", schema="PO", query_key=f"q{n}-{i}",
+                                      query_text="t", doc_id=str(i), grade="complete")
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -147,7 +141,7 @@ def test_twenty_concurrent_writers_lose_no_label(store):
     for t in threads:
         t.join(timeout=120)
     assert errors == []
-    assert pending_labels(store) == []
+    assert Labels(store).pending() == []
     ids = [r[0] for r in store.conn.execute("SELECT id FROM labels ORDER BY id")]
     assert ids == list(range(1, 101))
     audited = store.conn.execute("SELECT COUNT(DISTINCT object_id) FROM audit_log "
@@ -166,8 +160,8 @@ def test_a_busy_store_keeps_the_label_pending_then_saves_it(store, monkeypatch):
     finally:
         other.conn.execute("ROLLBACK")
         other.close()
-    assert flush_pending_labels(store) == 1
-    assert [(lab.doc_id, lab.note) for lab in list_labels(store)] == [("21639808", "first")]
+    assert Labels(store).flush_pending() == 1
+    assert [(lab.doc_id, lab.note) for lab in Labels(store).find()] == [("21639808", "first")]
 
 
 def test_read_only_opening_reads_and_refuses_writes(store):
@@ -197,7 +191,6 @@ def test_worklist_stamp_and_web_sessions(store):
     from curation.access.web_sessions import (
         create_web_session,
         restore_web_session,
-        revoke_user_sessions,
     )
     from curation.search.worklist import data_stamp
 
@@ -205,5 +198,5 @@ def test_worklist_stamp_and_web_sessions(store):
     assert data_stamp(store) == "1:1|0:0:0:|0:"
     cookie = create_web_session(store, Session("ann", AuthMode.USERS), ttl_s=3600)
     assert restore_web_session(store, cookie) == Session("ann", AuthMode.USERS)
-    assert revoke_user_sessions(store, "ann") == 1
+    assert WebSessions(store).revoke_user("ann") == 1
     assert restore_web_session(store, cookie) is None

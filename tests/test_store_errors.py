@@ -10,8 +10,9 @@ import pytest
 
 from curation.store.errors import WorkspaceBusyError, WorkspaceFullError, WorkspaceReadOnlyError
 from curation.store.importer import import_items
-from curation.store.labels import export_labels, list_labels, record_label
-from curation.store.relations import list_partial_relations
+from curation.store.label_files import export_labels
+from curation.store.labels import Labels
+from curation.store.relations import Relations
 from curation.store.workspace import DB_NAME, Workspace
 from kb_sources.errors import CurationError
 from kb_sources.types import Document, Entity, Relation
@@ -41,7 +42,7 @@ def seeded(tmp_workspace):
                    pmids=("1",))
     import_items(tmp_workspace, [Document("1", "BRAF V600E", "abstract", "pool"), rel],
                  reader="kb:test", path="mem", progress=False)
-    record_label(tmp_workspace, **LABEL)
+    Labels(tmp_workspace).record(**LABEL)
     return tmp_workspace
 
 
@@ -102,9 +103,9 @@ def test_read_only_workspace_reads(read_only_root, tmp_path):
     with Workspace.open(read_only_root) as ws:
         assert ws.read_only and "not writable" in ws.read_only_reason
         assert (ws.stats().documents, ws.stats().relations, ws.stats().labels) == (1, 1, 1)
-        (rel,) = list_partial_relations(ws, "PO")
+        (rel,) = Relations(ws).partial("PO")
         assert rel.query["gene"][0].text == "BRAF"
-        out = export_labels(list_labels(ws), tmp_path / "labels.csv")
+        out = export_labels(Labels(ws).find(), tmp_path / "labels.csv")
     assert out.read_text().count("\n") == 2
 
 
@@ -113,7 +114,7 @@ def test_read_only_workspace_refuses_writes_clearly(read_only_root):
         with pytest.raises(WorkspaceReadOnlyError, match=r"workspace .* is read-only \(.* is not "
                            r"writable\)\. This step needs to write: make the folder and its "
                            r"workspace.sqlite writable \(chmod u\+w\)"):
-            record_label(ws, **{**LABEL, "doc_id": "2"})
+            Labels(ws).record(**{**LABEL, "doc_id": "2"})
         with pytest.raises(WorkspaceReadOnlyError, match="is read-only"):
             import_items(ws, [Document("9", "t", "a", "pool")], reader="docs:test", path="mem",
                          progress=False)

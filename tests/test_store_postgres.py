@@ -14,8 +14,9 @@ from curation.store.database import STORE_FILE, read_store_settings
 from curation.store.dialect import DialectError, to_postgresql
 from curation.store.errors import WorkspaceError
 from curation.store.importer import import_file
-from curation.store.labels import record_label
+from curation.store.labels import Labels
 from curation.store.migrations import MIGRATIONS
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -124,7 +125,6 @@ def _filled_sqlite_workspace(root: Path) -> Path:
     from curation.access.adjudication import adjudicate, set_blind_mode
     from curation.access.users import Role, User
     from curation.search.suggestions import add_suggestion, moderate_suggestion
-    from curation.store.relations import list_partial_relations
     from kb_sources.schema import get_schema
 
     admin = User("boss", Role.ADMIN)
@@ -133,13 +133,13 @@ def _filled_sqlite_workspace(root: Path) -> Path:
         import_file(ws, "docs", "jsonl", FIXTURES / "docs_sample.jsonl", progress=False)
         import_file(ws, "docs", "pubtator", FIXTURES / "pubtator_sample.txt", progress=False)
         docs = [r[0] for r in ws.conn.execute("SELECT doc_id FROM documents ORDER BY doc_id")]
-        partial = list_partial_relations(ws, "PO")[0]
+        partial = Relations(ws).partial("PO")[0]
         for i, doc in enumerate(docs):
             for user, grade in (("ann", "complete"), ("bob", ("complete", "partial")[i % 2])):
-                record_label(ws, user=user, schema="PO", query_key=partial.query_key,
-                             query_text="q?", doc_id=doc, grade=grade, note=f"n{i}")
-        record_label(ws, user="ann", schema="PO", query_key=partial.query_key,
-                     query_text="q?", doc_id=docs[0], grade="partial", note="changed my mind")
+                Labels(ws).record(user=user, schema="PO", query_key=partial.query_key,
+                                  query_text="q?", doc_id=doc, grade=grade, note=f"n{i}")
+        Labels(ws).record(user="ann", schema="PO", query_key=partial.query_key,
+                          query_text="q?", doc_id=docs[0], grade="partial", note="changed my mind")
         adjudicate(ws, "PO", partial.query_key, docs[1], "partial", "bob is right", user=admin)
         schema = get_schema("PO", ws.schemas())
         suggestion = add_suggestion(ws, user=admin, schema=schema, partial=partial,
@@ -183,8 +183,8 @@ def test_migrated_workspace_answers_every_read_command_identically(tmp_path, pg_
     assert "documents" in before["stats"] and len(before["csv"].splitlines()) == 1 + 12
     with Workspace.open(ws) as migrated:
         assert migrated.engine == "postgresql"
-        nxt = record_label(migrated, user="cy", schema="PO", query_key="k", query_text="q",
-                           doc_id="1", grade="skip")
+        nxt = Labels(migrated).record(user="cy", schema="PO", query_key="k", query_text="q",
+                                      doc_id="1", grade="skip")
         assert nxt.id == 14  # ids continue above every id SQLite handed out
 
 

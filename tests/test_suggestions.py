@@ -11,7 +11,6 @@ from app_helpers import build_app_workspace
 from curation.access.users import Role, User
 from curation.matching.matcher import EntityMatcher
 from curation.search.candidates import answer_candidates, kb_answer_entities
-from curation.search.session import fetch_documents
 from curation.search.suggestions import (
     add_suggestion,
     list_suggestions,
@@ -19,7 +18,8 @@ from curation.search.suggestions import (
     suggestion_rows,
     suggestions_csv,
 )
-from curation.store.relations import list_partial_relations
+from curation.store.documents import Documents
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -33,12 +33,12 @@ def ws(tmp_path):
 
 
 def docs_of(ws, ids):
-    rows = fetch_documents(ws, ids)
-    return [(i, f"{rows[i]['title']} {rows[i]['abstract']}".strip()) for i in ids]
+    rows = Documents(ws).rows_by_id(ids)
+    return [(i, rows[i].text) for i in ids]
 
 
 def partial_for(ws, schema, **filters):
-    (partial,) = list_partial_relations(ws, schema, filters)
+    (partial,) = Relations(ws).partial(schema, filters)
     return ws.schemas()[schema], partial
 
 
@@ -70,7 +70,7 @@ def test_candidates_count_support_and_flag_new_answers(ws):
 
 def test_ptm_candidates_are_catalysts_not_the_substrate(ws):
     schema = ws.schemas()["PTM"]
-    partial = next(p for p in list_partial_relations(ws, "PTM", {"substrate": "AKT1"})
+    partial = next(p for p in Relations(ws).partial("PTM", {"substrate": "AKT1"})
                    if p.query["residue"][0].text == "S473")
     found = {c.text: c for c in answer_candidates(ws, schema, partial,
                                                   docs_of(ws, ["90100004"]), EntityMatcher())}
@@ -87,7 +87,7 @@ def test_add_list_export_and_remove_a_suggestion(ws):
     assert (row.pmid, row.confirmed_by, row.slots) == ("90100001", "cur",
                                                        {"gene": "BRAF", "variant": "V600E"})
     assert list_suggestions(ws, query_key=partial.query_key) == [row]
-    assert ws.audit_log("source_suggestion")[0]["actor"] == "cur"
+    assert ws.audit_log("source_suggestion")[0].actor == "cur"
     with pytest.raises(CurationError, match="already suggested"):
         add_suggestion(ws, user=CURATOR, schema=schema, partial=partial, pmid="90100001",
                        answer="Imatinib", answer_key="drug:imatinib", comment="again")
@@ -120,7 +120,7 @@ def test_bad_suggestions_are_refused(ws, changes, message):
 
 def test_rows_of_other_schemas_use_their_slot_names(ws):
     schema = ws.schemas()["PTM"]
-    partial = list_partial_relations(ws, "PTM", {"substrate": "AKT1"})[0]
+    partial = Relations(ws).partial("PTM", {"substrate": "AKT1"})[0]
     row = add_suggestion(ws, user=CURATOR, schema=schema, partial=partial, pmid="90100004",
                          answer="MTOR", comment="mTORC2 phosphorylates S473")
     (out,) = suggestion_rows([row], ws.schemas())

@@ -7,12 +7,7 @@ import pytest
 from curation.matching.matcher import EntityMatcher
 from curation.store.importer import add_entity, import_items
 from curation.store.synonyms import (
-    add_curator_synonym,
-    add_synonyms,
-    entity_from_store,
-    harvest_annotation_synonyms,
-    remove_curator_synonym,
-    synonyms_for,
+    Entities,
 )
 from kb_sources.errors import CurationError
 from kb_sources.types import Annotation, Document, Entity
@@ -44,68 +39,69 @@ def _annotated_docs() -> list[Document]:
 
 
 def test_kb_synonyms_are_stored_by_the_importer(ws) -> None:
-    assert synonyms_for(ws, "gene:673") == ("B-Raf", "BRAF", "BRAF1")
-    entity = entity_from_store(ws, "gene:673")
+    assert Entities(ws).synonyms("gene:673") == ("B-Raf", "BRAF", "BRAF1")
+    entity = Entities(ws).get("gene:673")
     assert entity == Entity("BRAF", "gene", "673", ("B-Raf", "BRAF1"))
 
 
 def test_curator_synonym_is_added_once_and_audited(ws) -> None:
-    assert add_curator_synonym(ws, "gene:673", "  v-raf   murine sarcoma ", actor="ana")
-    assert not add_curator_synonym(ws, "gene:673", "v-raf murine sarcoma", actor="ana")
-    assert "v-raf murine sarcoma" in synonyms_for(ws, "gene:673")
+    assert Entities(ws).add_curator_synonym("gene:673", "  v-raf   murine sarcoma ", actor="ana")
+    assert not Entities(ws).add_curator_synonym("gene:673", "v-raf murine sarcoma", actor="ana")
+    assert "v-raf murine sarcoma" in Entities(ws).synonyms("gene:673")
     (row,) = ws.audit_log("synonym")
-    assert (row["actor"], row["action"], row["object_id"]) == ("ana", "add", "gene:673")
-    assert '"synonym": "v-raf murine sarcoma"' in row["after"]
+    assert (row.actor, row.action, row.object_id) == ("ana", "add", "gene:673")
+    assert '"synonym": "v-raf murine sarcoma"' in row.after
 
 
 def test_curator_synonym_errors_say_how_to_fix(ws) -> None:
     with pytest.raises(CurationError, match="No entity with key 'gene:999'"):
-        add_curator_synonym(ws, "gene:999", "X", actor="ana")
+        Entities(ws).add_curator_synonym("gene:999", "X", actor="ana")
     with pytest.raises(CurationError, match="synonym is empty"):
-        add_curator_synonym(ws, "gene:673", "   ", actor="ana")
+        Entities(ws).add_curator_synonym("gene:673", "   ", actor="ana")
     with pytest.raises(CurationError, match="at most 200"):
-        add_curator_synonym(ws, "gene:673", "x" * 201, actor="ana")
+        Entities(ws).add_curator_synonym("gene:673", "x" * 201, actor="ana")
     with pytest.raises(CurationError, match="import a KB or a PubTator corpus first"):
-        entity_from_store(ws, "drug:nothing")
+        Entities(ws).get("drug:nothing")
 
 
 def test_only_curator_synonyms_can_be_removed(ws) -> None:
-    add_curator_synonym(ws, "gene:673", "B raf kinase", actor="ana")
-    assert remove_curator_synonym(ws, "gene:673", "B raf kinase", actor="bob")
-    assert not remove_curator_synonym(ws, "gene:673", "BRAF1", actor="bob")  # from the KB
-    assert "BRAF1" in synonyms_for(ws, "gene:673")
-    assert [r["action"] for r in ws.audit_log("synonym")] == ["remove", "add"]
+    Entities(ws).add_curator_synonym("gene:673", "B raf kinase", actor="ana")
+    assert Entities(ws).remove_curator_synonym("gene:673", "B raf kinase", actor="bob")
+    assert not Entities(ws).remove_curator_synonym("gene:673", "BRAF1", actor="bob")  # from the KB
+    assert "BRAF1" in Entities(ws).synonyms("gene:673")
+    assert [r.action for r in ws.audit_log("synonym")] == ["remove", "add"]
 
 
 def test_harvest_turns_annotations_into_synonyms_per_id(ws) -> None:
     import_items(ws, _annotated_docs(), reader="docs:pubtator", path="mem", progress=False)
-    added = harvest_annotation_synonyms(ws, actor="admin")
+    added = Entities(ws).harvest_annotation_synonyms(actor="admin")
     assert added == 4  # B-raf proto-oncogene, Vemurafenib, PLX4032, V600E (BRAF is known)
-    assert "B-raf proto-oncogene" in synonyms_for(ws, "gene:673")
-    drug = entity_from_store(ws, "chemical:D000077484")
+    assert "B-raf proto-oncogene" in Entities(ws).synonyms("gene:673")
+    drug = Entities(ws).get("chemical:D000077484")
     assert drug.text in ("PLX4032", "Vemurafenib") and len(drug.synonyms) == 1
-    assert entity_from_store(ws, "variant:p|SUB|V|600|E").text == "V600E"
-    assert harvest_annotation_synonyms(ws) == 0  # idempotent
-    assert ws.audit_log("synonyms")[0]["action"] == "harvest"
+    assert Entities(ws).get("variant:p|SUB|V|600|E").text == "V600E"
+    assert Entities(ws).harvest_annotation_synonyms() == 0  # idempotent
+    assert ws.audit_log("synonyms")[0].action == "harvest"
 
 
 def test_harvest_can_be_limited_to_types(ws) -> None:
     import_items(ws, _annotated_docs(), reader="docs:pubtator", path="mem", progress=False)
-    assert harvest_annotation_synonyms(ws, types=["variant"]) == 1
-    assert synonyms_for(ws, "chemical:D000077484") == ()
+    assert Entities(ws).harvest_annotation_synonyms(types=["variant"]) == 1
+    assert Entities(ws).synonyms("chemical:D000077484") == ()
 
 
 def test_term_list_synonyms_for_a_new_entity(ws) -> None:
     melanoma = Entity("Melanoma", "disease", "D008545")
-    assert add_synonyms(ws, melanoma, ["Melanomas", "Malignant Melanoma", " "], "mesh") == 3
-    assert add_synonyms(ws, melanoma, ["Melanomas"], "mesh") == 0
-    assert entity_from_store(ws, "disease:D008545").synonyms == (
+    added = Entities(ws).add_synonyms(melanoma, ["Melanomas", "Malignant Melanoma", " "], "mesh")
+    assert added == 3
+    assert Entities(ws).add_synonyms(melanoma, ["Melanomas"], "mesh") == 0
+    assert Entities(ws).get("disease:D008545").synonyms == (
         "Malignant Melanoma", "Melanomas")
 
 
 def test_stored_entity_feeds_the_matcher(ws) -> None:
-    add_curator_synonym(ws, "gene:673", "v-raf murine sarcoma viral oncogene homolog B1",
-                        actor="ana")
-    entity = entity_from_store(ws, "gene:673")
+    Entities(ws).add_curator_synonym("gene:673", "v-raf murine sarcoma viral oncogene homolog B1",
+                                     actor="ana")
+    entity = Entities(ws).get("gene:673")
     text = "The v-raf murine sarcoma viral oncogene homolog B1 was mutated."
     assert EntityMatcher().mentions(entity, text)

@@ -9,6 +9,7 @@ import pytest
 
 from curation.evaluation.harness import build_task
 from curation.store.importer import import_items
+from curation.store.models import Models
 from curation.training.examples import Ablation, ExampleConfig, build_examples
 from curation.training.margins import derived_table, margin_table, parse_table
 from kb_sources.errors import CurationError
@@ -189,7 +190,6 @@ def test_no_train_query_is_a_clear_error(tmp_workspace):
 
 def test_train_register_and_use_a_version(po_workspace, tiny_model_path):
     from curation.search.indexing import get_index, with_workspace_defaults
-    from curation.store.models import get_model
     from curation.training.recipes.edel import EdelOptions
     from curation.training.rounds import run_round
 
@@ -201,14 +201,14 @@ def test_train_register_and_use_a_version(po_workspace, tiny_model_path):
     # tiny data is named with its numbers (this fixture has no test query: no test metrics)
     assert result.test_queries == len(build_task(po_workspace, "PO").split("test")) == 0
     assert "test_ndcg@10" not in version.metrics
-    n = get_model(po_workspace, version.id).manifest["examples"]["examples"]
+    n = Models(po_workspace).get(version.id).manifest["examples"]["examples"]
     assert result.warnings == tuple(version.metrics["warnings"]) == (
         f"Trained on only {n} examples (< 200): the version may be no better than its base "
         "model; import more KB records or label more",
         "Trained on only 3 train queries (< 20): too few to learn the schema's queries",
         "No test query cites a document of the workspace: the version has no test metrics and "
         "the gate cannot compare it; import the cited abstracts")
-    m = get_model(po_workspace, version.id).manifest
+    m = Models(po_workspace).get(version.id).manifest
     assert m["recipe"] == "edel" and m["seed"] == 1 and m["document_format"].endswith(
         "[SEP] {abstract}")
     assert m["epochs_run"] == 2 and len(m["curve"]) == m["steps"] > 0
@@ -233,7 +233,6 @@ def test_train_register_and_use_a_version(po_workspace, tiny_model_path):
 def test_training_job_is_admin_only_and_checked_before_queueing(po_workspace, tiny_model_path):
     from curation.access.users import PermissionDenied, Role, User
     from curation.jobs.queue import list_jobs, wait_for_job
-    from curation.store.models import list_models
     from curation.training.jobs import start_training
 
     curator, admin = User("cur", Role.CURATOR), User("root", Role.ADMIN)
@@ -249,7 +248,7 @@ def test_training_job_is_admin_only_and_checked_before_queueing(po_workspace, ti
     done = wait_for_job(po_workspace, job.id, timeout=240)
     assert done.status == "done", done.error
     assert done.result["version"] == "PO-edel@1"
-    assert [v.created_by for v in list_models(po_workspace)] == ["root"]
+    assert [v.created_by for v in Models(po_workspace).versions()] == ["root"]
 
 
 def test_interrupted_round_resumes_from_its_epoch_checkpoint(po_workspace, tiny_model_path):

@@ -91,8 +91,8 @@ def test_a_new_password_role_or_removal_revokes_the_users_sessions(ws):
     assert [(r["user"], r["revoked_at"] is not None) for r in rows] == [
         ("bob", False), ("cur2", True), ("cur2", True), ("cur2", True), ("cur2", True)]
     assert _restored(ws, bob).name == "bob"  # other users keep theirs
-    (entry, *_) = [a for a in ws.audit_log("web_session") if a["action"] == "sign_out_everywhere"]
-    assert entry["object_id"] == "cur2"
+    (entry, *_) = [a for a in ws.audit_log("web_session") if a.action == "sign_out_everywhere"]
+    assert entry.object_id == "cur2"
 
 
 def test_the_users_command_revokes_sessions(ws, monkeypatch, capsys):

@@ -31,10 +31,10 @@ from curation.access.web_sessions import (
     Handoffs,
     create_web_session,
     restore_web_session,
-    revoke_user_sessions,
     revoke_web_session,
     workspace_secret,
 )
+from curation.store.sessions import WebSessions
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -59,7 +59,7 @@ def test_cookie_restores_the_session_and_stores_only_a_hash(ws):
         "SELECT * FROM web_sessions")]) and row["user"] == "alice" and row["mode"] == "users"
     secret = ws.root / SECRET_FILE
     assert stat.S_IMODE(os.stat(secret).st_mode) == 0o600 and len(secret.read_text()) == 64
-    assert [a["action"] for a in ws.audit_log("web_session")] == ["sign_in"]
+    assert [a.action for a in ws.audit_log("web_session")] == ["sign_in"]
 
 
 def test_forged_tampered_expired_and_revoked_cookies_sign_nobody_in(ws, monkeypatch):
@@ -90,7 +90,7 @@ def test_forged_tampered_expired_and_revoked_cookies_sign_nobody_in(ws, monkeypa
 
 def test_sign_out_everywhere_and_modes_not_remembered(ws):
     cookies = [create_web_session(ws, ALICE, ttl_s=60) for _ in range(3)]
-    assert revoke_user_sessions(ws, "alice") == 3
+    assert WebSessions(ws).revoke_user("alice") == 3
     assert all(restore_web_session(ws, c, ttl_s=60) is None for c in cookies)
     with pytest.raises(CurationError, match="local sign-ins are not remembered"):
         create_web_session(ws, Session("maria", AuthMode.LOCAL))

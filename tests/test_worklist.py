@@ -26,8 +26,8 @@ from curation.search.worklist import (
     worklist,
     worklist_frame,
 )
-from curation.store.labels import record_label
-from curation.store.relations import list_partial_relations
+from curation.store.labels import Labels
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -59,8 +59,8 @@ def keys(rows) -> list[str]:
 
 
 def label(ws, user, key, doc, grade, day=None):
-    stored = record_label(ws, user=user, schema="PO", query_key=key, query_text="q", doc_id=doc,
-                          grade=grade, model_version="bm25")
+    stored = Labels(ws).record(user=user, schema="PO", query_key=key, query_text="q", doc_id=doc,
+                               grade=grade, model_version="bm25")
     if day:
         with ws.transaction():
             ws.conn.execute("UPDATE labels SET created_at = ? WHERE id = ?",
@@ -69,7 +69,7 @@ def label(ws, user, key, doc, grade, day=None):
 
 
 def suggest(ws, key, pmid, answer, status="new"):
-    partial = next(p for p in list_partial_relations(ws, "PO") if p.query_key == key)
+    partial = next(p for p in Relations(ws).partial("PO") if p.query_key == key)
     row = add_suggestion(ws, user=User("carol", Role.CURATOR), schema=ws.schemas()["PO"],
                          partial=partial, pmid=pmid, answer=answer, comment="shown in vitro",
                          answer_key=f"drug:{answer.lower()}")
@@ -97,7 +97,7 @@ def test_rows_use_the_curate_query_and_its_top_k(ws, bm25):
     schema = ws.schemas()["PO"]
     rows = worklist(ws, "PO", bm25, k=K, progress=False)
     matcher = EntityMatcher()
-    by_key = {p.query_key: p for p in list_partial_relations(ws, "PO")}
+    by_key = {p.query_key: p for p in Relations(ws).partial("PO")}
     for row in rows:
         partial = by_key[row.query_key]
         text = partial.render(schema).text
@@ -193,7 +193,7 @@ def test_new_answers_order_counts_candidates_without_suggestions(ws, bm25):
 
 
 def test_new_answer_count_ignores_known_answers(ws):
-    alk = next(p for p in list_partial_relations(ws, "PO") if p.query_key == ALK)
+    alk = next(p for p in Relations(ws).partial("PO") if p.query_key == ALK)
     assert new_answer_count(alk, [("drug:crizotinib", "Crizotinib"), ("", " crizotinib "),
                                   ("", "Crizotinib + 2,4-pyrimidinediamine"),
                                   ("drug:lorlatinib", "Lorlatinib"), ("", "lorlatinib"),
@@ -222,7 +222,7 @@ def test_rerank_and_answer_candidates(ws, bm25):
     matcher = EntityMatcher()
     rows = worklist(ws, "PO", bm25, k=K, progress=False, matcher=matcher,
                     options=WorklistOptions(rerank=True, candidates=True))
-    by_key = {p.query_key: p for p in list_partial_relations(ws, "PO")}
+    by_key = {p.query_key: p for p in Relations(ws).partial("PO")}
     for row in rows:
         partial = by_key[row.query_key]
         curate = run_search(ws, bm25, schema, partial, row.query_text, K, matcher=matcher,
@@ -251,14 +251,14 @@ def test_evidence_levels_rank_strongest_first(ws):
     assert sorted(["R1", "4", "3B", "2A", "LEVEL_2", "1", "3A"], key=level_rank) == [
         "1", "R1", "LEVEL_2", "2A", "3A", "3B", "4"]
     assert sorted(["high", "B", "2"], key=level_rank) == ["2", "B", "high"]
-    by_key = {p.query_key: p for p in list_partial_relations(ws, "PO")}
+    by_key = {p.query_key: p for p in Relations(ws).partial("PO")}
     assert best_level(by_key[BRAF]) == "A" and best_level(by_key[ALK]) == "D"
 
 
 def test_label_activity_per_day_and_grade(labelled):
     label(labelled, "alice", "other", "1", "complete", "2024-05-03")
-    record = record_label(labelled, user="bob", schema="PTM", query_key="k", query_text="q",
-                          doc_id="9", grade="partial")
+    record = Labels(labelled).record(user="bob", schema="PTM", query_key="k", query_text="q",
+                                     doc_id="9", grade="partial")
     with labelled.transaction():
         labelled.conn.execute("UPDATE labels SET created_at = '2024-05-02T23:59:59+00:00' "
                               "WHERE id = ?", (record.id,))

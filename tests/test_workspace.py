@@ -29,7 +29,7 @@ def test_init_twice_keeps_data(tmp_path):
     with Workspace.init(tmp_path / "ws") as ws, ws.transaction():
         ws.audit("me", "test", "thing", "1")
     with Workspace.init(tmp_path / "ws") as ws:
-        assert [r["actor"] for r in ws.audit_log()] == ["me"]
+        assert [r.actor for r in ws.audit_log()] == ["me"]
 
 
 def test_open_missing_workspace_names_fix(tmp_path):
@@ -152,10 +152,10 @@ def test_replacing_a_builtin_schema_is_audited(tmp_workspace, tmp_path):
     tmp_workspace.add_schema(path, actor="admin", replace=True)
     assert tmp_workspace.schemas()["PO"].slot_names == ("gene", "drug")
     (entry,) = tmp_workspace.audit_log("schema")
-    assert (entry["action"], entry["actor"], entry["object_id"]) == ("replace", "admin", "PO")
-    before = json.loads(entry["before"])
+    assert (entry.action, entry.actor, entry.object_id) == ("replace", "admin", "PO")
+    before = json.loads(entry.before)
     assert before["builtin"] is True and before["slots"] == ["gene", "variant", "treatment"]
-    assert json.loads(entry["after"])["toml"] == path.read_text()
+    assert json.loads(entry.after)["toml"] == path.read_text()
 
 
 def test_workspace_schema_is_not_silently_overwritten(tmp_workspace, fixtures_dir, tmp_path):
@@ -167,6 +167,6 @@ def test_workspace_schema_is_not_silently_overwritten(tmp_workspace, fixtures_di
     with pytest.raises(SchemaError, match=r"already taken by the workspace schema in "
                        r".*drug_target.toml"):
         tmp_workspace.add_schema(changed)
-    assert [e["action"] for e in tmp_workspace.audit_log("schema")] == ["add", "add"]
+    assert [e.action for e in tmp_workspace.audit_log("schema")] == ["add", "add"]
     tmp_workspace.add_schema(changed, replace=True)
     assert tmp_workspace.schemas()["drug_target"].templates[1] == "Targets of {drug}?"

@@ -17,8 +17,9 @@ An *item* is one (schema, query_key, doc_id): a document judged for a partial re
   grades, and they are the ones who review the annotators' work.
 
 The rows are read and written by :mod:`curation.store.adjudications`; :class:`Adjudication`,
-:data:`Item`, :data:`BLIND_REVIEW_KEY`, :func:`adjudication_history` and
-:func:`document_titles` come from there and are re-exported here.
+:data:`Item` and :data:`BLIND_REVIEW_KEY` come from there and are re-exported here; the
+history of an item and document titles are :class:`~curation.store.adjudications.Adjudications`
+methods.
 """
 
 from __future__ import annotations
@@ -31,26 +32,19 @@ from curation.access.users import PermissionDenied, Role, User, require_admin
 from curation.store.adjudications import (
     BLIND_REVIEW_KEY,
     Adjudication,
+    Adjudications,
     Item,
-    adjudication_history,
-    blind_review_value,
-    current_adjudication_list,
-    document_titles,
-    entity_names,
-    graded_items,
-    insert_adjudication,
-    item_has_labels,
-    record_slot_texts,
-    save_blind_review_value,
 )
-from curation.store.labels import Grade, Label, list_labels
+from curation.store.labels import Grade, Label, Labels
+from curation.store.relations import Relations
+from curation.store.synonyms import Entities
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
 
 __all__ = ["BLIND_REVIEW_KEY", "REVIEWER_ROLES", "Adjudication", "Disagreement", "FinalGrade",
-           "Item", "adjudicate", "adjudication_history", "blind_mode", "current_adjudications",
-           "disagreements", "document_titles", "final_grade", "final_grades", "next_open_item",
+           "Item", "adjudicate", "blind_mode", "current_adjudications",
+           "disagreements", "final_grade", "final_grades", "next_open_item",
            "relation_slot_texts", "relation_texts", "require_reviewer", "sees_all_labels",
            "set_blind_mode", "visible_labels"]
 
@@ -104,7 +98,7 @@ def _item(label: Label) -> Item:
 def _graded(ws: Workspace, schema: str | None = None) -> dict[Item, list[Label]]:
     """Current non-skip labels per item (each list newest first)."""
     out: dict[Item, list[Label]] = {}
-    for label in list_labels(ws, schema=schema):
+    for label in Labels(ws).find(schema=schema):
         if label.grade is not Grade.SKIP:
             out.setdefault(_item(label), []).append(label)
     return out
@@ -123,7 +117,7 @@ def disagreements(ws: Workspace, schema: str | None = None, *,
     current = current_adjudications(ws, schema)
     graded = _graded(ws, schema)
     if viewer is not None and not sees_all_labels(ws, viewer):
-        mine = graded_items(ws, viewer.name)
+        mine = Adjudications(ws).graded_items(viewer.name)
         graded = {item: labels for item, labels in graded.items() if item in mine}
     out = []
     for item, labels in graded.items():
@@ -149,7 +143,7 @@ def next_open_item(items: Sequence[Disagreement], after: Item) -> Disagreement |
 
 def current_adjudications(ws: Workspace, schema: str | None = None) -> dict[Item, Adjudication]:
     """Item -> its current final grade (of one schema, when given)."""
-    return {adj.item: adj for adj in current_adjudication_list(ws, schema)}
+    return {adj.item: adj for adj in Adjudications(ws).current_list(schema)}
 
 
 def adjudicate(ws: Workspace, schema: str, query_key: str, doc_id: str, grade: str | Grade,
@@ -170,22 +164,22 @@ def adjudicate(ws: Workspace, schema: str, query_key: str, doc_id: str, grade: s
         raise CurationError("A final grade needs a written reason (it is audited and shown to "
                             "the annotators)")
     with ws.transaction():
-        if not item_has_labels(ws, schema, query_key, doc_id):
+        if not Adjudications(ws).item_has_labels(schema, query_key, doc_id):
             raise CurationError(f"Nobody labelled document {doc_id} for query {query_key!r} of "
                                 f"{schema}; a final grade settles the labels of an item")
-        history = adjudication_history(ws, schema, query_key, doc_id)
+        history = Adjudications(ws).history(schema, query_key, doc_id)
         old = history[0] if history else None
-        new_id = insert_adjudication(ws, user=user.name, schema=schema,
-                                     query_key=query_key, doc_id=doc_id, grade=grade,
-                                     reason=reason.strip(),
-                                     supersedes=None if old is None else old.id)
+        new_id = Adjudications(ws).insert(user=user.name, schema=schema,
+                                          query_key=query_key, doc_id=doc_id, grade=grade,
+                                          reason=reason.strip(),
+                                          supersedes=None if old is None else old.id)
         ws.audit(user.name, "adjudicate", "adjudication", str(new_id),
                  before=None if old is None else {"id": old.id, "user": old.user,
                                                   "grade": old.grade.value,
                                                   "reason": old.reason},
                  after={"schema": schema, "query_key": query_key, "doc_id": doc_id,
                         "grade": grade.value, "reason": reason.strip()})
-    return adjudication_history(ws, schema, query_key, doc_id)[0]
+    return Adjudications(ws).history(schema, query_key, doc_id)[0]
 
 
 @dataclass(frozen=True)
@@ -213,8 +207,8 @@ def _settle(adjudication: Adjudication | None, labels: Iterable[Label]) -> Final
 
 def final_grade(ws: Workspace, schema: str, query_key: str, doc_id: str) -> Grade | None:
     """The adjudicated grade, else the one grade all current labels agree on, else None."""
-    history = adjudication_history(ws, schema, query_key, doc_id)
-    labels = [lab for lab in list_labels(ws, schema=schema, query_key=query_key)
+    history = Adjudications(ws).history(schema, query_key, doc_id)
+    labels = [lab for lab in Labels(ws).find(schema=schema, query_key=query_key)
               if lab.doc_id == doc_id]
     settled = _settle(history[0] if history else None, labels)
     return settled.grade if settled else None
@@ -232,7 +226,7 @@ def final_grades(ws: Workspace, schema: str | None = None, *,
     graded = _graded(ws, schema)
     items = set(graded) | set(current)
     if viewer is not None and not sees_all_labels(ws, viewer):
-        items &= graded_items(ws, viewer.name)
+        items &= Adjudications(ws).graded_items(viewer.name)
     out = {}
     for item in items:
         settled = _settle(current.get(item), graded.get(item, ()))
@@ -244,7 +238,7 @@ def final_grades(ws: Workspace, schema: str | None = None, *,
 # -- blind mode ----------------------------------------------------------------------------------
 def blind_mode(ws: Workspace) -> bool:
     """Whether blind review is on (off unless an admin switched it on)."""
-    return blind_review_value(ws) == "on"
+    return Adjudications(ws).blind_review_value() == "on"
 
 
 def set_blind_mode(ws: Workspace, on: bool, *, user: User | None) -> bool:
@@ -258,7 +252,7 @@ def set_blind_mode(ws: Workspace, on: bool, *, user: User | None) -> bool:
     with ws.transaction():
         old = blind_mode(ws)
         if old != on:
-            save_blind_review_value(ws, "on" if on else "off")
+            Adjudications(ws).save_blind_review_value("on" if on else "off")
             ws.audit(user.name, "set", "setting", BLIND_REVIEW_KEY,
                      before={BLIND_REVIEW_KEY: old}, after={BLIND_REVIEW_KEY: on})
     return on
@@ -278,7 +272,7 @@ def visible_labels(ws: Workspace, labels: Sequence[Label], viewer: User | None) 
     if sees_all_labels(ws, viewer):
         return list(labels)
     name = viewer.name if viewer is not None else ""
-    mine = graded_items(ws, name)
+    mine = Adjudications(ws).graded_items(name)
     return [lab for lab in labels if lab.user == name or _item(lab) in mine]
 
 
@@ -312,7 +306,7 @@ def relation_slot_texts(ws: Workspace, schema: str, query_key: str,
 def _record_slots(ws: Workspace, schema: str, query_key: str,
                   slots: Sequence[str]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    for slot, text in record_slot_texts(ws, schema, query_key):
+    for slot, text in Relations(ws).slot_texts(schema, query_key):
         found.setdefault(slot, []).append(text)
     return {s: found[s] for s in slots if s in found}
 
@@ -325,7 +319,7 @@ def _key_slots(ws: Workspace, query_key: str) -> dict[str, list[str]]:
         return {}
     by_slot = {slot: value.split(",") for slot, _, value in parts if value}
     keys = sorted({k for value in by_slot.values() for k in value})
-    names = entity_names(ws, keys)
+    names = Entities(ws).names(keys)
     return {slot: [names.get(k) or k.partition(":")[2] or k for k in value]
             for slot, value in by_slot.items()}
 

@@ -1,8 +1,8 @@
 """Label exports with each item's final grade (the CLI's ``labels export`` and the Review
 page's download buttons write the same files).
 
-The columns are those of :func:`curation.store.labels.export_labels` (listed in
-:data:`curation.store.labels.EXPORT_COLUMNS_HELP`); the final-grade ones come from
+The columns are those of :func:`curation.store.label_files.export_labels` (listed in
+:data:`curation.store.label_files.EXPORT_COLUMNS_HELP`); the final-grade ones come from
 :func:`curation.access.adjudication.final_grades`: a curator's adjudicated grade (with who, when
 and why), else the grade every current non-skip label of the item gives, else empty.
 """
@@ -16,7 +16,8 @@ from typing import Any
 
 from curation.access.adjudication import FinalGrade, Item, final_grades
 from curation.access.users import User
-from curation.store.labels import Label, export_labels
+from curation.store.label_files import export_labels
+from curation.store.labels import Label
 from curation.store.workspace import Workspace
 
 __all__ = ["export_labels_with_final_grades", "final_columns"]
@@ -25,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 
 def final_columns(final: FinalGrade) -> dict[str, Any]:
-    """The export's final-grade columns (:data:`curation.store.labels.FINAL_FIELDS`) of one
+    """The export's final-grade columns (:data:`curation.store.label_files.FINAL_FIELDS`) of one
     item ("" for the adjudication columns of a unanimous grade)."""
     adj = final.adjudication
     return {"final_grade": final.grade.value, "final_source": final.source,

@@ -35,11 +35,10 @@ from pathlib import Path
 from itsdangerous import BadSignature, SignatureExpired, TimestampSigner
 
 from curation.access.signin import AuthMode, Session
-from curation.store.sessions import (  # noqa: F401 (revoke_* re-exported)
-    find_web_session,
+from curation.store.sessions import (  # noqa: F401 (revoke_sessions_at re-exported)
+    WebSessions,
     insert_web_session,
     revoke_sessions_at,
-    revoke_user_sessions,
     revoke_web_session_row,
 )
 from curation.store.workspace import Workspace
@@ -171,7 +170,7 @@ def restore_web_session(ws: Workspace, cookie: str | None, *,
     session_id = _session_id(ws, cookie, ttl)
     if session_id is None:
         return None
-    row = find_web_session(ws, _hash(session_id))
+    row = WebSessions(ws).find(_hash(session_id))
     if row is None or row.revoked_at is not None:
         return None
     if datetime.fromisoformat(row.expires_at) <= _now():

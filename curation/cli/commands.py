@@ -13,7 +13,8 @@ from curation.cli.common import print_json, workspace_path
 from curation.cli.vector_commands import dense_options
 from curation.search.relation_table import relations_frame
 from curation.store.importer import import_file
-from curation.store.relations import list_partial_relations
+from curation.store.labels import Labels
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 from curation.templates import render_query
 from kb_sources.errors import CurationError
@@ -106,8 +107,8 @@ def cmd_relations(args: argparse.Namespace) -> int:
     filters = _parse_pairs(args.where, "filter")
     with Workspace.open(workspace_path(args)) as ws:
         schema = get_schema(args.schema, ws.schemas())
-        rows = list_partial_relations(ws, schema.name, filters, source=args.source,
-                                      limit=args.limit)
+        rows = Relations(ws).partial(schema.name, filters, source=args.source,
+                                     limit=args.limit)
     if args.format == "json":
         print_json([{"schema": p.schema, "query_key": p.query_key,
                      "query": {s: [e.text for e in ents] for s, ents in p.query.items()},
@@ -249,19 +250,18 @@ def cmd_users(args: argparse.Namespace) -> int:
 
 def cmd_labels(args: argparse.Namespace) -> int:
     from curation.access.label_export import export_labels_with_final_grades
-    from curation.store.labels import agreement, list_labels
 
     with Workspace.open(workspace_path(args)) as ws:
         if args.action == "agreement":
             if len(args.args) != 2:
                 raise CurationError("labels agreement needs two user names")
-            result = agreement(ws, *args.args)
+            result = Labels(ws).agreement(*args.args)
             print(f"{result.shared} shared items; observed agreement {result.observed:.3f}; "
                   f"Cohen's kappa {result.kappa:.3f}")
             return 0
         if len(args.args) != 1:
             raise CurationError("labels export needs one output file (.csv, .tsv or .jsonl)")
-        labels = list_labels(ws, user=args.user, schema=args.schema, grade=args.grade)
+        labels = Labels(ws).find(user=args.user, schema=args.schema, grade=args.grade)
         path = export_labels_with_final_grades(ws, labels, args.args[0])
     print(f"{len(labels)} labels written to {path} (with each item's final grade)")
     return 0

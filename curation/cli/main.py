@@ -284,7 +284,7 @@ def _users_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentPars
 
 
 def _labels_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    from curation.store.labels import EXPORT_COLUMNS_HELP
+    from curation.store.label_files import EXPORT_COLUMNS_HELP
 
     p = sub.add_parser("labels", parents=[common], help="export labels or show agreement",
                        description="export: every current label matching --user, --schema and "

@@ -8,7 +8,7 @@ from typing import Any
 
 from curation.access.users import User
 from curation.cli.common import CLI_ADMIN, print_json, workspace_path
-from curation.store.models import ModelVersion
+from curation.store.models import Models, ModelVersion
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -54,7 +54,7 @@ def cmd_models(args: argparse.Namespace) -> int:
             _models_import(ws, args)
             return 0
         if args.action == "list":
-            versions = models.list_models(ws, schema=args.schema)
+            versions = Models(ws).versions(schema=args.schema)
             if args.json:
                 print_json([v.to_json() for v in versions])
             else:
@@ -65,19 +65,19 @@ def cmd_models(args: argparse.Namespace) -> int:
             raise CurationError(f"kbcurate models {args.action} needs a VERSION "
                                 "(see kbcurate models list)")
         if args.action == "show":
-            print_json(models.get_model(ws, args.version).to_json())
+            print_json(Models(ws).get(args.version).to_json())
         elif args.action == "activate":
             if args.background:
                 _background(ws, args)
             else:
                 activate_with_progress(ws, args.version, reason=args.reason, quiet=args.quiet)
         elif args.action == "retire":
-            v = models.retire_model(ws, args.version, CLI_ADMIN, reason=args.reason)
+            v = Models(ws).retire(args.version, CLI_ADMIN, reason=args.reason)
             print(f"{v.id} retired")
         else:
             if not args.dest:
                 raise CurationError("kbcurate models export needs VERSION and DEST")
-            print(models.export_model(ws, args.version, args.dest, user=CLI_ADMIN))
+            print(Models(ws).export(args.version, args.dest, user=CLI_ADMIN))
     return 0
 
 
@@ -122,13 +122,13 @@ def _models_promote_history(ws: Workspace, args: argparse.Namespace) -> None:
         raise CurationError("kbcurate models history needs --schema S")
     rows = history(ws, args.schema)
     if args.json:
-        print_json(rows)
+        print_json([r.to_json() for r in rows])
         return
     for r in rows:
-        ndcg = f"{r['ndcg@10']:.4f}" if isinstance(r["ndcg@10"], float) else "-"
-        promoted = f"promoted by {r['promoted_by']}: {r['reason']}" if r["promoted_by"] else ""
-        print(f"{r['version']:<28}{r['status']:<11}NDCG@10 {ndcg:<8} "
-              f"labels {r['labels_used']:<5}{promoted}")
+        ndcg = f"{r.ndcg_at_10:.4f}" if isinstance(r.ndcg_at_10, float) else "-"
+        promoted = f"promoted by {r.promoted_by}: {r.reason}" if r.promoted_by else ""
+        print(f"{r.version:<28}{r.status:<11}NDCG@10 {ndcg:<8} "
+              f"labels {r.labels_used:<5}{promoted}")
 
 
 class StageBars:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from curation.store.citation_edges import insert_citation_edges
+from curation.store.citation_edges import Citations
 from curation.store.importer import ImportReport, import_file, import_items
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
@@ -40,8 +40,8 @@ def fetch_citations_into(ws: Workspace, pmids: list[str], *, email: str | None,
                          api_key: str | None = None) -> int:
     """Fetch the PMIDs each PMID cites (elink) and store the edges; returns edges added."""
     settings = entrez_settings(ws, email, api_key)
-    return insert_citation_edges(ws, elink_citations(pmids, settings), reader="elink",
-                                 path=f"elink:{len(pmids)} PMIDs", actor="cli")
+    return Citations(ws).insert(elink_citations(pmids, settings), reader="elink",
+                                path=f"elink:{len(pmids)} PMIDs", actor="cli")
 
 
 def fetch_civic(ws: Workspace, dest: str | Path | None, *, do_import: bool = False,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from curation.cli.common import CLI_ADMIN, given_or, print_json, workspace_path
+from curation.store.rankers import Rankers
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -48,15 +50,14 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
 
 
 def _auto(ws: Workspace, args: argparse.Namespace) -> int:
-    from curation.store.rankers import labels_waiting, retrain_every, set_retrain_every
 
     if args.every is not None:
-        set_retrain_every(ws, args.every, actor="cli")
-    every = retrain_every(ws)
+        Rankers(ws).set_retrain_every(args.every, actor="cli")
+    every = Rankers(ws).retrain_every()
     print(f"the ranker retrains after {every} new labels on a schema" if every
           else "the ranker never retrains automatically (kbcurate rank train)")
     for schema in sorted(ws.schemas()):
-        waiting = labels_waiting(ws, schema)
+        waiting = Rankers(ws).labels_waiting(schema)
         if waiting:
             print(f"  {schema}: {waiting} new label(s) since the last round")
     return 0
@@ -134,7 +135,6 @@ def _explain(ws: Workspace, args: argparse.Namespace) -> int:
     from curation.ranking.features import gather
     from curation.ranking.versions import active_version, load_ranker
     from curation.search.ranked import version_first_stages
-    from curation.store.relations import list_partial_relations
     from curation.training.ranker import open_context
     from kb_sources.schema import get_schema
 
@@ -143,7 +143,7 @@ def _explain(ws: Workspace, args: argparse.Namespace) -> int:
     if version is None:
         raise CurationError(f"{sch.name} has no active ranker; kbcurate rank train --schema "
                             f"{sch.name}")
-    partial = next((p for p in list_partial_relations(ws, sch.name)
+    partial = next((p for p in Relations(ws).partial(sch.name)
                     if p.query_key == args.relation), None)
     if partial is None:
         raise CurationError(f"No {sch.name} relation with query key {args.relation!r}; list "

@@ -47,7 +47,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
 
 
 def cmd_vector_store(args: argparse.Namespace) -> int:
-    from curation.search.vector_settings import set_store_setting, store_setting
+    from curation.search.vector_settings import set_store_setting, setting_json, store_setting
 
     settings = {k: v for k in STORE_FLAGS if (v := getattr(args, k, None)) is not None}
     with Workspace.open(workspace_path(args)) as ws:
@@ -56,7 +56,7 @@ def cmd_vector_store(args: argparse.Namespace) -> int:
         elif settings:
             print("error: give the store kind (faiss or qdrant) with its settings")
             return 2
-        print(f"vector_store: {json.dumps(store_setting(ws), sort_keys=True)}")
+        print(f"vector_store: {json.dumps(setting_json(store_setting(ws)), sort_keys=True)}")
     return 0
 
 

@@ -29,8 +29,8 @@ from curation.search.indexing import (
     with_dense_options,
     with_workspace_defaults,
 )
-from curation.store.documents import all_document_parts
-from curation.store.relations import list_partial_relations
+from curation.store.documents import Documents
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 from kb_sources.schema import get_schema
 from kb_sources.types import joined_text
@@ -122,9 +122,9 @@ def bench_queries(ws: Workspace, retriever: str, schema: str = "PO", n_queries: 
                   k: int = 10, options: dict | None = None) -> LatencyResult:
     """End-to-end latency: template -> search -> top-k highlighted, per query."""
     sch = get_schema(schema, ws.schemas())
-    partials = list_partial_relations(ws, sch.name, limit=n_queries)
+    partials = Relations(ws).partial(sch.name, limit=n_queries)
     index = get_index(ws, retriever, options or {}, progress=False)
-    parts = {doc_id: (title, abstract) for doc_id, title, abstract in all_document_parts(ws)}
+    parts = {doc_id: (title, abstract) for doc_id, title, abstract in Documents(ws).all_parts()}
     matcher = EntityMatcher()
     colours = slot_colours(sch.slot_names)
     index.search(partials[0].render(sch).text, k)  # warm up (model load, caches)

@@ -11,8 +11,8 @@ retrievers) scores the configurations the workspace can run on the schema's held
 
 The best by the metric (ties: the simpler configuration, in :data:`CONFIGURATIONS` order) is
 recorded in the workspace with every score, the versions measured, the split and who measured
-it (:func:`curation.store.rankers.set_default_ranking`); the app opens the schema on it and says
-why in the sidebar (:func:`curation.search.ranked.default_for`).
+it (:meth:`~curation.store.rankers.Rankers.set_default_ranking`); the app opens the schema on
+it and says why in the sidebar (:func:`curation.search.ranked.default_for`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from curation.evaluation.runner import evaluate_workspace
 from curation.ranking.pipeline import RANKED
 from curation.ranking.versions import active_version
 from curation.search.indexing import index_ready
-from curation.store.models import active_model
-from curation.store.rankers import set_default_ranking
+from curation.store.models import Models
+from curation.store.rankers import Rankers, RankingChoice
 from curation.store.workspace import Workspace, utcnow
 
 logger = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ def runnable(ws: Workspace, schema: str) -> tuple[list[str], dict[str, dict[str,
     options: dict[str, dict[str, Any]] = {}
     versions: dict[str, str] = {}
     notes = []
-    dense = active_model(ws, schema)
+    dense = Models(ws).active(schema)
     if dense is None:
         notes.append("hybrid+rerank: no active dense version")
     elif not index_ready(ws, "hybrid", {"dense": {"model": dense.id}}):
@@ -69,7 +69,7 @@ def runnable(ws: Workspace, schema: str) -> tuple[list[str], dict[str, dict[str,
 def choose_default(ws: Workspace, schema: str, *, actor: str, split: str = "test",
                    metric: str = METRIC, progress: bool = True,
                    report: Callable[[float, str], None] | None = None
-                   ) -> tuple[EvaluationReport, dict[str, Any]]:
+                   ) -> tuple[EvaluationReport, RankingChoice]:
     """Measure the runnable configurations, record the best as the schema's default.
 
     Returns:
@@ -80,21 +80,21 @@ def choose_default(ws: Workspace, schema: str, *, actor: str, split: str = "test
                                 report=report, progress=progress)
     scores = {name: result.metric(name, metric) for name in names}
     best = max(names, key=lambda n: (round(scores[n], 6), -CONFIGURATIONS.index(n)))
-    record = {"best": best, "metric": metric, "split": split, "scores": scores,
-              "queries": result.queries, "seed": result.seed, "notes": notes,
-              "measured_at": utcnow(), "by": actor, **versions}
-    set_default_ranking(ws, schema, record, actor=actor)
+    record = RankingChoice(best=best, metric=metric, split=split, scores=scores,
+                           queries=result.queries, seed=result.seed, notes=tuple(notes),
+                           measured_at=utcnow(), by=actor, **versions)
+    Rankers(ws).set_default_ranking(schema, record, actor=actor)
     logger.info("default ranking of %s: %s (%s %s %.3f)", schema, best, split, metric,
                 scores[best])
     return result, record
 
 
-def format_choice(record: dict[str, Any]) -> str:
+def format_choice(record: RankingChoice) -> str:
     """Lines for the CLI: what became the default, and what was left out."""
-    metric = record["metric"].replace("ndcg", "NDCG")
-    lines = [f"default ranking of this schema: {record['best']} ({record['split']} {metric} "
-             f"{record['scores'][record['best']]:.3f})"]
+    metric = record.metric.replace("ndcg", "NDCG")
+    lines = [f"default ranking of this schema: {record.best} ({record.split} {metric} "
+             f"{record.scores[record.best]:.3f})"]
     lines += [f"  {name}: {value:.3f}" for name, value in
-              sorted(record["scores"].items(), key=lambda kv: -kv[1])]
-    lines += [f"  not measured: {note}" for note in record.get("notes", [])]
+              sorted(record.scores.items(), key=lambda kv: -kv[1])]
+    lines += [f"  not measured: {note}" for note in record.notes]
     return "\n".join(lines)

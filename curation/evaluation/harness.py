@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from curation.matching.matcher import EntityMatcher
-from curation.store.evaluation_data import corpus_doc_ids
-from curation.store.relations import PartialRelation, list_partial_relations
+from curation.store.documents import Documents
+from curation.store.relations import PartialRelation, Relations
 from curation.store.workspace import Workspace
 from curation.templates import render_query
 from kb_sources.errors import CurationError
@@ -96,8 +96,8 @@ def build_task(ws: Workspace, schema: str, *, source: str | None = None,
                fractions: tuple[float, float, float] = SPLIT_FRACTIONS) -> EvalTask:
     """Queries of one schema from the workspace's relations and documents."""
     sch = get_schema(schema, ws.schemas())
-    partials = list_partial_relations(ws, sch.name, source=source)
-    corpus = corpus_doc_ids(ws)
+    partials = Relations(ws).partial(sch.name, source=source)
+    corpus = Documents(ws).ids()
     usable = [(p, tuple(x for x in p.pmids if x in corpus)) for p in partials]
     usable = [(p, gold) for p, gold in usable if gold]
     if not usable:

@@ -3,9 +3,10 @@
 Pure functions over the workspace and the evaluation report JSON
 (:meth:`curation.evaluation.harness.EvaluationReport.to_json`), so the pages only draw what
 these return.
-The pick lists :func:`label_users`, :func:`model_versions` and :func:`evaluable_schemas` are read
-by the store (:mod:`curation.store.app_queries`, :mod:`curation.store.evaluation_data`) and
-re-exported here for the pages.
+The pages read their pick lists (users, model versions, evaluable schemas) from the store's
+repositories directly: :meth:`~curation.store.labels.Labels.users`,
+:meth:`~curation.store.labels.Labels.model_versions` and
+:meth:`~curation.store.relations.Relations.evaluable_schemas`.
 """
 
 from __future__ import annotations
@@ -24,9 +25,7 @@ from curation.evaluation.harness import SPLITS
 from curation.evaluation.runner import check_retriever_names
 from curation.jobs.queue import Job, submit_job
 from curation.search.rerank import RERANK_SUFFIX
-from curation.store.app_queries import label_users, model_versions  # noqa: F401 (re-exported)
-from curation.store.evaluation_data import evaluable_schemas  # noqa: F401 (re-exported)
-from curation.store.labels import Label, list_labels
+from curation.store.labels import Label, Labels
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from retrievers.registry import retriever_names
@@ -47,8 +46,8 @@ def labels_frame(labels: Sequence[Label]) -> pd.DataFrame:
 
 def label_history(ws: Workspace, label: Label) -> list[Label]:
     """Every version of one user's label on one item, newest first (the relabel trail)."""
-    return [lab for lab in list_labels(ws, user=label.user, schema=label.schema,
-                                       query_key=label.query_key, include_superseded=True)
+    return [lab for lab in Labels(ws).find(user=label.user, schema=label.schema,
+                                           query_key=label.query_key, include_superseded=True)
             if lab.doc_id == label.doc_id]
 
 

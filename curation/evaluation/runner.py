@@ -27,7 +27,7 @@ from curation.search.choices import RetrieverChoice, parse_retriever_choice
 from curation.search.indexing import get_index
 from curation.search.ranked import version_first_stages
 from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
-from curation.store.documents import all_document_parts
+from curation.store.documents import Documents
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import get_schema
@@ -86,7 +86,7 @@ def evaluate_workspace(
     if not queries:
         raise CurationError(f"The {split} split of {task.schema} has no query; use --split all")
     texts = {doc_id: joined_text(title, abstract)
-             for doc_id, title, abstract in all_document_parts(ws)}
+             for doc_id, title, abstract in Documents(ws).all_parts()}
     matcher = EntityMatcher()
     results = []
     for i, name in enumerate(retrievers):

@@ -35,7 +35,7 @@ from curation.jobs.lifecycle import JobContext, QueueOf, execute_job, finish_job
 from curation.jobs.records import ORPHAN_AFTER_S
 from curation.store.database import StoreSettings
 from curation.store.errors import WorkspaceBusyError, WorkspaceError
-from curation.store.job_table import Job, JobStatus, fail_queued_job, job_status
+from curation.store.job_table import Job, Jobs, JobStatus
 from curation.store.pg_jobs import UNFINISHED, PgJobBroker
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
@@ -70,7 +70,7 @@ class ProcrastinateQueue:
             queued_id = self.broker.defer(job_id)
         except CurationError as exc:
             try:
-                fail_queued_job(ws, job_id, f"not handed to the job queue: {exc}")
+                Jobs(ws).fail_queued(job_id, f"not handed to the job queue: {exc}")
             except WorkspaceError as again:  # the orphan check fails it later
                 logger.warning("job %d: could not record the failure (%s)", job_id, again)
             raise
@@ -148,7 +148,7 @@ class QueueJobContext(JobContext):
         self._abort_reason = abort_reason
 
     def cancelled(self) -> bool:
-        if job_status(self.ws, self.job_id) != JobStatus.RUNNING:
+        if Jobs(self.ws).status(self.job_id) != JobStatus.RUNNING:
             return True
         reason = self._abort_reason()
         if reason is None:

@@ -26,18 +26,7 @@ from curation.jobs.kinds import get_kind
 from curation.jobs.records import HEARTBEAT_S
 from curation.store.database import open_connection
 from curation.store.errors import DATABASE_ERRORS, WorkspaceBusyError, WorkspaceError
-from curation.store.job_table import (
-    Job,
-    JobStatus,
-    claim_job,
-    fail_unchanged_job,
-    fail_unfinished_job,
-    job_status,
-    load_job,
-    record_progress,
-    set_final_status,
-    touch_running_job,
-)
+from curation.store.job_table import Job, Jobs, JobStatus
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -85,14 +74,14 @@ class JobContext:
         A busy workspace is waited out (:func:`~curation.jobs.guards.retry_busy`).
         """
         def write() -> None:
-            record_progress(self.ws, self.job_id, min(max(fraction, 0.0), 1.0), message)
+            Jobs(self.ws).record_progress(self.job_id, min(max(fraction, 0.0), 1.0), message)
 
         retry_busy(write, f"job {self.job_id}: progress")
         if self.cancelled():
             raise JobCancelled(f"job {self.job_id} was cancelled")
 
     def cancelled(self) -> bool:
-        return job_status(self.ws, self.job_id) == JobStatus.CANCELLED
+        return Jobs(self.ws).status(self.job_id) == JobStatus.CANCELLED
 
 
 class JobCancelled(CurationError):
@@ -106,7 +95,7 @@ def current_job(ws: Workspace, job_id: int, queue_of: QueueOf) -> Job:
     Raises:
         CurationError: No job has that id.
     """
-    job = load_job(ws, job_id)
+    job = Jobs(ws).load(job_id)
     if job is None:
         raise CurationError(f"No job with id {job_id}")
     if job.finished:
@@ -118,12 +107,12 @@ def current_job(ws: Workspace, job_id: int, queue_of: QueueOf) -> Job:
 def _fail_abandoned(ws: Workspace, job: Job, error: str) -> Job:
     """Record ``job`` as failed with ``error`` unless its row changed meanwhile."""
     try:
-        fail_unchanged_job(ws, job, error)
+        Jobs(ws).fail_unchanged(job, error)
     except WorkspaceBusyError as exc:  # report it now, record it on a later look
         logger.warning("job %d: could not record that its worker is gone (%s)", job.id, exc)
         return replace(job, status=JobStatus.FAILED, error=error)
     logger.warning("job %d (%s) failed: %s", job.id, job.kind, error)
-    return load_job(ws, job.id) or replace(job, status=JobStatus.FAILED, error=error)
+    return Jobs(ws).load(job.id) or replace(job, status=JobStatus.FAILED, error=error)
 
 
 def execute_job(ws: Workspace, job_id: int, queue_of: QueueOf, *,
@@ -181,7 +170,7 @@ def _heartbeat(ws: Workspace, job_id: int, queue_of: QueueOf) -> Iterator[None]:
         with own:
             while not stop.wait(HEARTBEAT_S):
                 try:
-                    touch_running_job(own, job_id)
+                    Jobs(own).touch_running(job_id)
                 except (*DATABASE_ERRORS, WorkspaceError) as exc:  # the next beat tries again
                     logger.warning("job %d: heartbeat not recorded (%s)", job_id, exc)
 
@@ -196,8 +185,8 @@ def _heartbeat(ws: Workspace, job_id: int, queue_of: QueueOf) -> Iterator[None]:
 
 def _claim(ws: Workspace, job_id: int) -> None:
     """Mark the job running with this process's pid, if it is still queued."""
-    if not claim_job(ws, job_id, os.getpid()):
-        status = job_status(ws, job_id)
+    if not Jobs(ws).claim(job_id, os.getpid()):
+        status = Jobs(ws).status(job_id)
         raise CurationError(f"Job {job_id} is {status if status else 'gone'}, not queued")
 
 
@@ -206,8 +195,8 @@ def finish_job(ws: Workspace, job_id: int, status: JobStatus, *, error: str = ""
     """Record the end of a running job (waiting out a busy workspace); a job cancelled
     meanwhile stays cancelled."""
     def write() -> None:
-        set_final_status(ws, job_id, status, error=error, result=result,
-                         was=(JobStatus.RUNNING,))
+        Jobs(ws).set_final_status(job_id, status, error=error, result=result,
+                                  was=(JobStatus.RUNNING,))
 
     retry_busy(write, f"job {job_id}: record {status.value}")
 
@@ -215,7 +204,7 @@ def finish_job(ws: Workspace, job_id: int, status: JobStatus, *, error: str = ""
 def record_busy(ws: Workspace, job_id: int, error: str) -> None:
     """Mark the unfinished job failed because the workspace stayed busy (one attempt)."""
     try:
-        fail_unfinished_job(ws, job_id, error)
+        Jobs(ws).fail_unfinished(job_id, error)
     except WorkspaceBusyError:
         logger.error("job %d: could not record the failure; the app reports it from this log",
                      job_id)

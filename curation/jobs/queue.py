@@ -52,7 +52,7 @@ from curation.jobs.lifecycle import (
 )
 from curation.jobs.queues import job_queue
 from curation.jobs.records import ORPHAN_AFTER_S
-from curation.store.job_table import Job, JobStatus, insert_job, job_ids, set_final_status
+from curation.store.job_table import Job, Jobs, JobStatus
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -98,7 +98,7 @@ def submit_job(
                             f"{type(params).__name__}; available options: {', '.join(spec.params)}")
     spec.check(ws, params)
     queue = job_queue(ws)
-    job_id = insert_job(ws, kind, params, user.name)
+    job_id = Jobs(ws).insert(kind, params, user.name)
     if start:
         queue.start(ws, job_id)
     return get_job(ws, job_id)
@@ -134,7 +134,7 @@ def wait_for_job(ws: Workspace, job_id: int, timeout: float = 60.0,
 
 def list_jobs(ws: Workspace, kind: str | None = None, limit: int = 50) -> list[Job]:
     """Most recent jobs first."""
-    return [get_job(ws, i) for i in job_ids(ws, kind, limit)]
+    return [get_job(ws, i) for i in Jobs(ws).ids(kind, limit)]
 
 
 def cancel_job(ws: Workspace, job_id: int, *, user: User | None) -> Job:
@@ -149,8 +149,9 @@ def cancel_job(ws: Workspace, job_id: int, *, user: User | None) -> Job:
     user = check_may_cancel(job, user)
     if not job.finished:
         with ws.transaction():
-            set_final_status(ws, job_id, JobStatus.CANCELLED, error=f"cancelled by {user.name}",
-                             was=(JobStatus.QUEUED, JobStatus.RUNNING))
+            Jobs(ws).set_final_status(job_id, JobStatus.CANCELLED,
+                                      error=f"cancelled by {user.name}",
+                                      was=(JobStatus.QUEUED, JobStatus.RUNNING))
             ws.audit(user.name, "cancel", "job", str(job_id), before=job.status.value)
         job_queue(ws).stop(ws, job)
     return get_job(ws, job_id)

@@ -39,7 +39,7 @@ from curation.jobs.lifecycle import JobQueue, execute_job
 from curation.jobs.records import ORPHAN_AFTER_S, STALE_AFTER_S
 from curation.store.database import StoreSettings, read_store_settings
 from curation.store.errors import WorkspaceBusyError, WorkspaceError
-from curation.store.job_table import Job, JobStatus, record_worker_pid, unclaimed_job_ids
+from curation.store.job_table import Job, Jobs, JobStatus
 from curation.store.safe_files import LinkRefusedError, open_no_follow, read_text_no_follow
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
@@ -68,7 +68,7 @@ class TableQueue:
                 stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
                 env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
         try:
-            record_worker_pid(ws, job_id, proc.pid)
+            Jobs(ws).record_worker_pid(job_id, proc.pid)
         except WorkspaceBusyError as exc:
             logger.warning("job %d: could not record worker pid %d (%s); the worker records it",
                            job_id, proc.pid, exc)
@@ -90,7 +90,7 @@ class TableQueue:
         ``UPDATE``)."""
         with ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="job") as pool:
             while True:
-                ids = unclaimed_job_ids(ws)
+                ids = Jobs(ws).unclaimed_ids()
                 list(pool.map(lambda job_id: _run_here(ws.root, job_id), ids))
                 if not wait and not ids:
                     return

@@ -26,8 +26,9 @@ from curation.ranking.features import (
     gather,
 )
 from curation.ranking.model import Ranker
-from curation.store.rankers import document_parts, entity_forms
-from curation.store.relations import list_partial_relations
+from curation.store.documents import Documents
+from curation.store.relations import Relations
+from curation.store.synonyms import Entities
 from curation.store.workspace import Workspace
 from kb_sources.schema import Schema
 from kb_sources.types import Entity
@@ -50,7 +51,7 @@ class _Parts(dict):
         """Load the missing ones, through ``ws`` when given (a caller's own connection)."""
         missing = [d for d in doc_ids if d not in self]
         if missing:
-            self.update(document_parts(ws or self.ws, missing))
+            self.update(Documents(ws or self.ws).parts(missing))
 
 
 @dataclass(frozen=True)
@@ -85,13 +86,13 @@ class RankingContext:
         self.bm25, self.dense, self.base = bm25, dense, base
         self.depth = depth
         self.answer_type = schema.slot(schema.answer).type
-        forms = entity_forms(ws, ANSWER_TYPES.get(self.answer_type, (self.answer_type,)))
+        forms = Entities(ws).forms(ANSWER_TYPES.get(self.answer_type, (self.answer_type,)))
         if answer_keys is not None:
             forms = {k: v for k, v in forms.items() if k in answer_keys}
         self.parts = _Parts(ws)
         siblings: dict[str, dict[str, set[str]]] = {}
         first = schema.query_slots[0]
-        for p in list_partial_relations(ws, schema.name):
+        for p in Relations(ws).partial(schema.name):
             for e in p.query.get(first, ()):
                 siblings.setdefault(e.key, {})[p.query_key] = set(p.pmids)
         self.builder = FeatureBuilder(schema.query_slots, self.answer_type, AnswerTagger(forms),

@@ -4,7 +4,7 @@ The manifest records the features, the grade table, the options, the label ids t
 training sizes, the metrics and the SHA-256 of the model file; loading refuses a model whose
 checksum differs. A version is written into a temporary folder and renamed into place, so a
 crash never leaves half a version. Which version ranks is a workspace setting per schema
-(:func:`curation.store.rankers.set_active_ranker`, audited); activating an older version is the
+(:meth:`~curation.store.rankers.Rankers.set_active`, audited); activating an older version is the
 rollback.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 from curation.ranking.model import Ranker
 from curation.store.errors import Actor, require_admin_actor
-from curation.store.rankers import active_ranker, set_active_ranker
+from curation.store.rankers import Rankers
 from curation.store.workspace import Workspace, utcnow
 from kb_sources.errors import CurationError
 
@@ -146,7 +146,7 @@ def update_metrics(ws: Workspace, ident: str, metrics: dict[str, Any]) -> Ranker
 
 def active_version(ws: Workspace, schema: str) -> RankerVersion | None:
     """The schema's active version, or None."""
-    ident = active_ranker(ws, schema)
+    ident = Rankers(ws).active(schema)
     return get_version(ws, ident) if ident else None
 
 
@@ -161,5 +161,5 @@ def activate(ws: Workspace, ident: str, *, user: Actor, reason: str = "") -> Ran
     actor = require_admin_actor(user, "Activating a ranker version")
     version = get_version(ws, ident)
     load_ranker(version)  # never activate what cannot be loaded
-    set_active_ranker(ws, version.schema, version.id, actor=actor, reason=reason)
+    Rankers(ws).set_active(version.schema, version.id, actor=actor, reason=reason)
     return version

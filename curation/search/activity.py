@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from curation.store.labels import Grade
-from curation.store.search_labels import current_label_rows
+from curation.store.labels import Grade, Labels
 from curation.store.workspace import Workspace
 from kb_sources.schema import Schema
 
@@ -21,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def _current_labels(ws: Workspace, schema: str | None, user: str | None) -> pd.DataFrame:
-    rows = current_label_rows(ws, schema, user)
+    rows = Labels(ws).current_rows(schema, user)
     return pd.DataFrame(rows, columns=["user", "query_key", "doc_id", "grade", "created_at"])
 
 

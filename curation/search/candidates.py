@@ -34,14 +34,9 @@ from curation.search.candidate_sentences import (
     defined_enzymes,
     supporting_sentences,
 )
+from curation.store.documents import AnnotationRow, Documents
 from curation.store.relations import PartialRelation
-from curation.store.search_docs import (
-    AnnotationRow,
-    annotation_rows,
-    answer_slot_entities,
-    dictionary_keys,
-)
-from curation.store.synonyms import entity_from_store, with_synonyms
+from curation.store.synonyms import Entities, with_synonyms
 from curation.store.workspace import Workspace
 from kb_sources.checks import is_pmid as _is_pmid
 from kb_sources.schema import Schema
@@ -101,7 +96,7 @@ class Candidate:
 
 def kb_answer_entities(ws: Workspace, schema: Schema) -> list[Entity]:
     """Every entity that fills the answer slot of some KB record of the schema (with synonyms)."""
-    return answer_slot_entities(ws, schema.name, schema.answer)
+    return Entities(ws).answer_slot_entities(schema.name, schema.answer)
 
 
 def _forms(entity: Entity) -> set[str]:
@@ -271,7 +266,7 @@ def _add_annotations(ws: Workspace, schema: Schema, doc_ids: Sequence[str],
     etype = schema.slot(schema.answer).type
     as_is = ANNOTATION_TYPES.get(etype, (etype,))
     broader = tuple(t for t in BROADER_ANNOTATION_TYPES.get(etype, ()) if t not in as_is)
-    rows = annotation_rows(ws, doc_ids, (*as_is, *broader))
+    rows = Documents(ws).annotation_rows(doc_ids, (*as_is, *broader))
     dictionary = _dictionary_keys(ws, etype, [r for r in rows if r[2] in broader])
     loaded: dict[str, Entity] = dict(kb)
     dropped: set[str] = set()
@@ -289,7 +284,7 @@ def _add_annotations(ws: Workspace, schema: Schema, doc_ids: Sequence[str],
         if key in excluded or form in excluded:
             continue
         if key not in loaded:
-            loaded[key] = (entity_from_store(ws, key) if atype in broader
+            loaded[key] = (Entities(ws).get(key) if atype in broader
                            else Entity(text, atype, ids[0] if ids else ""))
         _, pmids, sources = found.setdefault(key, (loaded[key], [], set()))
         if doc_id not in pmids:
@@ -314,7 +309,7 @@ def _dictionary_keys(ws: Workspace, etype: str,
     for the texts and ids of ``annotations`` (the smallest key when several match)."""
     forms = sorted({text.lower() for _, text, _, _ in annotations})
     ids = sorted({i for *_, ann_ids in annotations for i in ann_ids})
-    return dictionary_keys(ws, etype, forms, ids)
+    return Entities(ws).dictionary_keys(etype, forms, ids)
 
 
 def _ordered(pmids: Sequence[str], docs: Sequence[tuple[str, str]]) -> tuple[str, ...]:

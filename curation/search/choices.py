@@ -15,7 +15,7 @@ from curation.access.users import User
 from curation.jobs.queue import Job, list_jobs, submit_job
 from curation.search.indexing import index_folder, with_workspace_defaults
 from curation.store.identities import ACTIVE, VERSION_SEP, RetrieverChoice
-from curation.store.models import ModelStatus, ModelVersion, active_model, list_models
+from curation.store.models import Models, ModelStatus, ModelVersion
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from retrievers.registry import retriever_names
@@ -48,7 +48,7 @@ def version_choices(ws: Workspace, schema: str | None = None) -> list[str]:
 
 def _menu_versions(ws: Workspace, schema: str | None) -> list[ModelVersion]:
     """The schema's candidate and active versions, the active one(s) first."""
-    versions = [v for v in list_models(ws, schema=schema) if v.status != ModelStatus.RETIRED]
+    versions = [v for v in Models(ws).versions(schema=schema) if v.status != ModelStatus.RETIRED]
     return sorted(versions, key=lambda v: v.status != ModelStatus.ACTIVE)
 
 
@@ -69,7 +69,7 @@ def resolve_retriever_choice(ws: Workspace, schema: str, choice: str) -> str:
     parsed = RetrieverChoice.parse(choice)
     if not parsed.follows_active:
         return choice
-    active = active_model(ws, schema)
+    active = Models(ws).active(schema)
     if active is None:
         raise CurationError(f"{schema} has no active model version yet; train one (kbcurate "
                             "train / retrain) or pick another retriever")

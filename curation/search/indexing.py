@@ -34,11 +34,10 @@ from typing import Any
 
 from curation.jobs.guards import workspace_path
 from curation.search.vector_settings import store_options
-from curation.store.documents import PLAIN_FORMAT, all_document_parts, document_text
+from curation.store.documents import PLAIN_FORMAT, Documents, document_text
 from curation.store.index_models import check_index_models
-from curation.store.models import is_model_version, model_options
-from curation.store.search_docs import corpus_hashes
-from curation.store.search_settings import put_setting, setting_value
+from curation.store.models import Models
+from curation.store.search_settings import Settings
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError, UnknownNameError
 from retrievers.backends import DEFAULT as DEFAULT_BACKEND
@@ -57,7 +56,7 @@ CORPUS_FILE = "corpus.json"
 def corpus_fingerprint(ws: Workspace) -> str:
     """SHA-256 over every (doc_id, content hash): changes when any document changes."""
     h = hashlib.sha256()
-    for doc_id, digest in corpus_hashes(ws):
+    for doc_id, digest in Documents(ws).corpus_hashes():
         h.update(f"{doc_id}\t{digest}\n".encode())
     return h.hexdigest()
 
@@ -71,14 +70,14 @@ def corpus_docs(ws: Workspace, document_format: str | None = None) -> list[tuple
     """
     text_format = document_format or PLAIN_FORMAT
     return [(doc_id, document_text(title, abstract, text_format))
-            for doc_id, title, abstract in all_document_parts(ws, by_id=True)]
+            for doc_id, title, abstract in Documents(ws).all_parts(by_id=True)]
 
 
 def _resolve_version(ws: Workspace, dense: dict[str, Any]) -> dict[str, Any]:
     """Replace a registry version name in ``model`` by its verified folder and settings."""
     model = dense.get("model")
-    if isinstance(model, str) and is_model_version(ws, model):
-        return {**dense, **model_options(ws, model)}
+    if isinstance(model, str) and Models(ws).is_version(model):
+        return {**dense, **Models(ws).options(model)}
     return dense
 
 
@@ -88,7 +87,7 @@ BACKEND_KEY = "encoder_backend"
 
 def default_backend(ws: Workspace) -> tuple[str, str]:
     """The workspace's default (backend, precision) for dense encoders; torch/fp32 when unset."""
-    value = setting_value(ws, BACKEND_KEY)
+    value = Settings(ws).value(BACKEND_KEY)
     if value is None:
         return DEFAULT_BACKEND
     try:
@@ -108,7 +107,7 @@ def set_default_backend(ws: Workspace, backend: str, precision: str, *, actor: s
     with ws.transaction():
         old = default_backend(ws)
         if old != pair:
-            put_setting(ws, BACKEND_KEY, "/".join(pair))
+            Settings(ws).put(BACKEND_KEY, "/".join(pair))
             ws.audit(actor, "set", "setting", BACKEND_KEY, before={BACKEND_KEY: "/".join(old)},
                      after={BACKEND_KEY: "/".join(pair)})
 
@@ -373,5 +372,5 @@ def _refuse_location(option: str, key: str, value: object) -> None:
 
 def _known_model(ws: Workspace, value: object) -> bool:
     """A model version of this workspace, or the packaged model's alias."""
-    return isinstance(value, str) and (is_model_version(ws, value)
+    return isinstance(value, str) and (Models(ws).is_version(value)
                                        or resolve_model_path(value) != value)

@@ -21,7 +21,7 @@ from curation.matching.matcher import EntityMatcher, Span
 from curation.search.candidates import answer_candidates
 from curation.search.session import slot_entities, typed_partial
 from curation.search.suggestions import accepted_answers
-from curation.store.relations import PartialRelation, list_partial_relations
+from curation.store.relations import PartialRelation, Relations
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
@@ -39,7 +39,7 @@ def item_relation(ws: Workspace, schema: Schema, query_key: str) -> PartialRelat
              if slot in schema.query_slots and found and found[0].strip()}
     if not first:
         return None
-    for partial in list_partial_relations(ws, schema.name, first):
+    for partial in Relations(ws).partial(schema.name, first):
         if partial.query_key == query_key:
             return partial
     if any(len(found) > 1 for found in texts.values()):

@@ -31,7 +31,7 @@ from curation.ranking.versions import (
 )
 from curation.search.indexing import get_index, index_ready
 from curation.store.identities import ACTIVE, VERSION_SEP, RetrieverChoice
-from curation.store.rankers import default_ranking
+from curation.store.rankers import Rankers, RankingChoice
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
@@ -185,36 +185,35 @@ class DefaultRanking:
         configuration: The measured configuration ("bm25+rerank", "ranked", ...).
         reason: One line for the sidebar ("chosen by test NDCG@10 0.69 vs 0.66 for
             bm25+rerank"), or why the fallback is used.
-        record: The stored measurement (empty for the fallback).
+        record: The stored measurement (None for the fallback when nothing was measured).
     """
 
     choice: str
     rerank: bool
     configuration: str
     reason: str
-    record: Mapping[str, Any]
+    record: RankingChoice | None
 
 
-def configuration_choice(configuration: str, record: Mapping[str, Any] | None = None
+def configuration_choice(configuration: str, record: RankingChoice | None = None
                          ) -> tuple[str, bool]:
     """(menu entry, rerank) of a measured configuration name."""
-    record = record or {}
     if configuration == RANKED:
         return RANKED_ACTIVE, False
     base, plus, _ = configuration.partition("+")
     rerank = bool(plus)
-    if base == "hybrid" and record.get("dense_version"):
-        return str(RetrieverChoice("hybrid", record["dense_version"])), rerank
+    if base == "hybrid" and record is not None and record.dense_version:
+        return str(RetrieverChoice("hybrid", record.dense_version)), rerank
     return base, rerank
 
 
 def default_for(ws: Workspace, schema: str) -> DefaultRanking:
     """The schema's default ranking: the recorded best configuration, or bm25 + rerank."""
-    record = default_ranking(ws, schema) or {}
-    configuration = str(record.get("best", ""))
-    if not configuration:
+    record = Rankers(ws).default_ranking(schema)
+    if record is None:
         return DefaultRanking("bm25", True, FALLBACK, "no evaluation has chosen yet (kbcurate "
-                              "evaluate --retriever best)", {})
+                              "evaluate --retriever best)", None)
+    configuration = record.best
     choice, rerank = configuration_choice(configuration, record)
     if configuration == RANKED and active_version(ws, schema) is None:
         return DefaultRanking("bm25", True, FALLBACK, f"{RANKED} was measured best but no "
@@ -222,15 +221,13 @@ def default_for(ws: Workspace, schema: str) -> DefaultRanking:
     return DefaultRanking(choice, rerank, configuration, describe(record), record)
 
 
-def describe(record: Mapping[str, Any]) -> str:
+def describe(record: RankingChoice) -> str:
     """"chosen by test NDCG@10 0.690 vs 0.660 for bm25+rerank" from a stored measurement."""
-    metric, split = record.get("metric", "ndcg@10"), record.get("split", "test")
-    scores: Mapping[str, float] = record.get("scores", {})
-    best = str(record.get("best", ""))
+    scores, best = record.scores, record.best
     others = sorted(((v, k) for k, v in scores.items() if k != best), reverse=True)
-    what = f"{split} {metric.replace('ndcg', 'NDCG')} {scores.get(best, 0.0):.3f}"
-    if best == RANKED and record.get("ranker_version"):
-        what += f" ({record['ranker_version']})"
+    what = f"{record.split} {record.metric.replace('ndcg', 'NDCG')} {scores.get(best, 0.0):.3f}"
+    if best == RANKED and record.ranker_version:
+        what += f" ({record.ranker_version})"
     if others:
         what += f" vs {others[0][0]:.3f} for {others[0][1]}"
     return f"chosen by {what}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from curation.matching.evidence import find_evidence
@@ -23,12 +23,11 @@ from curation.search.cards import PUBMED_URL, RankedDoc, card_html  # noqa: F401
 from curation.search.ranked import RankedSearch
 from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
 from curation.search.suggestions import accepted_answers
-from curation.store import search_docs
-from curation.store.documents import document_text
+from curation.store.documents import DocumentRow, Documents
 from curation.store.importer import query_key as make_query_key
 from curation.store.labels import Grade
-from curation.store.relations import PartialRelation, list_partial_relations
-from curation.store.synonyms import entity_from_store
+from curation.store.relations import PartialRelation, Relations
+from curation.store.synonyms import Entities
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
@@ -62,12 +61,6 @@ def slot_entities(schema: Schema, partial: PartialRelation,
     if answers:
         out[schema.answer] = tuple(answers.values())
     return out
-
-
-def fetch_documents(ws: Workspace, doc_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """doc_id -> {title, abstract, year, journal} for the given ids (one query per 500)."""
-    rows = search_docs.documents_by_id(ws, doc_ids)
-    return {doc_id: asdict(row) for doc_id, row in rows.items()}
 
 
 def rank(retriever: Retriever, query_text: str, k: int, *, entities: Sequence[Entity] = (),
@@ -114,13 +107,13 @@ def run_search(
     if accepted:
         partial = replace(partial, answers=(*partial.answers, *((e,) for e in accepted)))
     entities = [e for ents in partial.query.values() for e in ents]
-    texts: dict[str, dict[str, Any]] = {}
+    texts: dict[str, DocumentRow] = {}
 
     def doc_text(doc_id: str) -> str:
         if doc_id not in texts:
-            texts.update(fetch_documents(ws, [doc_id]))
-        row = texts.get(doc_id, {})
-        return document_text(row.get("title", ""), row.get("abstract", ""))
+            texts.update(Documents(ws).rows_by_id([doc_id]))
+        row = texts.get(doc_id)
+        return "" if row is None else row.text
 
     why: dict[str, tuple[str, ...]] = {}
     if ranked is not None:
@@ -129,9 +122,9 @@ def run_search(
     else:
         hits, version = rank(retriever, query_text, k, entities=entities, rerank=rerank,
                              doc_text=doc_text, matcher=matcher)
-    texts.update(fetch_documents(ws, [h.doc_id for h in hits if h.doc_id not in texts]))
+    texts.update(Documents(ws).rows_by_id([h.doc_id for h in hits if h.doc_id not in texts]))
     cited = set(partial.pmids)
-    docs = [replace(_ranked_doc(texts.get(h.doc_id, {}), h, h.doc_id in cited, version),
+    docs = [replace(_ranked_doc(texts.get(h.doc_id), h, h.doc_id in cited, version),
                     reasons=why.get(h.doc_id, ())) for h in hits]
     candidates = answer_candidates(ws, schema, partial, [(d.doc_id, d.text) for d in docs],
                                    matcher, titles={d.doc_id: d.title for d in docs})
@@ -145,13 +138,14 @@ def _with_spans(doc: RankedDoc, spans: tuple[Span, ...], schema: Schema) -> Rank
     return replace(doc, spans=spans, evidence=evidence)
 
 
-def _ranked_doc(row: Mapping[str, Any], hit: Hit, cited: bool, version: str) -> RankedDoc:
-    year = row.get("year")
-    return RankedDoc(doc_id=hit.doc_id, title=row.get("title") or "",
-                     abstract=row.get("abstract") or "",
+def _ranked_doc(row: DocumentRow | None, hit: Hit, cited: bool, version: str) -> RankedDoc:
+    """The card of a hit; a hit whose document left the workspace gets an empty one."""
+    year = row.year if row is not None else None
+    return RankedDoc(doc_id=hit.doc_id, title=(row.title if row else "") or "",
+                     abstract=(row.abstract if row else "") or "",
                      year=int(year) if isinstance(year, int | str) and str(year).isdigit()
                      else None,
-                     journal=row.get("journal") or "", score=hit.score, rank=hit.rank,
+                     journal=(row.journal if row else "") or "", score=hit.score, rank=hit.rank,
                      cited_by_kb=cited, spans=(), model_version=version)
 
 
@@ -162,10 +156,10 @@ def lookup_entity(ws: Workspace, etype: str, text: str, slot: tuple[str, str] = 
     its synonyms; one that fills ``slot`` (schema name, slot name) in some KB record wins. A
     bare entity when the workspace does not know the text."""
     clean = " ".join(text.split())
-    key = search_docs.entity_key_for_text(ws, etype, clean, slot)
+    key = Entities(ws).key_for_text(etype, clean, slot)
     if key is None:
         key = _variant_by_key(ws, etype, clean, slot)
-    return entity_from_store(ws, key) if key else Entity(clean, etype)
+    return Entities(ws).get(key) if key else Entity(clean, etype)
 
 
 def _variant_by_key(ws: Workspace, etype: str, text: str, slot: tuple[str, str]) -> str | None:
@@ -176,7 +170,7 @@ def _variant_by_key(ws: Workspace, etype: str, text: str, slot: tuple[str, str])
     wanted = variant_keys(text)
     if not wanted:
         return None
-    for key, entity_text in search_docs.entities_of_type(ws, etype, slot):
+    for key, entity_text in Entities(ws).of_type(etype, slot):
         if variant_keys(entity_text) & wanted:
             return key
     return None
@@ -198,7 +192,7 @@ def typed_partial(ws: Workspace, schema: Schema, values: Mapping[str, str]) -> P
              for s, v in filled.items()}
     key = make_query_key(schema, query)
     resolved = {s: ents[0].text for s, ents in query.items()}  # the KB's own words
-    for p in list_partial_relations(ws, schema.name, resolved, limit=200):
+    for p in Relations(ws).partial(schema.name, resolved, limit=200):
         if p.query_key == key:
             return p
     return PartialRelation(schema.name, key, query, (), (), (), 0, {})
@@ -207,12 +201,13 @@ def typed_partial(ws: Workspace, schema: Schema, values: Mapping[str, str]) -> P
 # -- relation browsing ---------------------------------------------------------------------------
 def schemas_with_relations(ws: Workspace) -> list[str]:
     """Names of the schemas that have KB relations, most relations first."""
-    return search_docs.schemas_by_relations(ws)
+    return Relations(ws).schemas()
 
 
 def relation_filters(schema: Schema, slot_values: Mapping[str, str],
                      level: str | None = None) -> dict[str, str]:
-    """Filters for :func:`list_partial_relations`: non-empty slot texts and an evidence level."""
+    """Filters for :meth:`~curation.store.relations.Relations.partial`: non-empty slot texts and
+    an evidence level."""
     out = {s: v.strip() for s, v in slot_values.items() if s in schema.slot_names and v.strip()}
     if level:
         out["evidence_level"] = level
@@ -221,17 +216,17 @@ def relation_filters(schema: Schema, slot_values: Mapping[str, str],
 
 def corpus_counts(ws: Workspace) -> tuple[int, int]:
     """(documents, KB relations): the sidebar's two numbers, without the full statistics."""
-    return search_docs.corpus_counts(ws)
+    return Documents(ws).counts()
 
 
 def schema_sources(ws: Workspace, schema: str) -> list[str]:
     """The knowledge bases (relation sources) that hold relations of ``schema``."""
-    return search_docs.relation_sources(ws, schema)
+    return Relations(ws).sources(schema)
 
 
 def evidence_levels(ws: Workspace, schema: str) -> list[str]:
     """Distinct evidence levels of a schema's relations (empty when none has one)."""
-    return search_docs.relation_evidence_levels(ws, schema)
+    return Relations(ws).evidence_levels(schema)
 
 
 def search_relations(rows: Sequence[PartialRelation], text: str) -> list[PartialRelation]:
@@ -285,6 +280,6 @@ def queue_order(docs: Sequence[RankedDoc], grades: Mapping[str, Grade],
 # -- indexes -------------------------------------------------------------------------------------
 def documents_stamp(ws: Workspace) -> str:
     """A cheap marker that changes when documents are added or updated."""
-    n, last = search_docs.documents_marker(ws)
+    n, last = Documents(ws).marker()
     return f"{n}:{last}"
 

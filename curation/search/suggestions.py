@@ -17,9 +17,8 @@ from collections.abc import Mapping, Sequence
 from curation.access.adjudication import require_reviewer
 from curation.access.users import PermissionDenied, User
 from curation.search.candidates import is_pmid, kb_answer_entities
-from curation.store import search_suggestions as stored
 from curation.store.relations import PartialRelation
-from curation.store.search_suggestions import SourceSuggestion, SuggestionStatus
+from curation.store.search_suggestions import SourceSuggestion, Suggestions, SuggestionStatus
 from curation.store.workspace import Workspace, utcnow
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema, get_schema
@@ -54,12 +53,12 @@ def add_suggestion(
                             "CIViC requires one")
     slots = {s: " + ".join(e.text for e in partial.query.get(s, ())) for s in schema.query_slots}
     with ws.transaction():
-        if stored.suggestion_exists(ws, schema.name, partial.query_key, pmid.strip(), answer_key,
-                                    answer.strip()):
+        if Suggestions(ws).exists(schema.name, partial.query_key, pmid.strip(), answer_key,
+                                  answer.strip()):
             raise CurationError(f"PMID {pmid} is already suggested for {answer.strip()} on this "
                                 "relation; see the suggestion list")
-        new_id = stored.insert_suggestion(
-            ws, utcnow(), user.name, schema.name, partial.query_key, pmid.strip(), slots,
+        new_id = Suggestions(ws).insert(
+            utcnow(), user.name, schema.name, partial.query_key, pmid.strip(), slots,
             answer=answer.strip(), answer_key=answer_key, comment=comment.strip())
         ws.audit(user.name, "suggest", "source_suggestion", str(new_id),
                  after={"pmid": pmid.strip(), "answer": answer.strip(), "query_key":
@@ -68,7 +67,7 @@ def add_suggestion(
 
 
 def get_suggestion(ws: Workspace, suggestion_id: int) -> SourceSuggestion:
-    found = stored.suggestion_by_id(ws, suggestion_id)
+    found = Suggestions(ws).get(suggestion_id)
     if found is None:
         raise CurationError(f"No source suggestion with id {suggestion_id}")
     return found
@@ -82,7 +81,7 @@ def list_suggestions(ws: Workspace, *, schema: str | None = None, query_key: str
         CurationError: Unknown status (the message lists the options).
     """
     wanted = None if status is None else SuggestionStatus.parse(status)
-    return stored.stored_suggestions(ws, schema=schema, query_key=query_key, status=wanted)
+    return Suggestions(ws).stored(schema=schema, query_key=query_key, status=wanted)
 
 
 def remove_suggestion(ws: Workspace, suggestion_id: int, *, user: User | None) -> None:
@@ -92,7 +91,7 @@ def remove_suggestion(ws: Workspace, suggestion_id: int, *, user: User | None) -
         raise CurationError(f"Only {old.confirmed_by} or an admin may remove suggestion "
                             f"{suggestion_id}")
     with ws.transaction():
-        stored.delete_suggestion(ws, suggestion_id)
+        Suggestions(ws).delete(suggestion_id)
         ws.audit(user.name, "remove", "source_suggestion", str(suggestion_id),
                  before={"pmid": old.pmid, "answer": old.answer, "comment": old.comment})
 
@@ -131,7 +130,7 @@ def moderate_suggestion(ws: Workspace, suggestion_id: int, status: str | Suggest
     with ws.transaction():
         old = get_suggestion(ws, suggestion_id)
         _check_moderation(old, new, reason, user)
-        stored.set_review(ws, suggestion_id, new, user.name, utcnow(), reason)
+        Suggestions(ws).set_review(suggestion_id, new, user.name, utcnow(), reason)
         ws.audit(user.name, "accept" if new is SuggestionStatus.ACCEPTED else "reject",
                  "source_suggestion", str(suggestion_id),
                  before={"status": old.status.value, "reviewed_by": old.reviewed_by,
@@ -160,7 +159,7 @@ def accepted_answers(ws: Workspace, schema: Schema | str, query_key: str) -> lis
     """The answers of accepted suggestions for one partial relation, as entities to treat as
     known (with the KB's synonyms when the answer is a KB entity), oldest acceptance first."""
     sch = schema if isinstance(schema, Schema) else get_schema(schema, ws.schemas())
-    rows = stored.accepted_answer_rows(ws, sch.name, query_key)
+    rows = Suggestions(ws).accepted_answer_rows(sch.name, query_key)
     if not rows:
         return []
     kb = {e.key: e for e in kb_answer_entities(ws, sch)}

@@ -18,7 +18,7 @@ import hashlib
 import json
 from typing import Any
 
-from curation.store.search_settings import created_at, put_setting, setting_value
+from curation.store.search_settings import Settings
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from retrievers.errors import RetrieverError
@@ -28,20 +28,19 @@ from retrievers.vector_store import StoreConfig, StoreKind
 STORE_KEY = "vector_store"
 
 
-def store_setting(ws: Workspace) -> dict[str, Any]:
-    """The saved vector store settings that differ from the defaults, with ``kind`` always
-    (``{"kind": "faiss"}`` when unset)."""
-    value = setting_value(ws, STORE_KEY)
+def store_setting(ws: Workspace) -> StoreConfig:
+    """The saved vector store settings (the defaults, FAISS, when unset)."""
+    value = Settings(ws).value(STORE_KEY)
     if value is None:
-        return {"kind": StoreKind.FAISS.value}
+        return StoreConfig()
     try:
-        return _compact(StoreConfig.from_dict(json.loads(value)))
+        return StoreConfig.from_dict(json.loads(value))
     except (ValueError, TypeError) as exc:
         raise CurationError(f"the workspace setting {STORE_KEY}={value!r} is not usable "
                             f"({exc}); set it again with kbcurate vector-store") from exc
 
 
-def set_store_setting(ws: Workspace, kind: str, *, actor: str, **settings: Any) -> dict[str, Any]:
+def set_store_setting(ws: Workspace, kind: str, *, actor: str, **settings: Any) -> StoreConfig:
     """Save the vector store settings (audited as ``actor``); ``path`` and ``namespace`` are
     the workspace's own and cannot be set.
 
@@ -56,31 +55,34 @@ def set_store_setting(ws: Workspace, kind: str, *, actor: str, **settings: Any) 
         config = StoreConfig.from_dict({"kind": kind, **settings})
     except RetrieverError as exc:
         raise CurationError(f"vector store: {exc}") from None
-    value = _compact(config)
+    value = setting_json(config)
     with ws.transaction():
-        before = store_setting(ws)
-        put_setting(ws, STORE_KEY, json.dumps(value))
+        before = setting_json(store_setting(ws))
+        Settings(ws).put(STORE_KEY, json.dumps(value))
         ws.audit(actor, "set", "setting", STORE_KEY, before=before, after=value)
-    return value
+    return config
 
 
 def store_options(ws: Workspace) -> dict[str, Any] | None:
     """The dense option ``vector_store`` for this workspace; ``None`` for FAISS (so FAISS
     indexes keep their folders and files)."""
     setting = store_setting(ws)
-    if setting["kind"] == StoreKind.FAISS:
+    if setting.kind == StoreKind.FAISS:
         return None
-    return {**setting, "path": str(ws.root / "indexes" / "qdrant"), "namespace": namespace(ws)}
+    return {**setting_json(setting), "path": str(ws.root / "indexes" / "qdrant"),
+            "namespace": namespace(ws)}
 
 
-def _compact(config: StoreConfig) -> dict[str, Any]:
+def setting_json(config: StoreConfig) -> dict[str, Any]:
+    """The settings that differ from the defaults, with ``kind`` always: what is stored, shown
+    and audited (``{"kind": "faiss"}`` for the defaults)."""
     defaults = StoreConfig().to_dict()
     return {k: v for k, v in config.to_dict().items() if v != defaults[k] or k == "kind"}
 
 
 def namespace(ws: Workspace) -> str:
     """The workspace's prefix of collection names: ``ws`` + a hash of its creation time."""
-    seed = created_at(ws)
+    seed = Settings(ws).created_at()
     if seed is None:
         seed = str(ws.root)
     return "ws" + hashlib.sha256(seed.encode()).hexdigest()[:10]

@@ -41,18 +41,17 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any
 
 import pandas as pd
 
 from curation.matching.matcher import EntityMatcher
 from curation.search.candidates import answer_candidates, kb_answer_entities
 from curation.search.rerank import EntityReranker, RerankConfig
-from curation.search.session import RERANK_DEPTH, fetch_documents, relation_label
-from curation.store.documents import document_text
-from curation.store.relations import PartialRelation, list_partial_relations
-from curation.store.search_labels import label_counts, labellers, worklist_stamp
-from curation.store.search_suggestions import pending_answers
+from curation.search.session import RERANK_DEPTH, relation_label
+from curation.store.documents import DocumentRow, Documents
+from curation.store.labels import Labels
+from curation.store.relations import PartialRelation, Relations
+from curation.store.search_suggestions import Suggestions
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError, parse_choice
 from kb_sources.schema import Schema, get_schema
@@ -186,10 +185,10 @@ class _Counts:
 def _counts(ws: Workspace, schema: str, user: str | None) -> _Counts:
     labels: Counter[str] = Counter()
     mine: Counter[str] = Counter()
-    for key, n, n_user in label_counts(ws, schema, user):
+    for key, n, n_user in Labels(ws).counts(schema, user):
         labels[key], mine[key] = n, n_user
     pending: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for key, answer_key, answer in pending_answers(ws, schema):
+    for key, answer_key, answer in Suggestions(ws).pending_answers(schema):
         pending[key].append((answer_key, answer))
     return _Counts(labels, mine, pending)
 
@@ -259,7 +258,7 @@ def worklist(ws: Workspace, schema: Schema | str, retriever: Retriever, *, k: in
         raise CurationError("Rerank, answer candidates and the new_answers order need the "
                             "entity matcher; pass matcher=EntityMatcher()")
     counts = _counts(ws, sch.name, user)
-    relations = list_partial_relations(ws, sch.name, source=options.source)
+    relations = Relations(ws).partial(sch.name, source=options.source)
     relations.sort(key=lambda p: _pre_key(order, p, counts))  # stable: ties keep list order
     rows: list[WorklistRow] = []
     with progress_reporter(len(relations), progress, "worklist", min_bar=BATCH) as advance:
@@ -300,8 +299,8 @@ def _top_k(ws: Workspace, schema: Schema, retriever: Retriever,
     base = retriever.search_batch(queries, max(k, RERANK_DEPTH) if matcher else k)
     if matcher is None:
         return base
-    texts = fetch_documents(ws, [h.doc_id for hits in base for h in hits])
-    reranker = EntityReranker(retriever, lambda doc_id: _text(texts.get(doc_id, {})), matcher,
+    texts = Documents(ws).rows_by_id([h.doc_id for hits in base for h in hits])
+    reranker = EntityReranker(retriever, lambda doc_id: _text(texts.get(doc_id)), matcher,
                               RerankConfig(depth=RERANK_DEPTH))
     return [reranker.rerank(hits, [e for ents in p.query.values() for e in ents], k)
             for p, hits in zip(chunk, base, strict=True)]
@@ -310,7 +309,7 @@ def _top_k(ws: Workspace, schema: Schema, retriever: Retriever,
 def _labelled(ws: Workspace, schema: str, keys: Sequence[str]) -> dict[str, dict[str, set[str]]]:
     """query_key -> doc_id -> users with a current label on it."""
     out: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for key, doc_id, user in labellers(ws, schema, keys):
+    for key, doc_id, user in Labels(ws).labellers(schema, keys):
         out[key][doc_id].add(user)
     return out
 
@@ -343,12 +342,12 @@ def _with_candidates(ws: Workspace, schema: Schema, rows: Sequence[WorklistRow],
     """Rows with ``new_candidates``: answer candidates in the top-k the relation lacks (a
     second progress phase, over the rows)."""
     entities = kb_answer_entities(ws, schema)
-    texts = fetch_documents(ws, [d for r in rows for d in r.doc_ids])
+    texts = Documents(ws).rows_by_id([d for r in rows for d in r.doc_ids])
     out = []
     with progress_reporter(len(rows), progress, "answer candidates", min_bar=BATCH) as advance:
         for row in rows:
-            docs = [(d, _text(texts.get(d, {}))) for d in row.doc_ids]
-            titles = {d: texts.get(d, {}).get("title") or "" for d in row.doc_ids}
+            docs = [(d, _text(texts.get(d))) for d in row.doc_ids]
+            titles = {d: (texts[d].title or "") if d in texts else "" for d in row.doc_ids}
             found = answer_candidates(ws, schema, partials[row.query_key], docs, matcher,
                                       kb_entities=entities, titles=titles)
             out.append(replace(row, new_candidates=sum(1 for c in found if c.new)))
@@ -356,15 +355,15 @@ def _with_candidates(ws: Workspace, schema: Schema, rows: Sequence[WorklistRow],
     return out
 
 
-def _text(row: Mapping[str, Any]) -> str:
-    """Title and abstract as the matcher and the rerank read them."""
-    return document_text(row.get("title") or "", row.get("abstract") or "")
+def _text(row: DocumentRow | None) -> str:
+    """Title and abstract as the matcher and the rerank read them ("" for a missing one)."""
+    return "" if row is None else row.text
 
 
 def data_stamp(ws: Workspace) -> str:
     """A cheap marker that changes whenever a worklist could: labels given, relabelled or
     undone; source suggestions added, removed or moderated; relations imported."""
-    return worklist_stamp(ws)
+    return Labels(ws).worklist_stamp()
 
 
 # -- tables and charts ------------------------------------------------------------------------

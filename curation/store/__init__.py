@@ -1,20 +1,29 @@
 """The workspace store: the database (SQLite in WAL mode, or PostgreSQL) and its migrations, and
-every read and write of it. No other wing writes SQL: each calls the repository functions here.
+every read and write of it. No other wing writes SQL: each calls the repository classes here.
 
-- the database and its engine: ``workspace``, ``database`` (store setting, connection
-  interface), ``connection`` (SQLite), ``postgres`` and ``dialect`` (the translation for
-  PostgreSQL, which never leaves this wing), ``pg_errors``, ``pg_jobs`` (procrastinate's
-  tables), ``migrations``, ``errors``, ``clock``, ``config`` (the data folder), ``safe_files``
-  (no links, owner-only files);
+A repository class is built on a :class:`~curation.store.workspace.Workspace` (``Labels(ws)``)
+and is the only code that holds the SQL of its table; other wings call its methods
+(``Labels(ws).record(...)``), which return typed values. The same class runs on SQLite and on
+PostgreSQL: its statements are written once, in SQLite's dialect, and translated inside the store
+by ``dialect``.
+
+- the database and its engine: ``workspace`` (with ``workspace_stats``, the counts of ``kbcurate
+  stats``, and ``schema_files``, the workspace's own schemas), ``database`` (store setting,
+  connection interface), ``connection`` (SQLite), ``postgres``, ``pg_rows`` (rows and cursors
+  shaped like sqlite3's) and ``dialect`` (the translation for PostgreSQL, which never leaves this
+  wing), ``pg_errors``, ``pg_jobs`` (procrastinate's tables), ``migrations``, ``errors``,
+  ``clock``, ``config`` (the data folder), ``safe_files`` (no links, owner-only files),
+  ``audit`` (``AuditEntry``, the audit log's rows);
 - imports: ``importer``, ``import_rows``, ``import_log``, ``tracked``, ``transfer``;
-- the KB and the corpus: ``relations``, ``documents``, ``synonyms``, ``citation_edges``;
-- curators' work: ``labels``, ``label_types``, ``label_versions``, ``outbox``,
-  ``adjudications``, ``sessions`` (web sign-ins), ``search_suggestions``;
-- models: ``models`` (dense versions), ``model_files``, ``index_models``, ``rankers``,
-  ``identities`` (``ModelVersionId``, ``RetrieverChoice``);
-- the reads and writes behind the other wings: ``job_table`` (jobs), ``search_docs``,
-  ``search_labels``, ``search_settings`` (search), ``training_data``, ``training_mesh``
-  (training), ``evaluation_data`` (evaluation), ``app_queries`` (the app pages).
+- the repository classes: ``Documents`` (``documents``), ``Relations`` (``relations``),
+  ``Labels`` (``labels``), ``Jobs`` (``job_table``), ``Models`` (``models``), ``Entities``
+  (``synonyms``), ``Rankers`` (``rankers``), ``Adjudications`` (``adjudications``),
+  ``WebSessions`` (``sessions``, web sign-ins), ``Suggestions`` (``search_suggestions``),
+  ``Settings`` (``search_settings``), ``Mesh`` (``training_mesh``), ``Citations``
+  (``citation_edges``);
+- beside them: ``label_types``, ``label_versions``, ``outbox``, ``label_files`` (labels: types,
+  their model versions, the outbox, file export), ``model_files``,
+  ``index_models`` (models), ``identities`` (``ModelVersionId``, ``RetrieverChoice``).
 
 May import: curation.matching, curation.templates, kb_sources.
 """

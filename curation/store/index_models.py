@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from curation.store.models import list_models, verify_weights
+from curation.store.models import Models, verify_weights
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -52,7 +52,7 @@ def _check_indexed_model(ws: Workspace, value: str, asked: set[str], manifest: P
     path = Path(value).expanduser()
     models_root = (ws.root / "models").resolve()
     if path.is_absolute() and path.resolve().is_relative_to(models_root):
-        for version in list_models(ws):
+        for version in Models(ws).versions():
             if path.resolve() in (version.model_dir.resolve(),
                                   (version.model_dir / "query").resolve()):
                 verify_weights(version)

@@ -6,7 +6,8 @@ Its folder ``WS/models/<id>/`` holds ``model/`` (a sentence-transformers folder 
 sha256 of every file, the metrics). At most one version per schema is ``active``: the one the app
 and the CLI rank with. Activating another makes the previous one a candidate again (rollback is
 activating an older version); every change is audited, and weights are checked against the
-recorded checksum before they are used or exported.
+recorded checksum before they are used or exported. :class:`Models`, built on a workspace
+(``Models(ws)``), registers, lists, activates, retires and exports the versions.
 """
 
 from __future__ import annotations
@@ -77,175 +78,6 @@ class ModelVersion:
         return data
 
 
-def register_model(
-    ws: Workspace,
-    *,
-    schema: str,
-    recipe: str,
-    base_model: str,
-    model_dir: str | Path,
-    manifest: dict[str, Any],
-    metrics: dict[str, Any] | None = None,
-    created_by: str,
-) -> ModelVersion:
-    """Copy a trained sentence-transformers folder into the workspace as a new candidate version.
-
-    Args:
-        ws: The workspace.
-        schema: Relation schema the model was trained for ("disease_gene").
-        recipe: Training recipe ("edel").
-        base_model: The model training started from.
-        model_dir: Sentence-transformers folder with ``model.safetensors``.
-        manifest: How it was trained (config, data sizes, seed, ``max_seq_length``...).
-        metrics: Evaluation results ("ndcg@10": ...), if already known.
-        created_by: Who registered it.
-
-    Returns:
-        The new version, status ``candidate``.
-
-    Raises:
-        CurationError: Bad name parts, no user, or the folder lacks safetensors weights or holds
-            pickled ones.
-    """
-    for kind, part in (("schema", schema), ("recipe", recipe)):
-        if not _NAME_PART.fullmatch(part):
-            raise CurationError(f"{kind} {part!r} cannot name a model: use letters, digits, "
-                                "'_' and '.' (e.g. 'disease_gene', 'edel')")
-    if not created_by.strip():
-        raise CurationError("Registering a model needs a user (created_by); sign in first")
-    source = Path(model_dir)
-    _check_safetensors(source, f"model folder {source}")
-    tmp = ws.root / "models" / f".tmp-{uuid.uuid4().hex}"
-    final: Path | None = None
-    try:
-        files = _copy_and_hash(source, tmp / "model")
-        name, created_at = f"{schema}-{recipe}", utcnow()
-        with ws.transaction():
-            version = 1 + int(ws.conn.execute(
-                "SELECT COALESCE(MAX(CAST(version AS INTEGER)), 0) FROM models WHERE name = ?",
-                (name,)).fetchone()[0])
-            ident = f"{name}@{version}"
-            full = {**manifest, "id": ident, "schema": schema, "recipe": recipe,
-                    "base_model": base_model, "created_at": created_at,
-                    "created_by": created_by, "files": files, "sha256": files[WEIGHTS]}
-            _write_manifest(tmp, full, metrics or {})
-            target = tmp.parent / ident
-            if target.exists():
-                raise CurationError(f"{target} exists but is not a registered version (left by "
-                                    "an interrupted registration?); remove it and register again")
-            tmp.rename(target)
-            final = target
-            ws.conn.execute(
-                "INSERT INTO models(name, version, recipe, base_model, path, status, metrics, "
-                "created_at, schema, created_by, manifest, sha256) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (name, str(version), recipe, base_model, f"models/{ident}",
-                 ModelStatus.CANDIDATE.value, _dumps(metrics or {}), created_at, schema,
-                 created_by, _dumps(full), files[WEIGHTS]))
-            ws.audit(created_by, "register", "model", ident,
-                     after={"base_model": base_model, "sha256": files[WEIGHTS]})
-    except BaseException as exc:
-        for folder in (tmp, final):
-            if folder is not None and folder.exists():
-                shutil.rmtree(folder, ignore_errors=True)
-        if isinstance(exc, OSError):
-            raise CurationError(
-                f"Cannot save the model version into {tmp.parent}: {exc.strerror or exc}. "
-                "Nothing was registered; free disk space or make the folder writable, then "
-                "run the training again (it resumes from its last checkpoint)") from exc
-        raise
-    logger.info("registered model %s from %s", ident, source)
-    return get_model(ws, ident)
-
-
-def list_models(ws: Workspace, schema: str | None = None,
-                status: str | ModelStatus | None = None) -> list[ModelVersion]:
-    """Registered versions, newest first, optionally of one schema and/or status."""
-    sql, params = "SELECT * FROM models WHERE 1 = 1", []
-    if schema is not None:
-        sql, params = sql + " AND schema = ?", [*params, schema]
-    if status is not None:
-        sql, params = sql + " AND status = ?", [*params, ModelStatus.parse(status).value]
-    return [_from_row(ws, r) for r in ws.conn.execute(sql + " ORDER BY id DESC", params)]
-
-
-def get_model(ws: Workspace, ident: str) -> ModelVersion:
-    """The version with id ``<name>@<n>``.
-
-    Raises:
-        UnknownNameError: No such version; the message lists the registered ids.
-    """
-    row = _row(ws, ident)
-    if row is None:
-        raise UnknownNameError("model version", ident, [m.id for m in list_models(ws)])
-    return _from_row(ws, row)
-
-
-def is_model_version(ws: Workspace, ident: str) -> bool:
-    """Whether ``ident`` names a registered version (vs. a HF name or folder)."""
-    return _row(ws, ident) is not None
-
-
-def active_model(ws: Workspace, schema: str) -> ModelVersion | None:
-    """The active version of a schema, or None."""
-    found = list_models(ws, schema=schema, status=ModelStatus.ACTIVE)
-    return found[0] if found else None
-
-
-def activate_model(ws: Workspace, ident: str, user: Actor, reason: str = "") -> ModelVersion:
-    """Make a version the active one of its schema; the previous active one becomes a candidate.
-
-    Activating a retired version is allowed (a rollback). Weights are verified first.
-
-    Raises:
-        PermissionDenied: ``user`` is not an admin.
-        UnknownNameError: No such version.
-        CurationError: The weights do not match the recorded checksum.
-    """
-    actor = require_admin_actor(user, "Activating a model version")
-    version = get_model(ws, ident)
-    verify_weights(version)
-    with ws.transaction():
-        prev = active_model(ws, version.schema)
-        if prev is not None and prev.id == version.id:
-            return version
-        if prev is not None:
-            _set_status(ws, prev, ModelStatus.CANDIDATE)
-        _set_status(ws, version, ModelStatus.ACTIVE)
-        ws.audit(actor, "activate", "model", version.id,
-                 before={"previous": prev.id if prev else None}, after={"reason": reason})
-    logger.info("activated model %s (previous: %s)", version.id, prev.id if prev else None)
-    return get_model(ws, version.id)
-
-
-def retire_model(ws: Workspace, ident: str, user: Actor, reason: str = "") -> ModelVersion:
-    """Retire a version (an active one leaves its schema without an active model).
-
-    Raises:
-        PermissionDenied: ``user`` is not an admin.
-    """
-    actor = require_admin_actor(user, "Retiring a model version")
-    version = get_model(ws, ident)
-    with ws.transaction():
-        _set_status(ws, version, ModelStatus.RETIRED)
-        ws.audit(actor, "retire", "model", version.id, before={"status": version.status.value},
-                 after={"reason": reason})
-    return get_model(ws, version.id)
-
-
-def update_metrics(ws: Workspace, ident: str, metrics: dict[str, Any],
-                   actor: str) -> ModelVersion:
-    """Merge ``metrics`` into the version's metrics (database row and ``manifest.json``)."""
-    version = get_model(ws, ident)
-    merged = {**version.metrics, **metrics}
-    with ws.transaction():
-        ws.conn.execute("UPDATE models SET metrics = ? WHERE name = ? AND version = ?",
-                        (_dumps(merged), version.name, str(version.version)))
-        ws.audit(actor, "metrics", "model", version.id, before=version.metrics, after=merged)
-        _write_manifest(version.path, version.manifest, merged)  # last: a failure rolls back
-    return get_model(ws, version.id)
-
-
 def verify_weights(version: ModelVersion) -> None:
     """Check every file of the version against the sha256 recorded when it was registered.
 
@@ -269,54 +101,8 @@ def verify_weights(version: ModelVersion) -> None:
     _check_safetensors(version.model_dir, f"model {version.id} at {version.model_dir}")
 
 
-def model_options(ws: Workspace, ident: str) -> dict[str, Any]:
-    """Dense-encoder options (``EncoderConfig`` fields) for a verified version."""
-    version = get_model(ws, ident)
-    verify_weights(version)
-    options: dict[str, Any] = {
-        "model": str(version.model_dir),
-        "model_version": f"{version.id}:{version.sha256[:12]}",
-        "max_seq_length": version.manifest.get("max_seq_length", 256),
-    }
-    if "document_format" in version.manifest:
-        options["document_format"] = version.manifest["document_format"]
-    # imported checkpoints (kbcurate models import): prefixes, pooling, own query encoder
-    for key, value in (version.manifest.get("encoder") or {}).items():
-        if key in _ENCODER_KEYS:
-            options[key] = value
-    if version.manifest.get("query_model") and (version.model_dir / "query").is_dir():
-        options["query_model"] = str(version.model_dir / "query")
-    return options
-
-
 #: Encoder settings an imported version's manifest may carry (``EncoderConfig`` fields).
 _ENCODER_KEYS = ("pooling", "query_prefix", "doc_prefix", "query_max_seq_length")
-
-
-def export_model(ws: Workspace, ident: str, dest: str | Path, *, user: Actor) -> Path:
-    """Copy a verified version (``model/`` + ``manifest.json``) to ``dest/<id>/``; returns it.
-
-    Raises:
-        PermissionDenied: ``user`` is not an admin (weights leave the workspace).
-        CurationError: Weights do not verify, or ``dest/<id>`` already exists.
-    """
-    require_admin_actor(user, "Exporting a model version")
-    version = get_model(ws, ident)
-    verify_weights(version)
-    Path(dest).mkdir(parents=True, exist_ok=True)
-    target = Path(dest) / version.id
-    if target.exists():
-        raise CurationError(f"{target} already exists; export {version.id} to another folder "
-                            "or remove the old copy first")
-    tmp = Path(dest) / f".tmp-{uuid.uuid4().hex}"
-    try:
-        shutil.copytree(version.model_dir, tmp / "model")
-        shutil.copy2(version.path / MANIFEST, tmp / MANIFEST)
-        tmp.rename(target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
 
 
 def format_models_table(versions: list[ModelVersion]) -> str:
@@ -345,27 +131,6 @@ def _check_safetensors(folder: Path, what: str) -> None:
                             "never pickle): save with model.save(..., safe_serialization=True)")
 
 
-def _set_status(ws: Workspace, version: ModelVersion, status: ModelStatus) -> None:
-    ws.conn.execute("UPDATE models SET status = ? WHERE name = ? AND version = ?",
-                    (status.value, version.name, str(version.version)))
-
-
-def _row(ws: Workspace, ident: str) -> Any:
-    name, _, version = str(ident).rpartition("@")
-    return ws.conn.execute("SELECT * FROM models WHERE name = ? AND version = ?",
-                           (name, version)).fetchone()
-
-
-def _from_row(ws: Workspace, row: Any) -> ModelVersion:
-    return ModelVersion(
-        id=f"{row['name']}@{row['version']}", name=row["name"], version=int(row["version"]),
-        schema=row["schema"], recipe=row["recipe"], base_model=row["base_model"],
-        path=ws.root / row["path"], status=ModelStatus.parse(row["status"]),
-        created_at=row["created_at"], created_by=row["created_by"],
-        manifest=json.loads(row["manifest"]), metrics=json.loads(row["metrics"]),
-        sha256=row["sha256"])
-
-
 def _write_manifest(folder: Path, manifest: dict[str, Any], metrics: dict[str, Any]) -> None:
     """Write ``manifest.json`` atomically (temp file + replace)."""
     tmp = folder / f".{MANIFEST}.tmp"
@@ -384,3 +149,233 @@ def _sha256(path: Path) -> str:
 
 def _dumps(value: dict[str, Any]) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+class Models:
+    """The models table: the registry of trained model versions."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+
+    def register(
+        self, *,
+        schema: str,
+        recipe: str,
+        base_model: str,
+        model_dir: str | Path,
+        manifest: dict[str, Any],
+        metrics: dict[str, Any] | None = None,
+        created_by: str,
+    ) -> ModelVersion:
+        """Copy a trained sentence-transformers folder into the workspace as a new candidate.
+
+        Args:
+            schema: Relation schema the model was trained for ("disease_gene").
+            recipe: Training recipe ("edel").
+            base_model: The model training started from.
+            model_dir: Sentence-transformers folder with ``model.safetensors``.
+            manifest: How it was trained (config, data sizes, seed, ``max_seq_length``...).
+            metrics: Evaluation results ("ndcg@10": ...), if already known.
+            created_by: Who registered it.
+
+        Returns:
+            The new version, status ``candidate``.
+
+        Raises:
+            CurationError: Bad name parts, no user, or the folder lacks safetensors weights or holds
+                pickled ones.
+        """
+        for kind, part in (("schema", schema), ("recipe", recipe)):
+            if not _NAME_PART.fullmatch(part):
+                raise CurationError(f"{kind} {part!r} cannot name a model: use letters, digits, "
+                                    "'_' and '.' (e.g. 'disease_gene', 'edel')")
+        if not created_by.strip():
+            raise CurationError("Registering a model needs a user (created_by); sign in first")
+        source = Path(model_dir)
+        _check_safetensors(source, f"model folder {source}")
+        tmp = self.ws.root / "models" / f".tmp-{uuid.uuid4().hex}"
+        final: Path | None = None
+        try:
+            files = _copy_and_hash(source, tmp / "model")
+            name, created_at = f"{schema}-{recipe}", utcnow()
+            with self.ws.transaction():
+                version = 1 + int(self.ws.conn.execute(
+                    "SELECT COALESCE(MAX(CAST(version AS INTEGER)), 0) FROM models WHERE name = ?",
+                    (name,)).fetchone()[0])
+                ident = f"{name}@{version}"
+                full = {**manifest, "id": ident, "schema": schema, "recipe": recipe,
+                        "base_model": base_model, "created_at": created_at,
+                        "created_by": created_by, "files": files, "sha256": files[WEIGHTS]}
+                _write_manifest(tmp, full, metrics or {})
+                target = tmp.parent / ident
+                if target.exists():
+                    raise CurationError(
+                        f"{target} exists but is not a registered version (left by an "
+                        "interrupted registration?); remove it and register again")
+                tmp.rename(target)
+                final = target
+                self.ws.conn.execute(
+                    "INSERT INTO models(name, version, recipe, base_model, path, status, metrics, "
+                    "created_at, schema, created_by, manifest, sha256) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (name, str(version), recipe, base_model, f"models/{ident}",
+                     ModelStatus.CANDIDATE.value, _dumps(metrics or {}), created_at, schema,
+                     created_by, _dumps(full), files[WEIGHTS]))
+                self.ws.audit(created_by, "register", "model", ident,
+                              after={"base_model": base_model, "sha256": files[WEIGHTS]})
+        except BaseException as exc:
+            for folder in (tmp, final):
+                if folder is not None and folder.exists():
+                    shutil.rmtree(folder, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise CurationError(
+                    f"Cannot save the model version into {tmp.parent}: {exc.strerror or exc}. "
+                    "Nothing was registered; free disk space or make the folder writable, then "
+                    "run the training again (it resumes from its last checkpoint)") from exc
+            raise
+        logger.info("registered model %s from %s", ident, source)
+        return self.get(ident)
+
+    def versions(self, schema: str | None = None,
+                    status: str | ModelStatus | None = None) -> list[ModelVersion]:
+        """Registered versions, newest first, optionally of one schema and/or status."""
+        sql, params = "SELECT * FROM models WHERE 1 = 1", []
+        if schema is not None:
+            sql, params = sql + " AND schema = ?", [*params, schema]
+        if status is not None:
+            sql, params = sql + " AND status = ?", [*params, ModelStatus.parse(status).value]
+        return [self._from_row(r) for r in self.ws.conn.execute(sql + " ORDER BY id DESC", params)]
+
+    def get(self, ident: str) -> ModelVersion:
+        """The version with id ``<name>@<n>``.
+
+        Raises:
+            UnknownNameError: No such version; the message lists the registered ids.
+        """
+        row = self._row(ident)
+        if row is None:
+            raise UnknownNameError("model version", ident, [m.id for m in self.versions()])
+        return self._from_row(row)
+
+    def is_version(self, ident: str) -> bool:
+        """Whether ``ident`` names a registered version (vs. a HF name or folder)."""
+        return self._row(ident) is not None
+
+    def active(self, schema: str) -> ModelVersion | None:
+        """The active version of a schema, or None."""
+        found = self.versions(schema=schema, status=ModelStatus.ACTIVE)
+        return found[0] if found else None
+
+    def activate(self, ident: str, user: Actor, reason: str = "") -> ModelVersion:
+        """Make a version the active one of its schema; the previous active one becomes a candidate.
+
+        Activating a retired version is allowed (a rollback). Weights are verified first.
+
+        Raises:
+            PermissionDenied: ``user`` is not an admin.
+            UnknownNameError: No such version.
+            CurationError: The weights do not match the recorded checksum.
+        """
+        actor = require_admin_actor(user, "Activating a model version")
+        version = self.get(ident)
+        verify_weights(version)
+        with self.ws.transaction():
+            prev = self.active(version.schema)
+            if prev is not None and prev.id == version.id:
+                return version
+            if prev is not None:
+                self._set_status(prev, ModelStatus.CANDIDATE)
+            self._set_status(version, ModelStatus.ACTIVE)
+            self.ws.audit(actor, "activate", "model", version.id,
+                          before={"previous": prev.id if prev else None}, after={"reason": reason})
+        logger.info("activated model %s (previous: %s)", version.id, prev.id if prev else None)
+        return self.get(version.id)
+
+    def retire(self, ident: str, user: Actor, reason: str = "") -> ModelVersion:
+        """Retire a version (an active one leaves its schema without an active model).
+
+        Raises:
+            PermissionDenied: ``user`` is not an admin.
+        """
+        actor = require_admin_actor(user, "Retiring a model version")
+        version = self.get(ident)
+        with self.ws.transaction():
+            self._set_status(version, ModelStatus.RETIRED)
+            self.ws.audit(actor, "retire", "model", version.id,
+                          before={"status": version.status.value}, after={"reason": reason})
+        return self.get(version.id)
+
+    def update_metrics(self, ident: str, metrics: dict[str, Any],
+                       actor: str) -> ModelVersion:
+        """Merge ``metrics`` into the version's metrics (database row and ``manifest.json``)."""
+        version = self.get(ident)
+        merged = {**version.metrics, **metrics}
+        with self.ws.transaction():
+            self.ws.conn.execute("UPDATE models SET metrics = ? WHERE name = ? AND version = ?",
+                                 (_dumps(merged), version.name, str(version.version)))
+            self.ws.audit(actor, "metrics", "model", version.id, before=version.metrics,
+                          after=merged)
+            _write_manifest(version.path, version.manifest, merged)  # last: a failure rolls back
+        return self.get(version.id)
+
+    def options(self, ident: str) -> dict[str, Any]:
+        """Dense-encoder options (``EncoderConfig`` fields) for a verified version."""
+        version = self.get(ident)
+        verify_weights(version)
+        options: dict[str, Any] = {
+            "model": str(version.model_dir),
+            "model_version": f"{version.id}:{version.sha256[:12]}",
+            "max_seq_length": version.manifest.get("max_seq_length", 256),
+        }
+        if "document_format" in version.manifest:
+            options["document_format"] = version.manifest["document_format"]
+        # imported checkpoints (kbcurate models import): prefixes, pooling, own query encoder
+        for key, value in (version.manifest.get("encoder") or {}).items():
+            if key in _ENCODER_KEYS:
+                options[key] = value
+        if version.manifest.get("query_model") and (version.model_dir / "query").is_dir():
+            options["query_model"] = str(version.model_dir / "query")
+        return options
+
+    def export(self, ident: str, dest: str | Path, *, user: Actor) -> Path:
+        """Copy a verified version (``model/`` + ``manifest.json``) to ``dest/<id>/``; returns it.
+
+        Raises:
+            PermissionDenied: ``user`` is not an admin (weights leave the workspace).
+            CurationError: Weights do not verify, or ``dest/<id>`` already exists.
+        """
+        require_admin_actor(user, "Exporting a model version")
+        version = self.get(ident)
+        verify_weights(version)
+        Path(dest).mkdir(parents=True, exist_ok=True)
+        target = Path(dest) / version.id
+        if target.exists():
+            raise CurationError(f"{target} already exists; export {version.id} to another folder "
+                                "or remove the old copy first")
+        tmp = Path(dest) / f".tmp-{uuid.uuid4().hex}"
+        try:
+            shutil.copytree(version.model_dir, tmp / "model")
+            shutil.copy2(version.path / MANIFEST, tmp / MANIFEST)
+            tmp.rename(target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return target
+
+    def _set_status(self, version: ModelVersion, status: ModelStatus) -> None:
+        self.ws.conn.execute("UPDATE models SET status = ? WHERE name = ? AND version = ?",
+                             (status.value, version.name, str(version.version)))
+
+    def _row(self, ident: str) -> Any:
+        name, _, version = str(ident).rpartition("@")
+        return self.ws.conn.execute("SELECT * FROM models WHERE name = ? AND version = ?",
+                                    (name, version)).fetchone()
+
+    def _from_row(self, row: Any) -> ModelVersion:
+        return ModelVersion(
+            id=f"{row['name']}@{row['version']}", name=row["name"], version=int(row["version"]),
+            schema=row["schema"], recipe=row["recipe"], base_model=row["base_model"],
+            path=self.ws.root / row["path"], status=ModelStatus.parse(row["status"]),
+            created_at=row["created_at"], created_by=row["created_by"],
+            manifest=json.loads(row["manifest"]), metrics=json.loads(row["metrics"]),
+            sha256=row["sha256"])

@@ -3,9 +3,9 @@
 :class:`PgConnection` runs the modules' SQLite-dialect statements through
 :func:`~curation.store.dialect.to_postgresql` and answers like ``sqlite3``: cursors with
 ``fetchone``/``fetchall``/iteration, ``rowcount`` and ``lastrowid``; rows readable by name and by
-position (:class:`Row`); integers for booleans and whole-number sums. Its connection is in
-autocommit mode, so a read outside :meth:`Workspace.transaction` sees every committed write, as
-in SQLite.
+position; integers for booleans and whole-number sums (those results are shaped in
+:mod:`curation.store.pg_rows`). Its connection is in autocommit mode, so a read outside
+:meth:`Workspace.transaction` sees every committed write, as in SQLite.
 
 Writers are serialised as in SQLite: :meth:`PgConnection.begin_write` opens a transaction and
 takes one transaction-scoped advisory lock, waiting at most the lock wait. Readers never wait
@@ -13,15 +13,15 @@ takes one transaction-scoped advisory lock, waiting at most the lock wait. Reade
 ran out, permissions, disk full) arrive as :class:`~curation.store.errors.WorkspaceError`
 subclasses that name the setting (``url`` in ``WS/store.toml``).
 
-psycopg is imported here only; install it with ``pip install 'kbcurate[postgresql]'``.
+psycopg is imported only here and in the store's other PostgreSQL modules (``pg_rows``,
+``pg_errors``, ``pg_jobs``); install it with ``pip install 'kbcurate[postgresql]'``.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from decimal import Decimal
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from curation.store.dialect import ROWID, support_sql, to_postgresql
@@ -31,6 +31,12 @@ from curation.store.pg_errors import (  # noqa: F401 - re-exported for callers
     safe_url,
     translate_pg_error,
     url_has_password,
+)
+from curation.store.pg_rows import (  # noqa: F401 - Row re-exported for callers
+    PgCursor,
+    Row,
+    register_sqlite_types,
+    row_factory,
 )
 from curation.store.tracked import TRACKED
 
@@ -46,107 +52,9 @@ _WRITES = ("insert", "update", "delete")
 
 try:  # psycopg is an optional extra
     import psycopg
-    from psycopg.adapt import Dumper, Loader
     from psycopg.pq import TransactionStatus
 except ImportError:  # pragma: no cover - require_psycopg (pg_errors) names the extra
     psycopg = None
-else:
-    class _BoolAsInt(Loader):
-        """``bool`` results as 0/1, as SQLite answers ``EXISTS`` and comparisons."""
-
-        def load(self, data: Any) -> int:
-            return 1 if bytes(data) == b"t" else 0
-
-    class _NumericAsNumber(Loader):
-        """``numeric`` (sums of integers) as int when whole, else float, as in SQLite."""
-
-        def load(self, data: Any) -> int | float:
-            value = Decimal(bytes(data).decode())
-            return int(value) if value == value.to_integral_value() else float(value)
-
-    class _IntFromBool(Dumper):
-        """Python ``bool`` parameters stored as 0/1 in integer columns, as SQLite does."""
-
-        oid = 20  # int8
-
-        def dump(self, obj: bool) -> bytes:
-            return b"1" if obj else b"0"
-
-
-class Row(tuple):
-    """One result row, readable by position and by (case-insensitive) column name."""
-
-    _index: dict[str, int]
-
-    def __new__(cls, values: Sequence[Any], index: dict[str, int]) -> Row:
-        row = super().__new__(cls, values)
-        row._index = index
-        return row
-
-    def __getitem__(self, key: Any) -> Any:  # type: ignore[override]
-        if isinstance(key, str):
-            try:
-                return tuple.__getitem__(self, self._index[key.lower()])
-            except KeyError:
-                raise IndexError(f"No item with that key: {key!r}") from None
-        return tuple.__getitem__(self, key)
-
-    def keys(self) -> list[str]:
-        return list(self._index)
-
-
-def _row_factory(hide_rowid: bool) -> Any:
-    """A psycopg row factory making :class:`Row` (without the stand-in rowid column unless
-    the statement names it: SQLite's ``SELECT *`` never shows rowid)."""
-
-    def factory(cursor: Any) -> Any:
-        names = [c.name for c in cursor.description or ()]
-        keep = [i for i, n in enumerate(names) if not (hide_rowid and n == ROWID)]
-        index = {names[i].lower(): pos for pos, i in enumerate(keep)}
-        if len(keep) == len(names):
-            return lambda values: Row(values, index)
-        return lambda values: Row([values[i] for i in keep], index)
-
-    return factory
-
-
-class PgCursor:
-    """The result of one statement, shaped like a ``sqlite3.Cursor``."""
-
-    def __init__(self, cursor: Any, lastrowid: int | None = None,
-                 exhausted: bool = False) -> None:
-        self._cursor = cursor
-        self.lastrowid = lastrowid
-        self._exhausted = exhausted
-
-    @property
-    def rowcount(self) -> int:
-        return int(self._cursor.rowcount)
-
-    @property
-    def description(self) -> Any:
-        return self._cursor.description
-
-    def fetchone(self) -> Row | None:
-        if self._exhausted or self._cursor.description is None:
-            return None
-        return self._cursor.fetchone()
-
-    def fetchall(self) -> list[Row]:
-        if self._exhausted or self._cursor.description is None:
-            return []
-        return self._cursor.fetchall()
-
-    def fetchmany(self, size: int = 1) -> list[Row]:
-        if self._exhausted or self._cursor.description is None:
-            return []
-        return self._cursor.fetchmany(size)
-
-    def __iter__(self) -> Iterator[Row]:
-        return iter(self.fetchall())
-
-    def close(self) -> None:
-        self._cursor.close()
 
 
 class PgConnection:
@@ -190,7 +98,7 @@ class PgConnection:
         returning = self._returning(translated)
         if returning:
             translated += f" RETURNING {returning}"
-        cur = self._pg.cursor(row_factory=_row_factory(ROWID not in sql.lower()))
+        cur = self._pg.cursor(row_factory=row_factory(ROWID not in sql.lower()))
         try:
             cur.execute(translated, tuple(parameters))
         except psycopg.Error as exc:
@@ -374,9 +282,7 @@ def connect_postgresql(url: str, *, setting: str, read_only: bool = False,
             "Check that the PostgreSQL server runs and that the URL is right "
             "(postgresql://USER@HOST:PORT/DATABASE; the password comes from PGPASSWORD or "
             "~/.pgpass, never from the URL)") from exc
-    pg.adapters.register_loader("bool", _BoolAsInt)
-    pg.adapters.register_loader("numeric", _NumericAsNumber)
-    pg.adapters.register_dumper(bool, _IntFromBool)
+    register_sqlite_types(pg)
     conn = PgConnection(pg, url, setting, "opened read-only" if read_only else "")
     try:
         _check_workspace(conn, create=create and not read_only)

@@ -3,6 +3,10 @@
 A curator picks a partial relation ("BRAF + V600E -> ?") and looks for abstracts that complete it.
 All records of a schema that share the query-slot entities form one partial relation; their
 answer-slot fillers are the answers the KB already knows, and their PMIDs the evidence it cites.
+
+:class:`Relations`, built on a workspace (``Relations(ws)``), holds the SQL of the relations
+tables: the partial relations, the schemas, sources and evidence levels, the rows a trainer or an
+evaluation reads, and the stamp that tells when the KB changed.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from curation.store.synonyms import synonyms_by_key, with_synonyms
+from curation.store.synonyms import Entities, with_synonyms
 from curation.store.workspace import Workspace
 from curation.templates import Query, render_query
 from kb_sources.errors import CurationError
@@ -55,82 +59,6 @@ class PartialRelation:
     def render(self, schema: Schema, template: str | int | None = None) -> Query:
         """The templated query text for this partial relation."""
         return render_query(schema, self.query, template)
-
-
-def list_partial_relations(
-    ws: Workspace,
-    schema: str,
-    filters: Mapping[str, str] | None = None,
-    *,
-    source: str | None = None,
-    limit: int | None = None,
-) -> list[PartialRelation]:
-    """Partial relations of one schema, most-cited first.
-
-    Entities carry the synonyms of their KB records and every synonym the workspace stores
-    for their key (:mod:`curation.store.synonyms`), so the matcher highlights them all.
-
-    Args:
-        ws: The workspace.
-        schema: Schema name (case-insensitive).
-        filters: Slot or attribute name -> text. A slot filter matches entities whose text or
-            synonym contains the text (case-insensitive); an attribute filter (``level=A``,
-            ``disease=melanoma``) matches attribute values the same way.
-        source: Only records from this KB.
-        limit: At most this many partial relations.
-
-    Raises:
-        UnknownNameError: Unknown schema.
-        CurationError: A filter names neither a slot of the schema nor an attribute of its
-            relations (the message lists both).
-    """
-    sch = get_schema(schema, ws.schemas())
-    _check_filter_names(ws, sch, filters or {})
-    sql, params = _select_relations(sch, filters or {}, source)
-    groups: dict[str, list[Relation]] = {}
-    for row in ws.conn.execute(sql, params):
-        groups.setdefault(row["query_key"], []).append(Relation.from_json(json.loads(row["data"])))
-    out = [_group(sch, key, rels) for key, rels in groups.items()]
-    out.sort(key=lambda p: (-len(p.pmids), -p.n_records, p.query_key))
-    return _with_workspace_synonyms(ws, out[:limit] if limit is not None else out)
-
-
-def _with_workspace_synonyms(ws: Workspace,
-                             partials: list[PartialRelation]) -> list[PartialRelation]:
-    """Partial relations whose entities also carry the workspace's synonyms (curators', MeSH
-    entry terms, PubTator mentions), not only those of the KB records: the matcher's forms."""
-    keys = {e.key for p in partials for ents in (*p.query.values(), *p.answers) for e in ents}
-    stored = synonyms_by_key(ws, keys)
-    if not stored:
-        return partials
-
-    def merged(ents: tuple[Entity, ...]) -> tuple[Entity, ...]:
-        return tuple(with_synonyms(e, stored.get(e.key, ())) for e in ents)
-
-    return [replace(p, query={slot: merged(ents) for slot, ents in p.query.items()},
-                    answers=tuple(merged(ents) for ents in p.answers)) for p in partials]
-
-
-def relation_attributes(ws: Workspace, schema: str) -> list[str]:
-    """The attribute names the schema's relations carry (``evidence_level``, ...), sorted."""
-    names: set[str] = set()
-    for (data,) in ws.conn.execute("SELECT data FROM relations WHERE schema = ?", (schema,)):
-        attributes = json.loads(data).get("attributes") or {}
-        names.update(attributes)
-    return sorted(names)
-
-
-def _check_filter_names(ws: Workspace, schema: Schema, filters: Mapping[str, str]) -> None:
-    unknown = [n for n in filters if n not in schema.slot_names]
-    if not unknown:
-        return
-    attributes = relation_attributes(ws, schema.name)
-    unknown = [n for n in unknown if n not in attributes]
-    if unknown:
-        raise CurationError(
-            f"Schema {schema.name} has no slot or attribute {', '.join(map(repr, unknown))}; "
-            f"filter by a slot ({', '.join(schema.slot_names)}) or an attribute of its relations "
-            f"({', '.join(attributes) or 'none'}), e.g. {schema.slot_names[0]}=TEXT")
 
 
 def _select_relations(
@@ -188,3 +116,133 @@ def _group(schema: Schema, key: str, rels: list[Relation]) -> PartialRelation:
         n_records=len(rels),
         attributes={k: tuple(sorted(v)) for k, v in sorted(attributes.items())},
     )
+
+
+class Relations:
+    """The relations table (and its slots and citations), grouped for curators."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+
+    def partial(
+        self, schema: str,
+        filters: Mapping[str, str] | None = None,
+        *,
+        source: str | None = None,
+        limit: int | None = None,
+    ) -> list[PartialRelation]:
+        """Partial relations of one schema, most-cited first.
+
+        Entities carry the synonyms of their KB records and every synonym the workspace stores
+        for their key (:mod:`curation.store.synonyms`), so the matcher highlights them all.
+
+        Args:
+            schema: Schema name (case-insensitive).
+            filters: Slot or attribute name -> text. A slot filter matches entities whose text or
+                synonym contains the text (case-insensitive); an attribute filter (``level=A``,
+                ``disease=melanoma``) matches attribute values the same way.
+            source: Only records from this KB.
+            limit: At most this many partial relations.
+
+        Raises:
+            UnknownNameError: Unknown schema.
+            CurationError: A filter names neither a slot of the schema nor an attribute of its
+                relations (the message lists both).
+        """
+        sch = get_schema(schema, self.ws.schemas())
+        self._check_filter_names(sch, filters or {})
+        sql, params = _select_relations(sch, filters or {}, source)
+        groups: dict[str, list[Relation]] = {}
+        for row in self.ws.conn.execute(sql, params):
+            relation = Relation.from_json(json.loads(row["data"]))
+            groups.setdefault(row["query_key"], []).append(relation)
+        out = [_group(sch, key, rels) for key, rels in groups.items()]
+        out.sort(key=lambda p: (-len(p.pmids), -p.n_records, p.query_key))
+        return self._with_workspace_synonyms(out[:limit] if limit is not None else out)
+
+    def _with_workspace_synonyms(self, partials: list[PartialRelation]) -> list[PartialRelation]:
+        """Partial relations whose entities also carry the workspace's synonyms (curators', MeSH
+        entry terms, PubTator mentions), not only those of the KB records: the matcher's forms."""
+        keys = {e.key for p in partials for ents in (*p.query.values(), *p.answers) for e in ents}
+        stored = Entities(self.ws).synonyms_by_key(keys)
+        if not stored:
+            return partials
+
+        def merged(ents: tuple[Entity, ...]) -> tuple[Entity, ...]:
+            return tuple(with_synonyms(e, stored.get(e.key, ())) for e in ents)
+
+        return [replace(p, query={slot: merged(ents) for slot, ents in p.query.items()},
+                        answers=tuple(merged(ents) for ents in p.answers)) for p in partials]
+
+    def attributes(self, schema: str) -> list[str]:
+        """The attribute names the schema's relations carry (``evidence_level``, ...), sorted."""
+        names: set[str] = set()
+        rows = self.ws.conn.execute("SELECT data FROM relations WHERE schema = ?", (schema,))
+        for (data,) in rows:
+            attributes = json.loads(data).get("attributes") or {}
+            names.update(attributes)
+        return sorted(names)
+
+    def _check_filter_names(self, schema: Schema, filters: Mapping[str, str]) -> None:
+        unknown = [n for n in filters if n not in schema.slot_names]
+        if not unknown:
+            return
+        attributes = self.attributes(schema.name)
+        unknown = [n for n in unknown if n not in attributes]
+        if unknown:
+            raise CurationError(
+                f"Schema {schema.name} has no slot or attribute {', '.join(map(repr, unknown))}; "
+                f"filter by a slot ({', '.join(schema.slot_names)}) or an attribute of its "
+                f"relations ({', '.join(attributes) or 'none'}), e.g. "
+                f"{schema.slot_names[0]}=TEXT")
+
+    def schemas(self) -> list[str]:
+        """Names of the schemas that have KB relations, most relations first (then by name)."""
+        rows = self.ws.conn.execute(
+            "SELECT schema, COUNT(*) FROM relations GROUP BY 1 ORDER BY 2 DESC, 1")
+        return [r[0] for r in rows]
+
+    def sources(self, schema: str) -> list[str]:
+        """The distinct sources (KBs) of ``schema``'s relations, sorted."""
+        return [r[0] for r in self.ws.conn.execute(
+            "SELECT DISTINCT source FROM relations WHERE schema = ? ORDER BY source", (schema,))]
+
+    def evidence_levels(self, schema: str) -> list[str]:
+        """Distinct non-empty ``attributes.evidence_level`` values of ``schema``'s relations, as
+        sorted text."""
+        rows = self.ws.conn.execute(
+            "SELECT DISTINCT json_extract(data, '$.attributes.evidence_level') FROM relations "
+            "WHERE schema = ?", (schema,))
+        return sorted(str(r[0]) for r in rows if r[0])
+
+    def rows(self, schema: str) -> list[tuple[str, str]]:
+        """A schema's KB relations in import order.
+
+        Returns:
+            ``(query_key, data)`` per relation, ``data`` the relation's JSON text.
+        """
+        return [(r[0], r[1]) for r in self.ws.conn.execute(
+            "SELECT query_key, data FROM relations WHERE schema = ? ORDER BY id", (schema,))]
+
+    def evaluable_schemas(self) -> list[str]:
+        """Schemas whose relations cite at least one document of the workspace (so have gold),
+        by name."""
+        rows = self.ws.conn.execute(
+            "SELECT DISTINCT r.schema FROM relations r JOIN relation_pmids p "
+            "ON p.relation_id = r.id JOIN documents d ON d.doc_id = p.pmid ORDER BY r.schema")
+        return [r[0] for r in rows]
+
+    def stamp(self) -> str:
+        """A stamp that changes when a relation or a curator synonym changes (the entities of a
+        relation carry the workspace synonyms): counts, newest ``updated_at`` and newest rowid."""
+        n, last = self.ws.conn.execute("SELECT COUNT(*), MAX(updated_at) FROM relations").fetchone()
+        s, s_last = self.ws.conn.execute("SELECT COUNT(*), MAX(rowid) FROM synonyms").fetchone()
+        return f"{n}:{last}:{s}:{s_last}"
+
+    def slot_texts(self, schema: str, query_key: str) -> list[tuple[str, str]]:
+        """(slot, entity text) of the first KB record of a partial relation, in stored order;
+        [] when no record has that key."""
+        rows = self.ws.conn.execute(
+            "SELECT slot, text FROM relation_slots WHERE relation_id = (SELECT MIN(id) FROM "
+            "relations WHERE schema = ? AND query_key = ?) ORDER BY rowid", (schema, query_key))
+        return [(row["slot"], row["text"]) for row in rows]

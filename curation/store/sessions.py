@@ -1,9 +1,11 @@
 """The ``web_sessions`` rows of remembered browser sign-ins: store, look up and revoke them.
 
 :mod:`curation.access.web_sessions` signs the cookies and decides what a row means; the SQL is
-here. Revoking all of a user's sessions (:func:`revoke_user_sessions`, re-exported there with
-:func:`revoke_sessions_at`) lives in the store too, so that changing a user in
-:class:`curation.access.users.UserStore` revokes their sessions without the users module
+here: :class:`WebSessions`, built on a workspace (``WebSessions(ws)``), looks a sign-in up and
+revokes a user's, and two functions write inside a caller's transaction. Revoking all of a user's
+sessions (:meth:`WebSessions.revoke_user`, and :func:`revoke_sessions_at` for the workspace at a
+path, re-exported by :mod:`curation.access.web_sessions`) lives in the store too, so that changing
+a user in :class:`curation.access.users.UserStore` revokes their sessions without the users module
 importing the sign-in modules that import it.
 """
 
@@ -40,15 +42,6 @@ def insert_web_session(conn: StoreConnection, id_hash: str, user: str, mode: str
     conn.execute("DELETE FROM web_sessions WHERE expires_at < ?", (prune_before,))
 
 
-def find_web_session(ws: Workspace, id_hash: str) -> WebSessionRow | None:
-    """The stored sign-in with this id hash, revoked or not; None when there is none."""
-    row = ws.conn.execute("SELECT user, mode, expires_at, revoked_at FROM web_sessions "
-                          "WHERE id_hash = ?", (id_hash,)).fetchone()
-    if row is None:
-        return None
-    return WebSessionRow(row["user"], row["mode"], row["expires_at"], row["revoked_at"])
-
-
 def revoke_web_session_row(conn: StoreConnection, id_hash: str, revoked_at: str) -> str | None:
     """Mark one sign-in revoked (inside the caller's transaction).
 
@@ -65,27 +58,8 @@ def revoke_web_session_row(conn: StoreConnection, id_hash: str, revoked_at: str)
     return row["user"]
 
 
-def revoke_user_sessions(ws: Workspace, user: str, *, reason: str = "") -> int:
-    """Sign a user out everywhere (e.g. after a password change); returns the rows revoked.
-
-    Args:
-        ws: The workspace.
-        user: The user name (a users-file entry).
-        reason: Why, for the audit trail (e.g. "password or role changed").
-    """
-    with ws.transaction() as conn:
-        cur = conn.execute("UPDATE web_sessions SET revoked_at = ? WHERE user = ? AND "
-                           "revoked_at IS NULL", (datetime.now(UTC).isoformat(), user))
-        if cur.rowcount:
-            ws.audit(user, "sign_out_everywhere", "web_session", user,
-                     after={"revoked": cur.rowcount, "reason": reason})
-    if cur.rowcount:
-        logger.info("signed %s out of %d browser session(s): %s", user, cur.rowcount, reason)
-    return cur.rowcount
-
-
 def revoke_sessions_at(root: str | Path, user: str, *, reason: str = "") -> int:
-    """:func:`revoke_user_sessions` in the workspace at ``root``; 0 when ``root`` holds no
+    """:meth:`WebSessions.revoke_user` in the workspace at ``root``; 0 when ``root`` holds no
     workspace (a users file kept elsewhere has no remembered sign-ins).
 
     Raises:
@@ -94,4 +68,36 @@ def revoke_sessions_at(root: str | Path, user: str, *, reason: str = "") -> int:
     if not is_workspace(Path(root)):
         return 0
     with Workspace.open(root) as ws:
-        return revoke_user_sessions(ws, user, reason=reason)
+        return WebSessions(ws).revoke_user(user, reason=reason)
+
+
+class WebSessions:
+    """The web_sessions table: the app's sign-in sessions."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+
+    def find(self, id_hash: str) -> WebSessionRow | None:
+        """The stored sign-in with this id hash, revoked or not; None when there is none."""
+        row = self.ws.conn.execute("SELECT user, mode, expires_at, revoked_at FROM web_sessions "
+                                   "WHERE id_hash = ?", (id_hash,)).fetchone()
+        if row is None:
+            return None
+        return WebSessionRow(row["user"], row["mode"], row["expires_at"], row["revoked_at"])
+
+    def revoke_user(self, user: str, *, reason: str = "") -> int:
+        """Sign a user out everywhere (e.g. after a password change); returns the rows revoked.
+
+        Args:
+            user: The user name (a users-file entry).
+            reason: Why, for the audit trail (e.g. "password or role changed").
+        """
+        with self.ws.transaction() as conn:
+            cur = conn.execute("UPDATE web_sessions SET revoked_at = ? WHERE user = ? AND "
+                               "revoked_at IS NULL", (datetime.now(UTC).isoformat(), user))
+            if cur.rowcount:
+                self.ws.audit(user, "sign_out_everywhere", "web_session", user,
+                              after={"revoked": cur.rowcount, "reason": reason})
+        if cur.rowcount:
+            logger.info("signed %s out of %d browser session(s): %s", user, cur.rowcount, reason)
+        return cur.rowcount

@@ -21,6 +21,7 @@ from typing import Any
 from curation.store.database import STORE_FILE, check_url, write_store_settings
 from curation.store.dialect import ROWID
 from curation.store.errors import WorkspaceError
+from curation.store.labels import Labels
 from curation.store.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -79,7 +80,6 @@ def migrate_to_postgresql(ws: Workspace, url: str, *, replace: bool = False,
             cannot be reached or holds data (without ``replace``), or a check failed (then
             nothing was kept on the target).
     """
-    from curation.store.labels import flush_pending_labels
     from curation.store.postgres import connect_postgresql
 
     if ws.engine != "sqlite":
@@ -88,7 +88,7 @@ def migrate_to_postgresql(ws: Workspace, url: str, *, replace: bool = False,
     check_url(url, "--to")
     ws.check_writable()
     _refuse_running_work(ws)
-    flush_pending_labels(ws)
+    Labels(ws).flush_pending()
     target = connect_postgresql(url, setting="--to", create=True)
     try:
         _prepare_target(ws, target, replace=replace)

@@ -28,10 +28,10 @@ import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from curation.store.audit import AuditEntry
 from curation.store.clock import utcnow
 from curation.store.connection import LOCK_WAIT_S, lock_wait_of, set_lock_wait
 from curation.store.database import (
@@ -55,8 +55,9 @@ from curation.store.errors import (
 from curation.store.import_log import recover_on_open
 from curation.store.label_versions import link_label_versions
 from curation.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from kb_sources.errors import SchemaError
-from kb_sources.schema import Schema, builtin_schemas, load_schema, load_schemas
+from curation.store.schema_files import replaced_schema, schema_file, workspace_schemas
+from curation.store.workspace_stats import WorkspaceStats, count_everything
+from kb_sources.schema import Schema, load_schema
 
 __all__ = ["AREAS", "DB_NAME", "LOCK_WAIT_S", "Workspace", "WorkspaceBusyError", "WorkspaceError",
            "WorkspaceFullError", "WorkspaceReadOnlyError", "WorkspaceStats", "utcnow"]
@@ -66,31 +67,6 @@ logger = logging.getLogger(__name__)
 #: The schema version whose labels reference their model version (rows linked on migrating).
 LABEL_VERSION_IDS = 9
 AREAS = ("indexes", "models", "schemas", "cache", "exports")
-
-
-@dataclass(frozen=True)
-class WorkspaceStats:
-    """Counts shown by ``kbcurate stats``."""
-
-    documents: int
-    documents_by_source: dict[str, int]
-    annotations: int
-    relations: int
-    relations_by_source: dict[str, int]
-    relations_by_schema: dict[str, int]
-    partial_relations_by_schema: dict[str, int]
-    relations_with_pmids: int
-    entities: int
-    synonyms: int
-    citations: int
-    mesh_terms: int
-    labels: int
-    labels_by_grade: dict[str, int]
-    model_versions: list[str] = field(default_factory=list)
-    schema_version: int = SCHEMA_VERSION
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 class Workspace:
@@ -328,7 +304,7 @@ class Workspace:
              _json_or_none(after)),
         )
 
-    def audit_log(self, object_type: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    def audit_log(self, object_type: str | None = None, limit: int = 100) -> list[AuditEntry]:
         """Most recent audit rows first, optionally for one object type."""
         sql = "SELECT * FROM audit_log"
         params: tuple[Any, ...] = ()
@@ -337,12 +313,12 @@ class Workspace:
             params = (object_type,)
         sql += " ORDER BY id DESC LIMIT ?"
         rows = self.conn.execute(sql, (*params, limit)).fetchall()
-        return [dict(r) for r in rows]
+        return [AuditEntry.from_row(r) for r in rows]
 
     # -- schemas ---------------------------------------------------------------------------
     def schemas(self) -> dict[str, Schema]:
         """Built-in schemas plus the workspace's own (``schemas/*.toml``)."""
-        return load_schemas([self.root / "schemas"])
+        return workspace_schemas(self.root)
 
     def add_schema(self, path: str | Path, actor: str = "cli", *, replace: bool = False) -> Schema:
         """Validate a schema TOML and copy it into the workspace.
@@ -358,9 +334,9 @@ class Workspace:
                 False.
         """
         schema = load_schema(path)
-        dest = self.root / "schemas" / f"{schema.name}.toml"
+        dest = schema_file(self.root, schema)
         new_text = Path(path).read_text(encoding="utf-8")
-        replaced = _replaced_schema(schema, dest, new_text, self.schemas(), path, replace)
+        replaced = replaced_schema(schema, dest, new_text, self.schemas(), path, replace)
         with self.transaction():
             if replaced is None:
                 self.audit(actor, "add", "schema", schema.name, after={"path": str(dest)})
@@ -373,67 +349,7 @@ class Workspace:
     # -- counts ----------------------------------------------------------------------------
     def stats(self) -> WorkspaceStats:
         """Counts of everything in the workspace."""
-        one = self._scalar
-        return WorkspaceStats(
-            documents=one("SELECT COUNT(*) FROM documents"),
-            documents_by_source=self._grouped("SELECT source, COUNT(*) FROM documents GROUP BY 1"),
-            annotations=one("SELECT COUNT(*) FROM annotations"),
-            relations=one("SELECT COUNT(*) FROM relations"),
-            relations_by_source=self._grouped(
-                "SELECT source, COUNT(*) FROM relations GROUP BY 1"),
-            relations_by_schema=self._grouped(
-                "SELECT schema, COUNT(*) FROM relations GROUP BY 1"),
-            partial_relations_by_schema=self._grouped(
-                "SELECT schema, COUNT(DISTINCT query_key) FROM relations GROUP BY 1"),
-            relations_with_pmids=one(
-                "SELECT COUNT(DISTINCT relation_id) FROM relation_pmids"),
-            entities=one("SELECT COUNT(*) FROM entities"),
-            synonyms=one("SELECT COUNT(*) FROM synonyms"),
-            citations=one("SELECT COUNT(*) FROM citations"),
-            mesh_terms=one("SELECT COUNT(DISTINCT term) FROM mesh_tree"),
-            labels=one("SELECT COUNT(*) FROM labels WHERE superseded_by IS NULL"),
-            labels_by_grade=self._grouped(
-                "SELECT grade, COUNT(*) FROM labels WHERE superseded_by IS NULL GROUP BY 1"),
-            model_versions=[f"{r[0]}@{r[1]}" for r in self.conn.execute(
-                "SELECT name, version FROM models ORDER BY id")],
-            schema_version=self.schema_version,
-        )
-
-    def _scalar(self, sql: str, params: tuple[Any, ...] = ()) -> int:
-        return int(self.conn.execute(sql, params).fetchone()[0])
-
-    def _grouped(self, sql: str) -> dict[str, int]:
-        """``key -> count`` in key order (SQLite returns groups sorted; a server may not)."""
-        return {str(k): int(v) for k, v in self.conn.execute(f"{sql} ORDER BY 1")}
-
-
-def _replaced_schema(schema: Schema, dest: Path, new_text: str, known: dict[str, Schema],
-                     path: str | Path, replace: bool) -> dict[str, Any] | None:
-    """What adding ``schema`` would replace (for the audit log), or None when nothing.
-
-    Raises:
-        SchemaError: The name is taken and ``replace`` is False.
-    """
-    builtins = builtin_schemas()
-    builtin = next((n for n in builtins if n.lower() == schema.name.lower()), None)
-    if builtin is None and (not dest.is_file() or dest.read_text(encoding="utf-8") == new_text):
-        return None
-    what = f"the built-in schema {builtin}" if builtin else f"the workspace schema in {dest}"
-    if builtin and builtin != schema.name:
-        raise SchemaError(
-            f"{path}: schema name {schema.name!r} is already taken by {what} (names are compared "
-            f"without case). Rename it, or use name = \"{builtin}\" with --replace to replace "
-            f"{builtin} on purpose")
-    if not replace:
-        raise SchemaError(
-            f"{path}: schema name {schema.name!r} is already taken by {what} (built-in schemas: "
-            f"{', '.join(sorted(builtins))}); adding it would replace that schema for every "
-            "reader and page that uses it. Rename it (name = \"...\") or, to replace it on "
-            "purpose, pass --replace (kbcurate schema add --replace FILE)")
-    old = known.get(builtin or schema.name)
-    return {"builtin": builtin is not None, "description": old.description if old else "",
-            "slots": list(old.slot_names) if old else [],
-            "toml": dest.read_text(encoding="utf-8") if dest.is_file() else None}
+        return count_everything(self.conn, self.schema_version)
 
 
 def _refuse_emptied(root: Path, *, before_open: bool = False) -> None:

@@ -33,7 +33,7 @@ from curation.search.indexing import (
     with_workspace_defaults,
 )
 from curation.search.session import corpus_counts
-from curation.store.models import ModelVersion, activate_model, active_model, get_model
+from curation.store.models import Models, ModelVersion
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from retrievers.cache import EmbeddingCache
@@ -129,7 +129,7 @@ def build_version_indexes(ws: Workspace, ident: str, *, on_progress: StageProgre
         UnknownNameError: No such version.
         CurationError: Its weights do not match the recorded checksum.
     """
-    version = get_model(ws, ident)
+    version = Models(ws).get(ident)
     options = {"model": version.id}
     before = _cached_vectors(ws, options)
     reused = index_ready(ws, "dense", options)
@@ -170,7 +170,7 @@ def build_and_activate(ws: Workspace, ident: str, *, user: User, reason: str,
     build = build_version_indexes(ws, ident, on_progress=on_progress)
     if before_switch is not None:
         before_switch()
-    return activate_model(ws, build.version, user, reason=reason), build
+    return Models(ws).activate(build.version, user, reason=reason), build
 
 
 def switch_active(ws: Workspace, ident: str, *, user: User, reason: str,
@@ -183,7 +183,7 @@ def switch_active(ws: Workspace, ident: str, *, user: User, reason: str,
     Long: a request calls :func:`start_activation` instead.
     """
     if not build_index:
-        return activate_model(ws, get_model(ws, ident).id, user, reason=reason)
+        return Models(ws).activate(Models(ws).get(ident).id, user, reason=reason)
     return build_and_activate(ws, ident, user=user, reason=reason, on_progress=on_progress)[0]
 
 
@@ -245,7 +245,7 @@ def start_activation(ws: Workspace, user: User | None, version: str, reason: str
         UnknownNameError: No such version.
     """
     user, reason = check_promotion(user, reason, "Activating a model version")
-    target = get_model(ws, version)
+    target = Models(ws).get(version)
     running = unfinished_activation(ws, target.schema)
     if running is not None:
         logger.info("activation of %s not queued: job %d (%s) is unfinished", target.id,
@@ -262,7 +262,7 @@ def check_activation_params(ws: Workspace, params: dict[str, Any]) -> None:
         UnknownNameError: No such version.
         CurationError: The version belongs to another schema, or no written reason.
     """
-    version = get_model(ws, str(params.get("version", "")))
+    version = Models(ws).get(str(params.get("version", "")))
     if params.get("schema") != version.schema:
         raise CurationError(f"Activation job: {version.id} is a version of {version.schema}, "
                             f"not of {params.get('schema')!r}; pass schema={version.schema!r}")
@@ -280,7 +280,7 @@ def run_activation(ctx: Any, schema: str, version: str, reason: str) -> dict[str
     """Worker entry point of an ``activate`` job: build the indexes, then switch."""
     ws = ctx.ws
     owner = _job_owner(ctx)
-    previous = active_model(ws, schema)
+    previous = Models(ws).active(schema)
     documents = corpus_counts(ws)[0]
     ctx.progress(0.0, progress_message(version, "dense", 0, documents))
     shown, last = [0.0], [time.monotonic()]

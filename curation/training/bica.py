@@ -36,8 +36,9 @@ injected functions; the walks are seeded per query, so one config gives the same
 
 The graph and the walks (:class:`Graph`, :class:`CitationDirection`, :class:`NegativeSource`,
 :func:`base_vectors`, adjacency, walks) live in :mod:`curation.training.bica_graph`, whose
-names for callers are re-exported here; the citation edges and document titles are read with
-:mod:`curation.store.training_data`.
+names for callers are re-exported here; the citation edges are read with
+:meth:`~curation.store.citation_edges.Citations.edges` and the document titles with
+:meth:`~curation.store.documents.Documents.all_parts`.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ from typing import Any
 
 from curation.evaluation.harness import SPLIT_SEED, EvalTask, build_task
 from curation.matching.matcher import EntityMatcher
-from curation.store.documents import all_document_parts
-from curation.store.training_data import citation_edges
+from curation.store.citation_edges import Citations
+from curation.store.documents import Documents
 from curation.store.workspace import Workspace
 from curation.training.bica_graph import (  # noqa: F401 - BaseVectors re-exported for callers
     BaseVectors,
@@ -288,14 +289,14 @@ def build_bica_examples(ws: Workspace, schema: str, config: BicaConfig | None = 
                             Ablation.NONE, docs, records, queries)
     titles: dict[str, str] = {}
     with_abstract: set[str] = set()
-    for doc_id, title, abstract in all_document_parts(ws):
+    for doc_id, title, abstract in Documents(ws).all_parts():
         titles[doc_id] = (title or "").strip()
         if (abstract or "").strip():
             with_abstract.add(doc_id)
     heldout = ({d for q in task.queries if q.split != "train" for d in q.gold}
                if config.exclude_heldout else set())
 
-    citations = citation_edges(ws)
+    citations = Citations(ws).edges()
     cited_docs = {d for edge in citations for d in edge}
     counts: Counter[str] = Counter()
     units: list[WalkUnit] = []

@@ -10,7 +10,7 @@
   the seeded walks of :func:`retrievers.training.walks.walk_negatives` (:func:`walk_all`). The
   options they read are :class:`WalkSettings` (:class:`~curation.training.bica.BicaConfig` has
   them); the workspace's citation edges come from
-  :func:`curation.store.training_data.citation_edges`.
+  :meth:`~curation.store.citation_edges.Citations.edges`.
 
 Moved out of :mod:`curation.training.bica`, which re-exports the names its callers use; this
 module does not import it.
@@ -29,7 +29,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from curation.evaluation.harness import EvalQuery
-from curation.store.documents import all_document_parts
+from curation.store.documents import Documents
+from curation.store.models import Models
 from curation.store.workspace import Workspace
 from curation.training.examples import DEFAULT_DOCUMENT_FORMAT
 from kb_sources.errors import CurationError
@@ -130,13 +131,12 @@ def base_vectors(ws: Workspace, model: str = DEFAULT_MODEL,
         ``queries(texts)``, L2-normalised float32 rows in input order;
         ``documents.model_id`` is the encoder's cache key.
     """
-    from curation.store.models import is_model_version, model_options
     from retrievers.cache import EmbeddingCache, encode_with_cache
     from retrievers.encoder import Encoder, EncoderConfig
 
     options: dict[str, Any] = {"model": model, "max_seq_length": max_seq_length}
-    if is_model_version(ws, model):
-        found = model_options(ws, model)
+    if Models(ws).is_version(model):
+        found = Models(ws).options(model)
         options = {k: found[k] for k in ("model", "model_version", "max_seq_length")}
     encoder = Encoder(EncoderConfig(**options, normalize=True))
     cache = EmbeddingCache(ws.root / "cache" / "embeddings", encoder.model_id)
@@ -144,7 +144,7 @@ def base_vectors(ws: Workspace, model: str = DEFAULT_MODEL,
 
     def documents(doc_ids: list[str]) -> np.ndarray:
         if not texts:
-            for doc_id, title, abstract in all_document_parts(ws):
+            for doc_id, title, abstract in Documents(ws).all_parts():
                 texts[doc_id] = document_format.format(title=title, abstract=abstract).strip()
         missing = [d for d in doc_ids if d not in texts]
         if missing:

@@ -35,8 +35,8 @@ from tqdm.auto import tqdm
 
 from curation.evaluation.harness import SPLIT_SEED, EvalQuery, EvalTask, build_task
 from curation.matching.matcher import EntityMatcher
-from curation.store.documents import all_document_parts
-from curation.store.training_data import annotation_types, relation_rows
+from curation.store.documents import Documents, document_text
+from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 from curation.training.margins import MarginTable, margin_table
 from kb_sources.errors import CurationError, parse_choice
@@ -127,14 +127,14 @@ class CorpusDocs:
     """
 
     def __init__(self, ws: Workspace, matcher: EntityMatcher, fmt: str) -> None:
-        rows = all_document_parts(ws)
-        self.raw = {r[0]: f"{r[1]} {r[2]}".strip() for r in rows}
+        rows = Documents(ws).all_parts()
+        self.raw = {r[0]: document_text(r[1], r[2]) for r in rows}
         self.formatted = {r[0]: fmt.format(title=r[1], abstract=r[2]).strip() for r in rows}
         self.ids = sorted(self.raw)
         self.matcher = matcher
         self._memo: dict[tuple[str, str], bool] = {}
         self._types: dict[str, set[str]] = {}
-        for doc_id, etype in annotation_types(ws):
+        for doc_id, etype in Documents(ws).annotation_types():
             self._types.setdefault(doc_id, set()).add(etype.lower())
         self.ws = ws
 
@@ -197,7 +197,7 @@ def train_records(ws: Workspace, sch: Schema, train_keys: set[str], docs: Corpus
         citing none of them are left out.
     """
     out: dict[str, list[Relation]] = {}
-    for key, data in relation_rows(ws, sch.name):
+    for key, data in Relations(ws).rows(sch.name):
         if key not in train_keys:
             continue
         rel = Relation.from_json(json.loads(data))

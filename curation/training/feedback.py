@@ -32,8 +32,8 @@ from curation.access.adjudication import current_adjudications
 from curation.access.users import Role
 from curation.evaluation.harness import EvalQuery, EvalTask
 from curation.matching.matcher import EntityMatcher
-from curation.store.documents import document_parts
-from curation.store.labels import Grade, Label, list_labels
+from curation.store.documents import Documents, document_text
+from curation.store.labels import Grade, Label, Labels
 from curation.store.workspace import Workspace
 from curation.training.examples import Example, ExampleSet, manifest_digest
 from curation.training.margins import MarginTable
@@ -110,7 +110,7 @@ def resolve_conflicts(labels: Sequence[Label], roles: Mapping[str, Role | str]
 
 def current_labels(ws: Workspace, schema: str, *, after_id: int = 0) -> list[Label]:
     """Every user's current (not superseded) label of a schema, oldest first."""
-    labels = [lb for lb in list_labels(ws, schema=schema) if lb.id > after_id]
+    labels = [lb for lb in Labels(ws).find(schema=schema) if lb.id > after_id]
     return sorted(labels, key=lambda lb: lb.id)
 
 
@@ -210,5 +210,5 @@ def _group(sch: Schema, query_key: str) -> str:
 
 def _documents(ws: Workspace, ids: set[str]) -> dict[str, tuple[str, str, str]]:
     """doc_id -> (raw text, title, abstract) of the labelled documents still in the workspace."""
-    return {doc_id: (f"{title} {abstract}".strip(), title, abstract)
-            for doc_id, (title, abstract) in document_parts(ws, sorted(ids)).items()}
+    return {doc_id: (document_text(title, abstract), title, abstract)
+            for doc_id, (title, abstract) in Documents(ws).parts(sorted(ids)).items()}

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from curation.store.model_files import check_model_files
-from curation.store.models import ModelVersion, register_model
+from curation.store.models import Models, ModelVersion
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import get_schema
@@ -93,8 +93,8 @@ def import_checkpoint(ws: Workspace, source: str, *, schema: str, name: str = "i
                     "encoder": {k: v for k, v in encoder.items() if v not in (None, "")},
                     "pooling": pooling or profile.pooling or "saved",
                     "similarity": "dot (normalised: cosine)" if query_source else "cosine"}
-        version = register_model(ws, schema=sch.name, recipe=name, base_model=source,
-                                 model_dir=folder, manifest=manifest, created_by=actor)
+        version = Models(ws).register(schema=sch.name, recipe=name, base_model=source,
+                                      model_dir=folder, manifest=manifest, created_by=actor)
     logger.info("imported %s as %s", source, version.id)
     if evaluation is None:
         return version

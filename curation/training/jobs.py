@@ -15,7 +15,7 @@ from typing import Any
 
 from curation.access.users import User
 from curation.jobs.queue import Job, submit_job
-from curation.store.training_data import job_creator
+from curation.store.job_table import Jobs
 from curation.store.workspace import Workspace
 from curation.training.recipes import recipe_options
 from curation.training.rounds import run_round
@@ -51,7 +51,7 @@ def run_training(ctx: Any, schema: str, options: dict[str, Any],
 
 
 def _job_owner(ctx: Any) -> str:
-    return job_creator(ctx.ws, ctx.job_id) or "worker"
+    return Jobs(ctx.ws).creator(ctx.job_id) or "worker"
 
 
 # -- the feedback loop: retraining rounds and simulations --------------------------------------

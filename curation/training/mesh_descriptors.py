@@ -32,7 +32,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from curation.store.training_mesh import annotation_mentions, mesh_headings
+from curation.store.documents import Documents
+from curation.store.training_mesh import Mesh
 from curation.training.mesh_inputs import (
     DESCRIPTOR_UI,
     ENTITY_TYPES,
@@ -194,13 +195,13 @@ def descriptor_names_from_annotations(ws: Workspace, types: Iterable[str] | None
             corpora) of those types carries a descriptor UI that spells a heading.
     """
     wanted = tuple(t.lower() for t in (types or ENTITY_TYPES))
-    headings = mesh_headings(ws)
+    headings = Mesh(ws).headings()
     if not headings:
         raise CurationError(
             f"workspace {ws.root} has no MeSH tree (table mesh_tree is empty), so descriptor "
             "names cannot be derived from annotations; import it with `kbcurate import mesh "
             "mtrees2019.bin.gz`")
-    rows = annotation_mentions(ws, wanted)
+    rows = Documents(ws).annotation_mentions(wanted)
     names, stats = derive_descriptor_names(
         ((text, ids) for text, ids, source in rows if not is_reserved_source(source)), headings)
     if not names:

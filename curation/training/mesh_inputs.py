@@ -21,11 +21,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from curation.store.documents import Documents
 from curation.store.training_mesh import (
-    annotation_ids,
-    documents_mesh_by_id,
-    documents_with_mesh,
-    mesh_tree_rows,
+    Mesh,
 )
 from kb_sources.errors import CurationError
 from kb_sources.medline import mesh_descriptor
@@ -96,7 +94,7 @@ def tree_numbers(ws: Workspace) -> dict[str, list[str]]:
         CurationError: The workspace has no MeSH tree (names the import).
     """
     tree: dict[str, list[str]] = {}
-    for term, number in mesh_tree_rows(ws):
+    for term, number in Mesh(ws).tree_rows():
         tree.setdefault(term, []).append(number)
     if not tree:
         raise CurationError(f"workspace {ws.root} has no MeSH tree (table mesh_tree is empty); "
@@ -121,7 +119,7 @@ def selected_documents(ws: Workspace, doc_ids: Sequence[str] | None,
         CurationError: No document with headings, ``doc_ids`` repeats or names unknown ids.
     """
     if doc_ids is None:
-        rows = documents_with_mesh(ws, ENTITY_TYPES if entity_mesh else ())
+        rows = Mesh(ws).documents_with_mesh(ENTITY_TYPES if entity_mesh else ())
         if not rows:
             raise CurationError(f"workspace {ws.root} has no document with MeSH headings; "
                                 f"{FIX_HEADINGS}")
@@ -130,7 +128,7 @@ def selected_documents(ws: Workspace, doc_ids: Sequence[str] | None,
         if len(wanted) != len(doc_ids):
             raise CurationError("doc_ids lists a document more than once; pass each document "
                                 "id once (it becomes one label row)")
-        by_id = documents_mesh_by_id(ws, wanted)
+        by_id = Mesh(ws).documents_mesh_by_id(wanted)
         missing = [d for d in wanted if d not in by_id]
         if missing:
             raise CurationError(
@@ -169,7 +167,7 @@ def entity_descriptors(ws: Workspace, doc_ids: Sequence[str], names: Mapping[str
     per_doc: dict[str, dict[str, None]] = {}
     stats = {"entity_descriptor_assignments": 0, "entity_ids_unmapped": 0,
              "entity_ids_not_descriptors": 0}
-    for doc_id, ids in annotation_ids(ws, ENTITY_TYPES, doc_ids):
+    for doc_id, ids in Documents(ws).annotation_ids(ENTITY_TYPES, doc_ids):
         try:
             values = json.loads(ids)
         except json.JSONDecodeError:

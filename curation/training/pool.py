@@ -19,7 +19,7 @@ from pathlib import Path
 from curation.evaluation.harness import EvalQuery, score_run
 from curation.matching.matcher import EntityMatcher
 from curation.search.indexing import get_index
-from curation.store.documents import all_document_parts, document_text
+from curation.store.documents import Documents, document_text
 from curation.store.workspace import Workspace
 from retrievers.base import Hit
 
@@ -39,7 +39,7 @@ class DocumentPool:
 def build_pool(ws: Workspace, queries: Sequence[EvalQuery], document_format: str, *,
                depth: int = 20, n_random: int = 500, seed: int = 42) -> DocumentPool:
     """Gold documents + BM25 top ``depth`` per query + ``n_random`` random documents."""
-    rows = all_document_parts(ws)
+    rows = Documents(ws).all_parts()
     raw = {r[0]: document_text(r[1], r[2]) for r in rows}
     pool = {d for q in queries for d in q.gold if d in raw}
     if depth > 0:

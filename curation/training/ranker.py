@@ -37,12 +37,9 @@ from curation.ranking.versions import (
 )
 from curation.search.indexing import get_index
 from curation.search.ranked import open_first_stages
+from curation.store.documents import Documents
 from curation.store.rankers import (
-    claim_labels,
-    document_parts,
-    labels_waiting,
-    retrain_every,
-    set_retrain_every,
+    Rankers,
 )
 from curation.store.workspace import Workspace
 from curation.training.feedback import current_labels, resolve_conflicts
@@ -103,7 +100,7 @@ def training_groups(ctx: RankingContext, queries: Sequence[EvalQuery], table: Gr
         cands = ctx.candidates(q.text, extra=sorted(own))
         x = ctx.features(q.query, cands, q.qid)
         gold = [d for d in q.gold if d in set(cands.doc_ids)]
-        parts = document_parts(ctx.ws, gold)
+        parts = Documents(ctx.ws).parts(gold)
         cited = {d: kb_grade(table, " ".join(p for p in parts[d] if p), q.query, q.answers,
                              matcher) for d in gold if d in parts}
         grades = graded(cands.doc_ids, cited, own, table.kb["negative"])
@@ -225,19 +222,20 @@ JOB_KIND = "rank"
 
 
 def maybe_learn(ws: Workspace, schema: str, *, user: User) -> Job | None:
-    """Start a ranker round in the background when the schema has :func:`retrain_every` new
-    labels since the last round (the label path calls this after every stored label).
+    """Start a ranker round in the background when the schema has
+    :meth:`~curation.store.rankers.Rankers.retrain_every` new labels since the last round (the
+    label path calls this after every stored label).
 
     Returns the submitted job, or None (not enough new labels, automatic rounds off, or a round
     of this schema already queued or running: its successor starts with the next label).
     """
-    every = retrain_every(ws)
-    if every <= 0 or labels_waiting(ws, schema) < every:
+    every = Rankers(ws).retrain_every()
+    if every <= 0 or Rankers(ws).labels_waiting(schema) < every:
         return None
     if any(j.params.get("schema") == schema and not j.finished
            for j in list_jobs(ws, kind=JOB_KIND, limit=20)):
         return None
-    taken = claim_labels(ws, schema, every)
+    taken = Rankers(ws).claim_labels(schema, every)
     if taken is None:  # another process claimed them first
         return None
     logger.info("%d new labels on %s: starting a ranker round", taken, schema)
@@ -297,5 +295,5 @@ def promote_ranker(ws: Workspace, ident: str, *, user: User, reason: str) -> Ran
 def set_ranker_schedule(ws: Workspace, every: int, *, user: User) -> int:
     """Change after how many new labels the ranker retrains (admins only; 0: never)."""
     require_admin(user, "Changing when the ranker retrains")
-    set_retrain_every(ws, every, actor=user.name)
-    return retrain_every(ws)
+    Rankers(ws).set_retrain_every(every, actor=user.name)
+    return Rankers(ws).retrain_every()

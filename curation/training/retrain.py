@@ -15,7 +15,6 @@ The active version is never touched before the switch; a crash anywhere leaves i
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -24,7 +23,8 @@ from typing import Any
 from curation.access.users import USERS_FILE, Role, User, UserStore, require_admin
 from curation.evaluation.harness import EvalTask, build_task
 from curation.matching.matcher import EntityMatcher
-from curation.store.models import ModelVersion, active_model, list_models
+from curation.store.audit import AuditEntry
+from curation.store.models import Models, ModelVersion
 from curation.store.workspace import Workspace
 from curation.training.activation import promote, switch_active  # noqa: F401 (re-exported)
 from curation.training.examples import DEFAULT_DOCUMENT_FORMAT
@@ -156,7 +156,7 @@ def retrain(ws: Workspace, schema: str, options: RetrainOptions | None = None, *
     options = options or RetrainOptions()
     sch = get_schema(schema, ws.schemas())
     task = task or build_task(ws, sch.name)
-    active = active_model(ws, sch.name)
+    active = Models(ws).active(sch.name)
     training = options.training
     if options.warm_start and active is not None:
         training = replace(training, base=active.id)
@@ -181,7 +181,7 @@ def retrain(ws: Workspace, schema: str, options: RetrainOptions | None = None, *
 
 def labels_since_active(ws: Workspace, schema: str) -> dict[str, int]:
     """Current labels per grade given after the active version's training data was read."""
-    active = active_model(ws, schema)
+    active = Models(ws).active(schema)
     last = 0
     if active is not None:
         last = int(active.manifest.get("examples", {}).get("labels", {})
@@ -192,35 +192,72 @@ def labels_since_active(ws: Workspace, schema: str) -> dict[str, int]:
     return counts
 
 
-def history(ws: Workspace, schema: str) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class VersionHistory:
+    """One dense version of a schema as ``kbcurate models history`` and the Models page show it.
+
+    Attributes:
+        version: Its id (``<schema>-<recipe>@<n>``).
+        status: candidate, active or retired.
+        parent: The version it was warm-started from, if any.
+        labels_used: How many labels its training round took.
+        ndcg_at_10: Held-out (test, else test pool) NDCG@10; None when never evaluated.
+        entity_recall_at_10: Held-out EntityRecall@10; None when never evaluated.
+        promoted_by: Who last activated it ("" if never).
+        promoted_at: When (UTC, ISO 8601; "" if never).
+        reason: The reason given then.
+        gate: Why the promotion gate held it back (empty when it passed or never ran).
+    """
+
+    version: str
+    status: str
+    created_at: str
+    created_by: str
+    parent: str | None
+    labels_used: int
+    ndcg_at_10: float | None
+    entity_recall_at_10: float | None
+    promoted_by: str
+    promoted_at: str
+    reason: str
+    gate: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as ``kbcurate models history --json`` prints it (metric keys as measured)."""
+        names = {"ndcg_at_10": "ndcg@10", "entity_recall_at_10": "entity_recall@10"}
+        out = {names.get(f.name, f.name): getattr(self, f.name) for f in fields(self)}
+        return {**out, "gate": list(self.gate)}
+
+
+def history(ws: Workspace, schema: str) -> list[VersionHistory]:
     """The schema's versions, oldest first, with test metrics, labels used and promotions."""
-    audits = [a for a in ws.audit_log("model", limit=10_000) if a["action"] == "activate"]
+    audits = [a for a in ws.audit_log("model", limit=10_000) if a.action == "activate"]
     rows = []
-    for v in sorted(list_models(ws, schema=schema), key=lambda v: v.version):
+    for v in sorted(Models(ws).versions(schema=schema), key=lambda v: v.version):
         labels = v.manifest.get("examples", {}).get("labels", {})
-        promotions = [a for a in audits if a["object_id"] == v.id]
+        promotions = [a for a in audits if a.object_id == v.id]
         last = promotions[0] if promotions else None
-        rows.append({
-            "version": v.id, "status": v.status.value, "created_at": v.created_at,
-            "created_by": v.created_by, "parent": v.manifest.get("parent"),
-            "labels_used": len(labels.get("used", [])),
-            "ndcg@10": v.metrics.get("test_ndcg@10", v.metrics.get("testpool_ndcg@10")),
-            "entity_recall@10": v.metrics.get("test_entity_recall@10",
+        rows.append(VersionHistory(
+            version=v.id, status=v.status.value, created_at=v.created_at,
+            created_by=v.created_by, parent=v.manifest.get("parent"),
+            labels_used=len(labels.get("used", [])),
+            ndcg_at_10=v.metrics.get("test_ndcg@10", v.metrics.get("testpool_ndcg@10")),
+            entity_recall_at_10=v.metrics.get("test_entity_recall@10",
                                               v.metrics.get("testpool_entity_recall@10")),
-            "promoted_by": last["actor"] if last else "",
-            "promoted_at": last["ts"] if last else "",
-            "reason": _reason(last),
-            "gate": (v.metrics.get("gate") or {}).get("reasons", []),
-        })
+            promoted_by=last.actor if last else "",
+            promoted_at=last.ts if last else "",
+            reason=_reason(last),
+            gate=tuple((v.metrics.get("gate") or {}).get("reasons", [])),
+        ))
     return rows
 
 
-def _reason(audit: Mapping[str, Any] | None) -> str:
-    if not audit or not audit.get("after"):
+def _reason(audit: AuditEntry | None) -> str:
+    if audit is None or not audit.after:
         return ""
     try:
-        after = json.loads(audit["after"])
-    except (TypeError, ValueError):
+        after = audit.after_value()
+    except ValueError:
         return ""
     return str(after.get("reason", "")) if isinstance(after, dict) else ""
 

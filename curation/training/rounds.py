@@ -32,13 +32,7 @@ from typing import Any
 
 from curation.evaluation.harness import EvalTask
 from curation.matching.matcher import EntityMatcher
-from curation.store.models import (
-    ModelVersion,
-    get_model,
-    is_model_version,
-    register_model,
-    verify_weights,
-)
+from curation.store.models import Models, ModelVersion, verify_weights
 from curation.store.workspace import Workspace
 from curation.training.pool import pool_scorer
 from kb_sources.errors import CurationError
@@ -52,8 +46,8 @@ def base_path(ws: Workspace, base: str) -> str:
     """The folder of a base model: a registry version (verified weights) or HF name/path."""
     from retrievers.encoder import resolve_model_path
 
-    if is_model_version(ws, base):
-        version = get_model(ws, base)
+    if Models(ws).is_version(base):
+        version = Models(ws).get(base)
         verify_weights(version)
         return str(version.model_dir)
     return resolve_model_path(base)
@@ -122,9 +116,9 @@ def register_result(ws: Workspace, *, schema: str, recipe: str, options: Any, re
             "resumed_from_checkpoint": resumed,
         }
         dev = {"dev_ndcg@10": max(result.epoch_scores)} if result.epoch_scores else {}
-        version = register_model(ws, schema=schema, recipe=recipe, base_model=options.base,
-                                 model_dir=result.model_dir, manifest=manifest, metrics=dev,
-                                 created_by=actor)
+        version = Models(ws).register(schema=schema, recipe=recipe, base_model=options.base,
+                                      model_dir=result.model_dir, manifest=manifest, metrics=dev,
+                                      created_by=actor)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
     logger.info("registered %s (best epoch %d, %.0f s)", version.id, result.best_epoch,
@@ -214,7 +208,6 @@ def run_round(ws: Workspace, schema: str, recipe: str, options: Any = None, *, a
     """
     from curation.access.users import Role, User
     from curation.evaluation.harness import build_task
-    from curation.store.models import active_model, update_metrics
     from curation.training.activation import switch_active
     from curation.training.gate import decide
     from curation.training.recipes import RoundInput, get_recipe, recipe_options
@@ -254,7 +247,7 @@ def run_round(ws: Workspace, schema: str, recipe: str, options: Any = None, *, a
         document_format=data.document_format, resumed=resume, actor=actor, run_dir=run_dir,
         extra_manifest={**data.extra_manifest, **(extra_manifest or {})},
         report=_sub(report, 0.0, 0.8))
-    active = active_model(ws, task.schema)
+    active = Models(ws).active(task.schema)
     active = active if active is not None and active.id != version.id else None
     n_test = len(task.split("test"))
     _say(report, 0.82, f"scoring {version.id} on {n_test} test queries ({evaluation})")
@@ -279,7 +272,7 @@ def run_round(ws: Workspace, schema: str, recipe: str, options: Any = None, *, a
                                         "with a cited abstract in the workspace, so the gate "
                                         "cannot compare; kept as a candidate",), {}, {})
         metrics["gate"] = decision.to_json()
-    version = update_metrics(ws, version.id, metrics, actor=actor)
+    version = Models(ws).update_metrics(version.id, metrics, actor=actor)
     promoted = False
     if gate is not None and decision is not None and decision.promote and gate.promote:
         _say(report, 0.9, f"building the index of {version.id} before the switch")

@@ -15,7 +15,7 @@ from typing import Any
 from curation.evaluation.harness import EvalTask
 from curation.matching.matcher import EntityMatcher
 from curation.store.documents import PLAIN_FORMAT
-from curation.store.models import ModelVersion, update_metrics
+from curation.store.models import Models, ModelVersion
 from curation.store.workspace import Workspace
 from curation.training.gate import MIN_TEST_QUERIES
 from curation.training.pool import build_pool, score_model
@@ -130,4 +130,4 @@ def evaluate_version(ws: Workspace, version: ModelVersion, *, actor: str,
         logger.warning("%s: %s", version.id, w)
     metrics = {**prefixed(ws, scores.get("candidate", {}), evaluation, seed),
                "warnings": warnings}
-    return update_metrics(ws, version.id, metrics, actor=actor)
+    return Models(ws).update_metrics(version.id, metrics, actor=actor)

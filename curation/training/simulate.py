@@ -35,16 +35,9 @@ from curation.access.users import Role, User
 from curation.evaluation.harness import EvalQuery, EvalTask, build_task
 from curation.matching.matcher import EntityMatcher
 from curation.search.indexing import get_index
-from curation.store.documents import document_texts
-from curation.store.labels import record_label
-from curation.store.models import (
-    activate_model,
-    active_model,
-    export_model,
-    get_model,
-    register_model,
-    update_metrics,
-)
+from curation.store.documents import Documents
+from curation.store.labels import Labels
+from curation.store.models import Models
 from curation.store.transfer import clone_database
 from curation.store.workspace import DB_NAME, Workspace
 from curation.training.pool import build_pool, score_model
@@ -179,28 +172,28 @@ def _start_version(ws: Workspace, sim: Workspace, schema: str, config: Simulatio
                    options: RetrainOptions, progress: bool) -> Any:
     """Round 0's KB-only model, active in the copy."""
     if config.start:
-        source = get_model(ws, config.start)
+        source = Models(ws).get(config.start)
         if source.schema != schema:
             raise CurationError(f"{source.id} is a {source.schema} model, not {schema}; "
                                 "pass a version of the simulated schema")
-        folder = export_model(ws, source.id, sim.root / "cache" / "start", user=_SIMULATOR)
-        version = register_model(sim, schema=schema, recipe=source.recipe,
-                                 base_model=source.base_model, model_dir=folder / "model",
-                                 manifest={k: v for k, v in source.manifest.items()
-                                           if k not in {"files", "metrics", "id"}},
-                                 metrics={}, created_by=SIMULATOR)
+        folder = Models(ws).export(source.id, sim.root / "cache" / "start", user=_SIMULATOR)
+        version = Models(sim).register(schema=schema, recipe=source.recipe,
+                                       base_model=source.base_model, model_dir=folder / "model",
+                                       manifest={k: v for k, v in source.manifest.items()
+                                                 if k not in {"files", "metrics", "id"}},
+                                       metrics={}, created_by=SIMULATOR)
     else:
         version = run_round(sim, schema, options.recipe, options.training, actor=SIMULATOR,
                             evaluation="pool", progress=progress).version
-    return activate_model(sim, version.id, _SIMULATOR, reason="simulation round 0")
+    return Models(sim).activate(version.id, _SIMULATOR, reason="simulation round 0")
 
 
 def _round0(sim: Workspace, v0: Any, test_pool: Any, seq: int, matcher: EntityMatcher,
             config: SimulationConfig, options: RetrainOptions) -> dict[str, Any]:
     kb = score_model(v0.model_dir, test_pool, max_seq_length=seq, matcher=matcher)
-    update_metrics(sim, v0.id, {**{f"testpool_{k}": v for k, v in kb.items()},
-                                "testpool_spec": pool_spec(sim, options.training.seed)},
-                   actor=SIMULATOR)  # round 1's gate reuses it
+    Models(sim).update_metrics(v0.id, {**{f"testpool_{k}": v for k, v in kb.items()},
+                                       "testpool_spec": pool_spec(sim, options.training.seed)},
+                               actor=SIMULATOR)  # round 1's gate reuses it
     row: dict[str, Any] = {"round": 0, "version": v0.id, "labels": 0, "promoted": True,
                            "ndcg@10": kb["ndcg@10"], "entity_recall@10": kb["entity_recall@10"],
                            "active_ndcg@10": kb["ndcg@10"],
@@ -226,7 +219,7 @@ def _query_order(task: EvalTask, seed: int) -> list[EvalQuery]:
 def _label_round(sim: Workspace, schema: str, s: _Screening, config: SimulationConfig,
                  fmt: str, round_no: int) -> int:
     """The curator labels ``labels_per_round`` documents; returns how many were given."""
-    active = active_model(sim, schema)
+    active = Models(sim).active(schema)
     assert active is not None
     bm25 = get_index(sim, "bm25", progress=False)
     given = 0
@@ -240,9 +233,9 @@ def _label_round(sim: Workspace, schema: str, s: _Screening, config: SimulationC
                       s.scorer)
         for doc_id in picks:
             grade = "complete" if doc_id in q.gold else "irrelevant"
-            label = record_label(sim, user=SIMULATOR, schema=schema, query_key=q.qid,
-                                 query_text=q.text, doc_id=doc_id, grade=grade,
-                                 model_version=active.id, train_size=len(s.labels))
+            label = Labels(sim).record(user=SIMULATOR, schema=schema, query_key=q.qid,
+                                       query_text=q.text, doc_id=doc_id, grade=grade,
+                                       model_version=active.id, train_size=len(s.labels))
             seen[doc_id] = grade
             s.labels.append({"round": round_no, "label_id": label.id, "qid": q.qid,
                              "doc_id": doc_id, "grade": grade, "model": active.id})
@@ -283,7 +276,7 @@ def _boundary(active: Any, q: EvalQuery, seen: dict[str, str], ranked: list[tupl
 
 
 def _texts(sim: Workspace, ids: Sequence[str], fmt: str) -> list[str]:
-    return document_texts(sim, list(ids), fmt)
+    return Documents(sim).texts(list(ids), fmt)
 
 
 class _Scorer:
@@ -311,7 +304,7 @@ class _Scorer:
 def _round_row(sim: Workspace, r: int, result: Any, s: _Screening, spent: int, seconds: float,
                fmt: str, matcher: EntityMatcher) -> dict[str, Any]:
     m = result.version.metrics
-    active = active_model(sim, result.version.schema)
+    active = Models(sim).active(result.version.schema)
     assert active is not None
     gate = result.decision
     found = sum(g == "complete" for seen in s.labelled.values() for g in seen.values())

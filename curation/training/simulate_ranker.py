@@ -36,7 +36,7 @@ from curation.evaluation.runner import ranking_context
 from curation.ranking.grades import grade_table, kb_grade
 from curation.ranking.model import Group, Ranker, RankerOptions, fit
 from curation.ranking.pipeline import RANKED, RankingContext
-from curation.store.rankers import document_parts
+from curation.store.documents import Documents
 from curation.store.workspace import Workspace
 from curation.training.gate import decide
 from curation.training.ranker import doc_texts, ranked_run
@@ -176,7 +176,7 @@ def _prepare(ctx: RankingContext, queries: Sequence[EvalQuery], table: Any,
                   mininterval=0.5):
         cands = ctx.candidates(q.text)  # as train_ranker: gold outside the top N is not seen
         x = ctx.features(q.query, cands, q.qid)
-        parts = document_parts(ctx.ws, q.gold)
+        parts = Documents(ctx.ws).parts(q.gold)
         kb = {d: kb_grade(table, " ".join(parts[d]), q.query, q.answers, ctx.builder.matcher)
               for d in q.gold if d in parts}
         out[q.qid] = _Query(q, cands.doc_ids, x, kb)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from curation.store.documents import document_texts
+from curation.store.documents import Documents
 from curation.training.examples import DEFAULT_DOCUMENT_FORMAT
 from curation.training.recipes.base import (
     Recipe,
@@ -140,7 +140,7 @@ class BioHiclRecipe(Recipe):
                 f"only {anchors} of {len(labels.doc_ids)} labelled documents have a partner; "
                 "import more MeSH headings or lower beta")
         fmt = DEFAULT_DOCUMENT_FORMAT
-        texts = document_texts(ws, list(labels.doc_ids), fmt)
+        texts = Documents(ws).texts(list(labels.doc_ids), fmt)
         manifest = {"recipe": "biohicl", "examples": len(texts), "documents": len(texts),
                     "anchors_with_partner": anchors, "entity_mesh": options.entity_mesh,
                     "labels": {**labels.summary(beta=options.beta), **label_facts},

@@ -1,0 +1,252 @@
+"""The store's repositories answer the same on SQLite and on PostgreSQL (issue 27, item 1).
+
+Every table is read and written through one class in ``curation/store`` (``Documents``,
+``Relations``, ``Labels``, ``Jobs``, ``Models``, ``Entities``, ...). The same repository code runs
+on both stores; the PostgreSQL connection translates its statements inside the store
+(``store/dialect.py``). Here one scenario of writes runs through the repositories on a SQLite
+workspace and on a PostgreSQL one (a throwaway server, tests/pg_server.py: a missing server
+fails the run), and every read method must then answer the same on both, and what it should.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from loop_fixtures import make_loop_workspace
+
+from curation.access.users import Role, User
+from curation.store.adjudications import Adjudications
+from curation.store.citation_edges import Citations
+from curation.store.documents import Documents
+from curation.store.importer import import_citations, import_file
+from curation.store.job_table import Jobs, JobStatus
+from curation.store.labels import Grade, Labels
+from curation.store.models import Models
+from curation.store.rankers import Rankers, RankingChoice
+from curation.store.relations import Relations
+from curation.store.search_settings import Settings
+from curation.store.search_suggestions import Suggestions, SuggestionStatus
+from curation.store.sessions import WebSessions
+from curation.store.synonyms import Entities
+from curation.store.training_mesh import Mesh
+from curation.store.workspace import Workspace
+from kb_sources.types import Entity
+
+FIXTURES = Path(__file__).parent / "fixtures"
+STORE = Path(__file__).parents[1] / "curation" / "store"
+ADMIN = User("root", Role.ADMIN)
+#: The repositories: one class per table (or per group of settings), each holding its SQL.
+REPOSITORIES = (Adjudications, Citations, Documents, Entities, Jobs, Labels, Mesh, Models,
+                Rankers, Relations, Settings, Suggestions, WebSessions)
+Q = {"schema": "disease_gene", "query_key": "disease=disease:melanoma",
+     "query_text": "Genes of melanoma?"}
+
+
+def scenario(ws: Workspace, model_dir: Path) -> None:
+    """The same writes on any store, each through its repository."""
+    make_loop_workspace(ws)
+    import_file(ws, "docs", "pubtator", FIXTURES / "pubtator_sample.txt", progress=False)
+    import_citations(ws, FIXTURES / "citations_sample.tsv", progress=False)
+    Citations(ws).insert([("101", "102"), ("101", "103")], reader="test", path="edges",
+                         actor="ann")
+    entities = Entities(ws)
+    entities.add_curator_synonym("gene:braf", "B-Raf", "ann")
+    entities.add_synonyms(Entity("Melanoma", "disease", "D008545"), ["Melanomas"], "mesh")
+    labels = Labels(ws)
+    labels.record(user="ann", doc_id="101", grade="complete", **Q)
+    labels.record(user="ann", doc_id="201", grade="irrelevant", **Q)
+    labels.record(user="ann", doc_id="201", grade="partial", note="relabel", **Q)
+    labels.record(user="bob", doc_id="101", grade="irrelevant", **Q)
+    labels.record(user="bob", doc_id="301", grade="complete", **Q)
+    labels.undo_last("bob")
+    Adjudications(ws).insert(user="root", schema=Q["schema"], query_key=Q["query_key"],
+                             doc_id="101", grade=Grade.COMPLETE, reason="the abstract says so")
+    jobs = Jobs(ws)
+    first = jobs.insert("train", {"schema": "disease_gene"}, "root")
+    second = jobs.insert("index", {"schema": "disease_gene"}, "root")
+    assert jobs.claim(first, pid=4242)
+    jobs.record_progress(first, 0.5, "half way")
+    jobs.set_final_status(first, JobStatus.DONE, result={"ndcg@10": 0.7},
+                          was=(JobStatus.RUNNING,))
+    jobs.fail_queued(second, "stopped by the test")
+    models = Models(ws)
+    version = models.register(schema="disease_gene", recipe="edel", base_model="tiny",
+                              model_dir=model_dir, manifest={"epochs": 1},
+                              metrics={"ndcg@10": 0.5}, created_by="root")
+    models.activate(version.id, ADMIN, reason="first")
+    models.update_metrics(version.id, {"recall@100": 0.9}, "root")
+    rankers = Rankers(ws)
+    rankers.set_retrain_every(7, actor="root")
+    rankers.set_active("disease_gene", "disease_gene-ranker@1", actor="root")
+    rankers.set_default_ranking("disease_gene", RankingChoice(
+        best="bm25+rerank", scores={"bm25": 0.61, "bm25+rerank": 0.66}, queries=3, seed=13,
+        notes=("ranked: no active ranker version",), by="root"), actor="root")
+    with ws.transaction():
+        Settings(ws).put("vectors.store", "faiss")
+    suggestions = Suggestions(ws)
+    with ws.transaction():
+        kept = suggestions.insert("2026-01-01T00:00:00+00:00", "ann", "disease_gene",
+                                  Q["query_key"], "101", {"disease": "melanoma"},
+                                  answer="BRAF", answer_key="gene:braf", comment="")
+        suggestions.insert("2026-01-02T00:00:00+00:00", "ann", "disease_gene", Q["query_key"],
+                           "103", {"disease": "melanoma"}, answer="NRAS",
+                           answer_key="gene:nras", comment="")
+        suggestions.set_review(kept, SuggestionStatus.ACCEPTED, "root",
+                               "2026-01-03T00:00:00+00:00", "right")
+
+
+def reads(ws: Workspace) -> dict[str, object]:
+    """Every read method of every repository, with values that do not depend on the clock."""
+    docs, rels, labels = Documents(ws), Relations(ws), Labels(ws)
+    entities, jobs, models = Entities(ws), Jobs(ws), Models(ws)
+    key = Q["query_key"]
+    return {
+        "documents.ids": sorted(docs.ids()),
+        "documents.counts": docs.counts(),
+        "documents.parts": docs.parts(["101", "99000001", "missing"]),
+        "documents.all_parts": docs.all_parts(by_id=True)[:3],
+        "documents.texts": docs.texts(["102", "301"]),
+        "documents.rows_by_id": {k: (r.title, r.year) for k, r in docs.rows_by_id(["101"]).items()},
+        "documents.corpus_hashes": docs.corpus_hashes()[:2],
+        "documents.annotation_types": docs.annotation_types()[:5],
+        "documents.annotation_rows": docs.annotation_rows(["99000001"], ["GeneOrGeneProduct"]),
+        "relations.schemas": rels.schemas(),
+        "relations.partial": [(p.query_key, p.pmids) for p in rels.partial("disease_gene")][:4],
+        "relations.attributes": rels.attributes("disease_gene"),
+        "relations.sources": rels.sources("disease_gene"),
+        "relations.rows": rels.rows("disease_gene")[:3],
+        "relations.evaluable_schemas": rels.evaluable_schemas(),
+        "labels.find": [(x.user, x.doc_id, x.grade.value, x.note)
+                        for x in labels.find(include_superseded=True)],
+        "labels.current": labels.current("ann", Q["schema"], key, "201").grade.value,
+        "labels.grades": labels.grades(Q["schema"], key, "ann"),
+        "labels.agreement": agreement(labels),
+        "labels.counts": labels.counts(Q["schema"], None),
+        "labels.labellers": labels.labellers(Q["schema"], [key]),
+        "labels.users": labels.users(),
+        "entities.synonyms": entities.synonyms("gene:braf"),
+        "entities.get": entities.get("disease:D008545").synonyms,
+        "entities.exists": (entities.exists("gene:braf"), entities.exists("gene:nope")),
+        "entities.of_type": entities.of_type("gene", ("disease_gene", "gene"))[:3],
+        "entities.answer_slot": [e.key for e in entities.answer_slot_entities("disease_gene",
+                                                                              "gene")][:4],
+        "citations.edges": sorted(Citations(ws).edges())[:4],
+        "citations.cited_by_query": {k: sorted(v) for k, v in
+                                     Citations(ws).cited_by_query("disease_gene").items()
+                                     if k == key},
+        "adjudications": [(a.doc_id, a.grade.value, a.reason)
+                          for a in Adjudications(ws).current_list()],
+        "adjudications.graded_items": sorted(Adjudications(ws).graded_items("ann")),
+        "jobs": [(j.kind, j.status.value, j.progress, j.result, j.error)
+                 for j in (jobs.load(i) for i in jobs.ids(None, 10))],
+        "jobs.unclaimed_ids": jobs.unclaimed_ids(),
+        "models": [(m.id, m.status.value, m.metrics) for m in models.versions()],
+        "models.active": models.active("disease_gene").id,
+        "labels.model_versions": labels.model_versions(),
+        "rankers": (Rankers(ws).retrain_every(), Rankers(ws).active("disease_gene"),
+                    Rankers(ws).default_ranking("disease_gene")),
+        "rankers.labels_waiting": Rankers(ws).labels_waiting("disease_gene"),
+        "settings.value": Settings(ws).value("vectors.store"),
+        "suggestions": [(s.pmid, s.answer, s.status.value) for s in Suggestions(ws).stored()],
+        "suggestions.pending_answers": Suggestions(ws).pending_answers("disease_gene"),
+        "suggestions.accepted": Suggestions(ws).accepted_answer_rows("disease_gene", key),
+        "mesh.headings": Mesh(ws).headings(),
+        "websessions.find": WebSessions(ws).find("no-such-session"),
+    }
+
+
+def agreement(labels: Labels) -> tuple[int, float, float]:
+    found = labels.agreement("ann", "bob")
+    return found.shared, found.observed, found.kappa
+
+
+@pytest.fixture
+def both(tmp_path: Path, pg_url: str, fake_model_dir: Path) -> dict[str, dict[str, object]]:
+    """The reads after the scenario, on SQLite and on PostgreSQL."""
+    out = {}
+    for engine, url in (("sqlite", None), ("postgresql", pg_url)):
+        with Workspace.init(tmp_path / engine, store_url=url) as ws:
+            assert ws.engine == engine
+            scenario(ws, fake_model_dir)
+            out[engine] = reads(ws)
+    return out
+
+
+def test_every_repository_answers_the_same_on_sqlite_and_postgresql(both):
+    sqlite, postgres = both["sqlite"], both["postgresql"]
+    assert list(sqlite) == list(postgres)
+    different = {k: (sqlite[k], postgres[k]) for k in sqlite if sqlite[k] != postgres[k]}
+    assert different == {}
+
+
+def test_the_repositories_answer_what_the_scenario_wrote(both):
+    got = both["sqlite"]
+    assert got["documents.parts"]["101"] == ("BRAF in melanoma",
+                                            "Mutations of BRAF cause melanoma in many families.")
+    assert "missing" not in got["documents.parts"]
+    assert got["relations.schemas"] == ["disease_gene"]
+    # newest first; bob's label of 301 was undone; ann's relabel superseded her grade of 201
+    assert got["labels.find"] == [("bob", "101", "irrelevant", ""),
+                                  ("ann", "201", "partial", "relabel"),
+                                  ("ann", "201", "irrelevant", ""),
+                                  ("ann", "101", "complete", "")]
+    assert got["labels.grades"] == {"101": Grade.COMPLETE, "201": Grade.PARTIAL}
+    assert got["labels.agreement"] == (1, 0.0, 0.0)  # one shared item, graded differently
+    assert got["labels.labellers"] == [(Q["query_key"], "101", "ann"),
+                                       (Q["query_key"], "101", "bob"),
+                                       (Q["query_key"], "201", "ann")]
+    assert got["labels.model_versions"] == [""]
+    assert got["rankers.labels_waiting"] == 4
+    assert got["labels.current"] == "partial"
+    assert got["labels.users"] == ["ann", "bob"]
+    assert "B-Raf" in got["entities.synonyms"]
+    assert got["entities.get"] == ("Melanomas",)
+    assert got["entities.exists"] == (True, False)
+    assert got["adjudications"] == [("101", "complete", "the abstract says so")]
+    assert got["jobs"] == [("index", "failed", 0.0, {}, "stopped by the test"),
+                           ("train", "done", 1.0, {"ndcg@10": 0.7}, "")]
+    assert got["jobs.unclaimed_ids"] == []
+    assert got["models"] == [("disease_gene-edel@1", "active",
+                              {"ndcg@10": 0.5, "recall@100": 0.9})]
+    assert got["rankers"] == (7, "disease_gene-ranker@1", RankingChoice(
+        best="bm25+rerank", scores={"bm25": 0.61, "bm25+rerank": 0.66}, queries=3, seed=13,
+        notes=("ranked: no active ranker version",), by="root"))
+    assert got["settings.value"] == "faiss"
+    assert got["suggestions.pending_answers"] == [(Q["query_key"], "gene:nras", "NRAS")]
+    assert got["suggestions.accepted"] == [("BRAF", "gene:braf")]
+    assert got["suggestions"] == [("103", "NRAS", "new"), ("101", "BRAF", "accepted")]
+    assert got["relations.partial"][0] == ("disease=disease:breast cancer", ("106", "107"))
+    assert got["documents.texts"] == [
+        "NRAS in melanoma Mutations of NRAS cause melanoma in many families.",
+        "Cohort study 1 Participants in cohort 1 reported diet and sleep."]
+    assert got["websessions.find"] is None
+
+
+def test_the_repository_modules_hold_classes_not_loose_database_functions():
+    """No public module-level function of the store takes the workspace as its first argument:
+    reads and writes of a table are methods of its repository class."""
+    loose = []
+    for path in sorted(STORE.glob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if (isinstance(node, ast.FunctionDef) and not node.name.startswith("_")
+                    and node.args.args and node.args.args[0].arg == "ws"):
+                loose.append(f"{path.name}:{node.name}")
+    assert loose == [] or set(loose) <= SERVICES, sorted(set(loose) - SERVICES)
+
+
+#: Operations over several tables (imports, migrations, copies): functions, not repositories.
+SERVICES = frozenset({
+    "importer.py:import_file", "importer.py:import_items", "importer.py:import_mesh_tree",
+    "importer.py:import_citations", "importer.py:insert_pairs", "importer.py:import_mesh_headings",
+    "import_log.py:begin_import", "import_log.py:importing", "import_log.py:rollback_import",
+    "import_log.py:recover_unfinished_imports", "import_log.py:recover_on_open",
+    "import_rows.py:add_entity", "index_models.py:check_index_models",
+    "transfer.py:migrate_to_postgresql", "transfer.py:clone_database",
+})
+
+
+@pytest.mark.parametrize("repository", REPOSITORIES, ids=lambda c: c.__name__)
+def test_each_repository_is_built_on_a_workspace(repository, tmp_workspace):
+    assert repository(tmp_workspace).ws is tmp_workspace
