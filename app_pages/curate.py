@@ -56,8 +56,8 @@ from curation.search.session import (
     search_relations,
     typed_partial,
 )
+from curation.store.entities import Entities
 from curation.store.relations import PartialRelation
-from curation.store.synonyms import Entities
 from kb_sources.schema import Schema
 
 MODES = ("KB relation", "Type entities")

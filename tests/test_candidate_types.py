@@ -13,9 +13,9 @@ from app_helpers import build_app_workspace
 from curation.matching.matcher import EntityMatcher
 from curation.search.answer_classes import AnswerKind, answer_kind
 from curation.search.candidates import answer_candidates, kb_answer_entities
+from curation.store.entities import Entities
 from curation.store.importer import import_file
 from curation.store.relations import PartialRelation, Relations
-from curation.store.synonyms import Entities
 from curation.store.workspace import Workspace
 from kb_sources.schema import parse_schema
 from kb_sources.types import Entity

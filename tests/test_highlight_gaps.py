@@ -12,9 +12,9 @@ from curation.matching.abbreviations import balanced_long_form, find_abbreviatio
 from curation.matching.highlight import render_highlighted
 from curation.matching.matcher import EntityMatcher, MatchKind, Span
 from curation.matching.normalize import is_well_formed, unmatched_brackets
+from curation.store.entities import Entities
 from curation.store.importer import import_file
 from curation.store.relations import Relations
-from curation.store.synonyms import Entities
 from kb_sources.types import Document, Entity
 
 FIXTURES = Path(__file__).parent / "fixtures"

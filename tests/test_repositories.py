@@ -18,19 +18,19 @@ from loop_fixtures import make_loop_workspace
 
 from curation.access.users import Role, User
 from curation.store.adjudications import Adjudications
-from curation.store.citation_edges import Citations
+from curation.store.citations import Citations
 from curation.store.documents import Documents
+from curation.store.entities import Entities
 from curation.store.importer import import_citations, import_file
-from curation.store.job_table import Jobs, JobStatus
+from curation.store.jobs import Jobs, JobStatus
 from curation.store.labels import Grade, Labels
+from curation.store.mesh import Mesh
 from curation.store.models import Models
 from curation.store.rankers import Rankers, RankingChoice
 from curation.store.relations import Relations
-from curation.store.search_settings import Settings
-from curation.store.search_suggestions import Suggestions, SuggestionStatus
-from curation.store.sessions import WebSessions
-from curation.store.synonyms import Entities
-from curation.store.training_mesh import Mesh
+from curation.store.settings import Settings
+from curation.store.suggestions import Suggestions, SuggestionStatus
+from curation.store.web_sessions import WebSessions
 from curation.store.workspace import Workspace
 from kb_sources.types import Entity
 

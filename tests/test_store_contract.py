@@ -17,7 +17,7 @@ from curation.store.importer import import_file, import_items
 from curation.store.labels import LabelPending, Labels
 from curation.store.migrations import SCHEMA_VERSION
 from curation.store.relations import Relations
-from curation.store.sessions import WebSessions
+from curation.store.web_sessions import WebSessions
 from curation.store.workspace import Workspace
 from kb_sources.errors import InputFormatError
 from tests.test_importer import changes_then_fail, dump, kill_an_import_half_way, seed

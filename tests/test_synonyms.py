@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from curation.matching.matcher import EntityMatcher
-from curation.store.importer import add_entity, import_items
-from curation.store.synonyms import (
+from curation.store.entities import (
     Entities,
 )
+from curation.store.importer import add_entity, import_items
 from kb_sources.errors import CurationError
 from kb_sources.types import Annotation, Document, Entity
 

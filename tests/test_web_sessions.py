@@ -34,7 +34,7 @@ from curation.access.web_sessions import (
     revoke_web_session,
     workspace_secret,
 )
-from curation.store.sessions import WebSessions
+from curation.store.web_sessions import WebSessions
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 

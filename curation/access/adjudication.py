@@ -35,9 +35,9 @@ from curation.store.adjudications import (
     Adjudications,
     Item,
 )
+from curation.store.entities import Entities
 from curation.store.labels import Grade, Label, Labels
 from curation.store.relations import Relations
-from curation.store.synonyms import Entities
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema

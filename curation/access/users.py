@@ -32,7 +32,7 @@ import tomli_w
 
 from curation.store.errors import PermissionDenied  # noqa: F401 (re-exported: the access wing's)
 from curation.store.safe_files import write_atomic
-from curation.store.sessions import revoke_sessions_at
+from curation.store.web_sessions import revoke_sessions_at
 from kb_sources.errors import CurationError, parse_choice
 
 USERS_FILE = "users.toml"

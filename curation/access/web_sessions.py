@@ -35,7 +35,7 @@ from pathlib import Path
 from itsdangerous import BadSignature, SignatureExpired, TimestampSigner
 
 from curation.access.signin import AuthMode, Session
-from curation.store.sessions import (  # noqa: F401 (revoke_sessions_at re-exported)
+from curation.store.web_sessions import (  # noqa: F401 (revoke_sessions_at re-exported)
     WebSessions,
     insert_web_session,
     revoke_sessions_at,

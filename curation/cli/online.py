@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from curation.store.citation_edges import Citations
+from curation.store.citations import Citations
 from curation.store.importer import ImportReport, import_file, import_items
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError

@@ -35,7 +35,7 @@ from curation.jobs.lifecycle import JobContext, QueueOf, execute_job, finish_job
 from curation.jobs.records import ORPHAN_AFTER_S
 from curation.store.database import StoreSettings
 from curation.store.errors import WorkspaceBusyError, WorkspaceError
-from curation.store.job_table import Job, Jobs, JobStatus
+from curation.store.jobs import Job, Jobs, JobStatus
 from curation.store.pg_jobs import UNFINISHED, PgJobBroker
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError

@@ -26,7 +26,7 @@ from curation.jobs.kinds import get_kind
 from curation.jobs.records import HEARTBEAT_S
 from curation.store.database import open_connection
 from curation.store.errors import DATABASE_ERRORS, WorkspaceBusyError, WorkspaceError
-from curation.store.job_table import Job, Jobs, JobStatus
+from curation.store.jobs import Job, Jobs, JobStatus
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 

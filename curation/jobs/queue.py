@@ -1,6 +1,6 @@
 """Background jobs (indexing, evaluation, later training) that survive a page refresh.
 
-A job is a row in the workspace's ``jobs`` table (:mod:`curation.store.job_table`).
+A job is a row in the workspace's ``jobs`` table (:mod:`curation.store.jobs`).
 :func:`submit_job` checks the user's role on the server side, stores the job as ``queued`` and
 hands it to the workspace's job queue (:func:`curation.jobs.queues.job_queue`): by default a
 worker *process* (``python -m curation.jobs.worker WS JOB_ID``) on this machine; on PostgreSQL,
@@ -52,7 +52,7 @@ from curation.jobs.lifecycle import (
 )
 from curation.jobs.queues import job_queue
 from curation.jobs.records import ORPHAN_AFTER_S
-from curation.store.job_table import Job, Jobs, JobStatus
+from curation.store.jobs import Job, Jobs, JobStatus
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 

@@ -2,7 +2,7 @@
 (the ``jobs`` table with one worker process per job).
 
 Every queue keeps the job's record in the workspace's ``jobs`` table (status, progress, result,
-error, owner: :mod:`curation.store.job_table`), written and read by the functions of
+error, owner: :mod:`curation.store.jobs`), written and read by the functions of
 :mod:`curation.jobs.queue` that every caller uses. What differs between queues is how a queued
 job reaches a worker, how a lost worker is noticed and how a cancel reaches a running worker;
 that is the :class:`~curation.jobs.lifecycle.JobQueue` interface:
@@ -39,7 +39,7 @@ from curation.jobs.lifecycle import JobQueue, execute_job
 from curation.jobs.records import ORPHAN_AFTER_S, STALE_AFTER_S
 from curation.store.database import StoreSettings, read_store_settings
 from curation.store.errors import WorkspaceBusyError, WorkspaceError
-from curation.store.job_table import Job, Jobs, JobStatus
+from curation.store.jobs import Job, Jobs, JobStatus
 from curation.store.safe_files import LinkRefusedError, open_no_follow, read_text_no_follow
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError

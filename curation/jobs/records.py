@@ -1,7 +1,7 @@
 """The timing rules of a job's record, the same on every job queue (:mod:`curation.jobs.queues`).
 
 The record itself is a row of the workspace's ``jobs`` table
-(:class:`curation.store.job_table.Job`), so the app pages and the CLI read a job the same way
+(:class:`curation.store.jobs.Job`), so the app pages and the CLI read a job the same way
 wherever its worker runs. These constants say when a row counts as abandoned by its worker.
 """
 

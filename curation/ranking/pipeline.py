@@ -27,8 +27,8 @@ from curation.ranking.features import (
 )
 from curation.ranking.model import Ranker
 from curation.store.documents import Documents
+from curation.store.entities import Entities
 from curation.store.relations import Relations
-from curation.store.synonyms import Entities
 from curation.store.workspace import Workspace
 from kb_sources.schema import Schema
 from kb_sources.types import Entity

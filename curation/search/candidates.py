@@ -35,8 +35,8 @@ from curation.search.candidate_sentences import (
     supporting_sentences,
 )
 from curation.store.documents import AnnotationRow, Documents
+from curation.store.entities import Entities, with_synonyms
 from curation.store.relations import PartialRelation
-from curation.store.synonyms import Entities, with_synonyms
 from curation.store.workspace import Workspace
 from kb_sources.checks import is_pmid as _is_pmid
 from kb_sources.schema import Schema

@@ -37,7 +37,7 @@ from curation.search.vector_settings import store_options
 from curation.store.documents import PLAIN_FORMAT, Documents, document_text
 from curation.store.index_models import check_index_models
 from curation.store.models import Models
-from curation.store.search_settings import Settings
+from curation.store.settings import Settings
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError, UnknownNameError
 from retrievers.backends import DEFAULT as DEFAULT_BACKEND

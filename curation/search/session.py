@@ -24,10 +24,10 @@ from curation.search.ranked import RankedSearch
 from curation.search.rerank import RERANK_SUFFIX, EntityReranker, RerankConfig
 from curation.search.suggestions import accepted_answers
 from curation.store.documents import DocumentRow, Documents
+from curation.store.entities import Entities
 from curation.store.importer import query_key as make_query_key
 from curation.store.labels import Grade
 from curation.store.relations import PartialRelation, Relations
-from curation.store.synonyms import Entities
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema

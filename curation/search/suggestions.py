@@ -2,7 +2,7 @@
 
 A curator turns a candidate answer (:mod:`curation.search.candidates`) into a
 :class:`SourceSuggestion` (PMID, the relation's slots, a required comment, who confirmed it),
-kept in the workspace (:mod:`curation.store.search_suggestions`, which defines it and
+kept in the workspace (:mod:`curation.store.suggestions`, which defines it and
 :class:`SuggestionStatus`), moderated (new -> accepted / rejected by a curator or admin, with a
 reason) and exported as CSV in the shape of a CIViC source suggestion.
 """
@@ -18,7 +18,7 @@ from curation.access.adjudication import require_reviewer
 from curation.access.users import PermissionDenied, User
 from curation.search.candidates import is_pmid, kb_answer_entities
 from curation.store.relations import PartialRelation
-from curation.store.search_suggestions import SourceSuggestion, Suggestions, SuggestionStatus
+from curation.store.suggestions import SourceSuggestion, Suggestions, SuggestionStatus
 from curation.store.workspace import Workspace, utcnow
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema, get_schema

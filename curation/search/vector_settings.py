@@ -18,7 +18,7 @@ import hashlib
 import json
 from typing import Any
 
-from curation.store.search_settings import Settings
+from curation.store.settings import Settings
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from retrievers.errors import RetrieverError

@@ -51,7 +51,7 @@ from curation.search.session import RERANK_DEPTH, relation_label
 from curation.store.documents import DocumentRow, Documents
 from curation.store.labels import Labels
 from curation.store.relations import PartialRelation, Relations
-from curation.store.search_suggestions import Suggestions
+from curation.store.suggestions import Suggestions
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError, parse_choice
 from kb_sources.schema import Schema, get_schema

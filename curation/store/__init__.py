@@ -16,11 +16,11 @@ by ``dialect``.
   ``audit`` (``AuditEntry``, the audit log's rows);
 - imports: ``importer``, ``import_rows``, ``import_log``, ``tracked``, ``transfer``;
 - the repository classes: ``Documents`` (``documents``), ``Relations`` (``relations``),
-  ``Labels`` (``labels``), ``Jobs`` (``job_table``), ``Models`` (``models``), ``Entities``
-  (``synonyms``), ``Rankers`` (``rankers``), ``Adjudications`` (``adjudications``),
-  ``WebSessions`` (``sessions``, web sign-ins), ``Suggestions`` (``search_suggestions``),
-  ``Settings`` (``search_settings``), ``Mesh`` (``training_mesh``), ``Citations``
-  (``citation_edges``);
+  ``Labels`` (``labels``), ``Jobs`` (``jobs``), ``Models`` (``models``), ``Entities``
+  (``entities``: entities and their synonyms), ``Rankers`` (``rankers``), ``Adjudications``
+  (``adjudications``), ``WebSessions`` (``web_sessions``, web sign-ins), ``Suggestions``
+  (``suggestions``), ``Settings`` (``settings``), ``Mesh`` (``mesh``), ``Citations``
+  (``citations``);
 - beside them: ``label_types``, ``label_versions``, ``outbox``, ``label_files`` (labels: types,
   their model versions, the outbox, file export), ``model_files``,
   ``index_models`` (models), ``identities`` (``ModelVersionId``, ``RetrieverChoice``).

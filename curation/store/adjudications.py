@@ -8,7 +8,7 @@
 :class:`Adjudications`, built on a workspace (``Adjudications(ws)``), holds that SQL. How an item
 reads comes from the other repositories: the entity texts of a relation from
 :meth:`~curation.store.relations.Relations.slot_texts` and
-:meth:`~curation.store.synonyms.Entities.names`, document titles from
+:meth:`~curation.store.entities.Entities.names`, document titles from
 :meth:`~curation.store.documents.Documents.titles`.
 
 The permission checks, the audit entries and the rules (what a final grade is, who sees which

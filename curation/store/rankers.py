@@ -9,9 +9,9 @@ settings:
   default 20) and which labels the last round took.
 
 The rest of what the ranker reads comes from the other repositories: the entity dictionary by
-type (:meth:`~curation.store.synonyms.Entities.forms`), documents as ``(title, abstract)``
+type (:meth:`~curation.store.entities.Entities.forms`), documents as ``(title, abstract)``
 (:meth:`~curation.store.documents.Documents.parts`) and the KB citations of a schema's relations
-by query key (:meth:`~curation.store.citation_edges.Citations.cited_by_query`).
+by query key (:meth:`~curation.store.citations.Citations.cited_by_query`).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from curation.store.synonyms import Entities, with_synonyms
+from curation.store.entities import Entities, with_synonyms
 from curation.store.workspace import Workspace
 from curation.templates import Query, render_query
 from kb_sources.errors import CurationError
@@ -134,7 +134,7 @@ class Relations:
         """Partial relations of one schema, most-cited first.
 
         Entities carry the synonyms of their KB records and every synonym the workspace stores
-        for their key (:mod:`curation.store.synonyms`), so the matcher highlights them all.
+        for their key (:mod:`curation.store.entities`), so the matcher highlights them all.
 
         Args:
             schema: Schema name (case-insensitive).

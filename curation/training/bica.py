@@ -37,7 +37,7 @@ injected functions; the walks are seeded per query, so one config gives the same
 The graph and the walks (:class:`Graph`, :class:`CitationDirection`, :class:`NegativeSource`,
 :func:`base_vectors`, adjacency, walks) live in :mod:`curation.training.bica_graph`, whose
 names for callers are re-exported here; the citation edges are read with
-:meth:`~curation.store.citation_edges.Citations.edges` and the document titles with
+:meth:`~curation.store.citations.Citations.edges` and the document titles with
 :meth:`~curation.store.documents.Documents.all_parts`.
 """
 
@@ -54,7 +54,7 @@ from typing import Any
 
 from curation.evaluation.harness import SPLIT_SEED, EvalTask, build_task
 from curation.matching.matcher import EntityMatcher
-from curation.store.citation_edges import Citations
+from curation.store.citations import Citations
 from curation.store.documents import Documents
 from curation.store.workspace import Workspace
 from curation.training.bica_graph import (  # noqa: F401 - BaseVectors re-exported for callers

@@ -10,7 +10,7 @@
   the seeded walks of :func:`retrievers.training.walks.walk_negatives` (:func:`walk_all`). The
   options they read are :class:`WalkSettings` (:class:`~curation.training.bica.BicaConfig` has
   them); the workspace's citation edges come from
-  :meth:`~curation.store.citation_edges.Citations.edges`.
+  :meth:`~curation.store.citations.Citations.edges`.
 
 Moved out of :mod:`curation.training.bica`, which re-exports the names its callers use; this
 module does not import it.

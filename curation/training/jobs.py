@@ -15,7 +15,7 @@ from typing import Any
 
 from curation.access.users import User
 from curation.jobs.queue import Job, submit_job
-from curation.store.job_table import Jobs
+from curation.store.jobs import Jobs
 from curation.store.workspace import Workspace
 from curation.training.recipes import recipe_options
 from curation.training.rounds import run_round

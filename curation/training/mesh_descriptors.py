@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from curation.store.documents import Documents
-from curation.store.training_mesh import Mesh
+from curation.store.mesh import Mesh
 from curation.training.mesh_inputs import (
     DESCRIPTOR_UI,
     ENTITY_TYPES,

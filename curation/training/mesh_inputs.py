@@ -8,7 +8,7 @@
   :func:`descriptor_ui`: what counts as a descriptor id, shared with
   :mod:`curation.training.mesh_descriptors`).
 
-The rows come from :mod:`curation.store.training_mesh`. Moved out of
+The rows come from :mod:`curation.store.mesh`. Moved out of
 :mod:`curation.training.mesh_labels`, which re-exports the names it documents; the choices they
 implement are described there. This module imports no other MeSH module of the wing.
 """
@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from curation.store.documents import Documents
-from curation.store.training_mesh import (
+from curation.store.mesh import (
     Mesh,
 )
 from kb_sources.errors import CurationError

@@ -1,4 +1,4 @@
-"""The workspace's synonym store: where the matcher's surface forms come from.
+"""The entity dictionary: entities and their synonyms (the matcher's surface forms).
 
 Sources, all in the ``synonyms`` table (``entity_key, synonym, source``):
 
