@@ -86,10 +86,10 @@ def test_adjudicate_records_supersedes_and_audits(ws):
     assert [(a.action, a.actor, a.object_id) for a in audits] == [
         ("adjudicate", "boss", str(second.id)), ("adjudicate", "cur", str(first.id))]
     assert audits[1].before is None
-    assert json.loads(audits[0].before) == {"id": first.id, "user": "cur",
+    assert audits[0].before_value() == {"id": first.id, "user": "cur",
                                                "grade": "partial",
                                                "reason": "mentions no response"}
-    assert json.loads(audits[0].after) == {"schema": "PO", "query_key": "q", "doc_id": "3",
+    assert audits[0].after_value() == {"schema": "PO", "query_key": "q", "doc_id": "3",
                                               "grade": "complete",
                                               "reason": "the response is in table 2"}
     (po,) = [d for d in disagreements(ws) if d.schema == "PO"]
@@ -168,7 +168,7 @@ def test_blind_mode_is_an_audited_admin_setting(ws):
     set_blind_mode(ws, True, user=ADMIN)  # no change, no audit row
     set_blind_mode(ws, False, user=ADMIN)
     audits = ws.audit_log("setting")
-    assert [(a.action, a.actor, a.object_id, json.loads(a.after)) for a in audits] \
+    assert [(a.action, a.actor, a.object_id, a.after_value()) for a in audits] \
         == [("set", "boss", "blind_review", {"blind_review": False}),
             ("set", "boss", "blind_review", {"blind_review": True})]
     assert blind_mode(ws) is False

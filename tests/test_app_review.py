@@ -103,7 +103,7 @@ def test_relabel_keeps_the_audit_trail(ws_root):
     assert rows[1]["model_version"] == "bm25" and rows[1]["note"] == "on second reading"
     with Workspace.open(ws_root) as ws:
         audit = ws.audit_log("label")[0]
-    assert audit.action == "relabel" and json.loads(audit.before)["grade"] == "partial"
+    assert audit.action == "relabel" and audit.before_value()["grade"] == "partial"
     at.checkbox(key="rv_superseded").check().run()
     assert len(log(at)) == 9
     history = at.dataframe[1].value  # the relabelled item's versions, newest first

@@ -57,8 +57,8 @@ def test_changed_record_is_updated_and_audited(tmp_workspace):
     assert report.relations_updated == 1 and report.relations_added == 0
     (entry,) = tmp_workspace.audit_log("relation")
     assert entry.object_id == "civic:EID1" and entry.action == "update"
-    assert json.loads(entry.before)["attributes"]["level"] == "B"
-    assert json.loads(entry.after)["attributes"]["level"] == "A"
+    assert entry.before_value()["attributes"]["level"] == "B"
+    assert entry.after_value()["attributes"]["level"] == "A"
     (pr,) = Relations(tmp_workspace).partial("PO")
     assert pr.attributes["level"] == ("A",)
 
@@ -107,7 +107,7 @@ def test_document_merge_first_source_owns_text(tmp_workspace):
     fixed = run(tmp_workspace, [doc("7", "Pool title, corrected", "Pool abstract", source="pool")])
     assert fixed.documents_updated == 1
     (entry,) = [e for e in tmp_workspace.audit_log("document")][:1]
-    assert json.loads(entry.after)["title"] == "Pool title, corrected"
+    assert entry.after_value()["title"] == "Pool title, corrected"
 
 
 def test_annotations_added_once(tmp_workspace):

@@ -40,7 +40,7 @@ def test_relabel_supersedes_and_is_audited(tmp_workspace):
     assert [(lab.id, lab.superseded_by) for lab in all_rows] == [(second.id, None),
                                                                  (first.id, second.id)]
     (entry,) = tmp_workspace.audit_log("label")[:1]
-    assert entry.action == "relabel" and json.loads(entry.before)["grade"] == "partial"
+    assert entry.action == "relabel" and entry.before_value()["grade"] == "partial"
 
 
 def test_undo_removes_last_and_restores_previous(tmp_workspace):
@@ -54,7 +54,7 @@ def test_undo_removes_last_and_restores_previous(tmp_workspace):
     assert Labels(tmp_workspace).undo_last("ann") is None
     assert [lab.user for lab in Labels(tmp_workspace).find()] == ["other"]
     undos = [e for e in tmp_workspace.audit_log("label") if e.action == "undo"]
-    assert len(undos) == 2 and json.loads(undos[0].before)["grade"] == "partial"
+    assert len(undos) == 2 and undos[0].before_value()["grade"] == "partial"
 
 
 def test_bad_grade_and_missing_user(tmp_workspace):
@@ -160,7 +160,7 @@ def test_label_during_long_write_is_pending_then_saved(tmp_workspace, no_wait):
     assert Labels(ws).pending() == []
     assert not (ws.root / "pending_labels.jsonl").exists()
     (entry,) = [e for e in ws.audit_log("label") if e.object_id == str(newest.id - 1)]
-    assert json.loads(entry.after)["pending_since"] == info.value.pending.created_at
+    assert entry.after_value()["pending_since"] == info.value.pending.created_at
 
 
 def test_flush_pending_labels_keeps_order_and_waits_for_the_lock(tmp_workspace, no_wait):

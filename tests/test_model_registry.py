@@ -141,7 +141,7 @@ def test_activate_keeps_one_active_per_schema_and_audits(tmp_workspace, fake_mod
         "SELECT schema, COUNT(*) FROM models WHERE status = 'active' GROUP BY schema").fetchall()
     assert sorted(tuple(r) for r in rows) == [("disease_gene", 1), ("drug_gene", 1)]
     log = [a for a in tmp_workspace.audit_log("model") if a.action == "activate"]
-    assert [(a.actor, a.object_id, json.loads(a.before), json.loads(a.after))
+    assert [(a.actor, a.object_id, a.before_value(), a.after_value())
             for a in log] == [
         ("bob", v2.id, {"previous": v1.id}, {"reason": "better ndcg"}),
         ("bob", other.id, {"previous": None}, {"reason": ""}),
@@ -158,8 +158,8 @@ def test_retire_and_reactivate_as_rollback(tmp_workspace, fake_model_dir):
     assert retired.status is ModelStatus.RETIRED
     assert Models(tmp_workspace).active("disease_gene") is None
     entry = tmp_workspace.audit_log("model")[0]
-    assert (entry.action, entry.object_id, json.loads(entry.before),
-            json.loads(entry.after)) == ("retire", v1.id, {"status": "active"},
+    assert (entry.action, entry.object_id, entry.before_value(),
+            entry.after_value()) == ("retire", v1.id, {"status": "active"},
                                             {"reason": "drifted"})
     Models(tmp_workspace).activate(v2.id, ALICE)
     assert Models(tmp_workspace).activate(v1.id, ALICE, "rollback").status == "active"

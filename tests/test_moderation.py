@@ -3,8 +3,6 @@ with a reason, audited; accepted answers count as known."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from app_helpers import build_app_workspace
 
@@ -53,9 +51,9 @@ def test_another_curator_accepts_with_a_reason_audited(ws):
     assert done.reviewed_at and done.reviewed_at >= row.created_at
     audit = ws.audit_log("source_suggestion")[0]
     assert (audit.action, audit.actor, audit.object_id) == ("accept", "eve", str(row.id))
-    assert json.loads(audit.before) == {"status": "new", "reviewed_by": "",
+    assert audit.before_value() == {"status": "new", "reviewed_by": "",
                                            "review_reason": ""}
-    assert json.loads(audit.after) == {"status": "accepted",
+    assert audit.after_value() == {"status": "accepted",
                                           "review_reason": "names the response"}
 
 
@@ -81,7 +79,7 @@ def test_overturning_a_decision_needs_a_reason_and_is_audited(ws):
         moderate_suggestion(ws, row.id, "rejected", "again", user=ADMIN)
     done = moderate_suggestion(ws, row.id, "accepted", "V600E is in the methods", user=ADMIN)
     assert (done.status, done.reviewed_by) == (SuggestionStatus.ACCEPTED, "boss")
-    actions = [(a.action, json.loads(a.before)["status"], json.loads(a.after)["status"])
+    actions = [(a.action, a.before_value()["status"], a.after_value()["status"])
                for a in ws.audit_log("source_suggestion")[:2]]
     assert actions == [("accept", "rejected", "accepted"), ("reject", "new", "rejected")]
 

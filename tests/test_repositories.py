@@ -248,6 +248,17 @@ SERVICES = frozenset({
 })
 
 
-@pytest.mark.parametrize("repository", REPOSITORIES, ids=lambda c: c.__name__)
-def test_each_repository_is_built_on_a_workspace(repository, tmp_workspace):
-    assert repository(tmp_workspace).ws is tmp_workspace
+def test_every_repository_class_is_read_on_both_stores(both):
+    """Each class of ``curation/store`` built on a workspace is in :data:`REPOSITORIES` and has
+    reads in the two-store comparison, so a new repository cannot skip PostgreSQL."""
+    found = set()
+    for path in sorted(STORE.glob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            init = next((f for f in getattr(node, "body", ()) if isinstance(f, ast.FunctionDef)
+                         and f.name == "__init__"), None)
+            if (isinstance(node, ast.ClassDef) and init is not None
+                    and [a.arg for a in init.args.args] == ["self", "ws"]):
+                found.add(node.name)
+    assert found == {cls.__name__ for cls in REPOSITORIES}
+    read = {key.split(".")[0] for key in both["sqlite"]}
+    assert read == {cls.__name__.lower() for cls in REPOSITORIES}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 import pytest
@@ -153,9 +152,9 @@ def test_replacing_a_builtin_schema_is_audited(tmp_workspace, tmp_path):
     assert tmp_workspace.schemas()["PO"].slot_names == ("gene", "drug")
     (entry,) = tmp_workspace.audit_log("schema")
     assert (entry.action, entry.actor, entry.object_id) == ("replace", "admin", "PO")
-    before = json.loads(entry.before)
+    before = entry.before_value()
     assert before["builtin"] is True and before["slots"] == ["gene", "variant", "treatment"]
-    assert json.loads(entry.after)["toml"] == path.read_text()
+    assert entry.after_value()["toml"] == path.read_text()
 
 
 def test_workspace_schema_is_not_silently_overwritten(tmp_workspace, fixtures_dir, tmp_path):

@@ -140,12 +140,12 @@ def _with_spans(doc: RankedDoc, spans: tuple[Span, ...], schema: Schema) -> Rank
 
 def _ranked_doc(row: DocumentRow | None, hit: Hit, cited: bool, version: str) -> RankedDoc:
     """The card of a hit; a hit whose document left the workspace gets an empty one."""
-    year = row.year if row is not None else None
-    return RankedDoc(doc_id=hit.doc_id, title=(row.title if row else "") or "",
-                     abstract=(row.abstract if row else "") or "",
+    row = row or DocumentRow(hit.doc_id, "", "", None, "")
+    year = row.year
+    return RankedDoc(doc_id=hit.doc_id, title=row.title or "", abstract=row.abstract or "",
                      year=int(year) if isinstance(year, int | str) and str(year).isdigit()
                      else None,
-                     journal=(row.journal if row else "") or "", score=hit.score, rank=hit.rank,
+                     journal=row.journal or "", score=hit.score, rank=hit.rank,
                      cited_by_kb=cited, spans=(), model_version=version)
 
 

@@ -203,14 +203,7 @@ class Labels:
         old = self._active(label.user, label.schema, label.query_key, label.doc_id)
         if was_pending and old is not None and old.created_at > label.created_at:
             return self._insert_late(label, old)
-        cur = self.ws.conn.execute(
-            "INSERT INTO labels(created_at, user, schema, query_key, query_text, doc_id, grade, "
-            "note, model_version, train_size, model_version_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (label.created_at, label.user, label.schema, label.query_key, label.query_text,
-             label.doc_id, label.grade.value, label.note, label.model_version, label.train_size,
-             version_row_id(self.ws.conn, label.model_version)))
-        new_id = int(cur.lastrowid)
+        new_id = self._insert_row(label)
         extra = {"pending_since": label.created_at} if was_pending else {}
         if old is not None:
             self.ws.conn.execute("UPDATE labels SET superseded_by = ? WHERE id = ?",
@@ -227,19 +220,23 @@ class Labels:
         """A pending label given before the item's current label (which reached the database
         first, from another tab or process): kept in the history, already superseded by the newer
         one, so the latest label stays the current one and none is lost."""
+        new_id = self._insert_row(label, superseded_by=newer.id)
+        self.ws.audit(label.user, "label", "label", str(new_id),
+                      after={"doc_id": label.doc_id, "grade": label.grade.value,
+                             "query_key": label.query_key, "pending_since": label.created_at,
+                             "superseded_by": newer.id, "late": True})
+        return new_id
+
+    def _insert_row(self, label: PendingLabel, *, superseded_by: int | None = None) -> int:
+        """Insert one label row (linked to the model version its text names); its id."""
         cur = self.ws.conn.execute(
             "INSERT INTO labels(created_at, user, schema, query_key, query_text, doc_id, grade, "
             "note, model_version, train_size, superseded_by, model_version_id) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (label.created_at, label.user, label.schema, label.query_key, label.query_text,
              label.doc_id, label.grade.value, label.note, label.model_version, label.train_size,
-             newer.id, version_row_id(self.ws.conn, label.model_version)))
-        new_id = int(cur.lastrowid)
-        self.ws.audit(label.user, "label", "label", str(new_id),
-                      after={"doc_id": label.doc_id, "grade": label.grade.value,
-                             "query_key": label.query_key, "pending_since": label.created_at,
-                             "superseded_by": newer.id, "late": True})
-        return new_id
+             superseded_by, version_row_id(self.ws.conn, label.model_version)))
+        return int(cur.lastrowid)
 
     def _active(self, user: str, schema: str, query_key: str, doc_id: str) -> Label | None:
         row = self.ws.conn.execute(
