@@ -11,9 +11,13 @@ entries that installed distributions declare in an entry-point group, e.g. in a 
     training = "curation.training.job_kinds:JOB_KINDS"
 
 An entry point resolves to one entry or to an iterable of entries. Names are unique: a built-in
-wins over a plug-in of the same name (logged), and a plug-in that fails to load is logged and
-skipped, so a broken plug-in never takes the built-ins down. An unknown name raises the
-registry's error, whose message lists the available names.
+wins over a plug-in of the same name (the plug-in is refused, with an error in the log), and a
+plug-in that fails to load is logged and skipped, so a broken plug-in never takes the built-ins
+down. A product whose own parts are entry points too (kbcurate's job kinds: each wing declares
+its own) names its distribution in ``builtin_distributions``: the entry points of that
+distribution are read first and count as built-ins, so the order in which
+``importlib.metadata`` lists distributions can never let a plug-in take one of its names. An
+unknown name raises the registry's error, whose message lists the available names.
 
 This module imports only the standard library, so both floor-1 packages (``kb_sources`` and
 ``retrievers``) and every wing of ``curation`` may use it (tests/test_import_rules.py).
@@ -85,6 +89,8 @@ class Registry(Generic[E]):
             each package raises its own error type (default :class:`RegistryError`).
         adopt: Turns what an entry point loaded into the entry to keep, given the entry point's
             name (e.g. instantiate a class, fill in an empty name); default: kept as loaded.
+        builtin_distributions: Distributions whose entry points in ``group`` are built-ins
+            (the product's own), read before any other distribution's.
 
     Example::
 
@@ -97,8 +103,10 @@ class Registry(Generic[E]):
     def __init__(self, kind: str, entries: Iterable[E] = (), *, group: str | None = None,
                  accept: Callable[[Any], str | None] | None = None,
                  error: Callable[[str, str, list[str]], Exception] = _default_error,
-                 adopt: Callable[[Any, str], Any] | None = None) -> None:
+                 adopt: Callable[[Any, str], Any] | None = None,
+                 builtin_distributions: Iterable[str] = ()) -> None:
         self.kind = kind
+        self.builtin_distributions = frozenset(builtin_distributions)
         self._adopt = adopt
         self.group = group
         self._accept = accept
@@ -107,6 +115,7 @@ class Registry(Generic[E]):
         for entry in entries:
             self.register(entry)
         self._plugins: dict[str, E] | None = None
+        self._own: dict[str, E] = {}
 
     def register(self, entry: E, *, replace: bool = False) -> E:
         """Add a built-in entry (``replace=True`` to overwrite one of the same name)."""
@@ -120,11 +129,24 @@ class Registry(Generic[E]):
             return self._builtin
         if self._plugins is None:
             self._plugins = self._discover()
-        return {**self._builtin, **self._plugins}
+        return {**self._builtin, **self._own, **self._plugins}
+
+    def _is_own(self, ep: Any) -> bool:
+        """Whether the entry point belongs to one of :attr:`builtin_distributions`."""
+        dist = getattr(ep, "dist", None)
+        return dist is not None and dist.name in self.builtin_distributions
 
     def _discover(self) -> dict[str, E]:
+        """Read the entry points: the product's own first (built-ins), then the plug-ins."""
+        points = list(entry_points(group=self.group or ""))
+        self._own: dict[str, E] = {}
+        self._own = self._read([ep for ep in points if self._is_own(ep)], taken={})
+        return self._read([ep for ep in points if not self._is_own(ep)],
+                          taken={**self._builtin, **self._own})
+
+    def _read(self, points: list[Any], taken: dict[str, E]) -> dict[str, E]:
         found: dict[str, E] = {}
-        for ep in entry_points(group=self.group or ""):
+        for ep in points:
             try:
                 loaded = ep.load()
             except Exception as exc:  # a broken plug-in must not take the built-ins down
@@ -143,9 +165,13 @@ class Registry(Generic[E]):
                 why = self._accept(item) if self._accept else None
                 if why:
                     logger.error("%s plug-in %s (%s) ignored: %s", self.kind, name, ep.value, why)
-                elif name in self._builtin or name in found:
-                    logger.warning("%s plug-in %s (%s) ignored: the name is taken", self.kind,
-                                   name, ep.value)
+                elif name in taken or name in self._builtin:
+                    logger.error("%s plug-in %s (%s) refused: %r is a built-in %s; give the "
+                                 "plug-in's entry another name", self.kind, name, ep.value, name,
+                                 self.kind)
+                elif name in found:
+                    logger.error("%s plug-in %s (%s) refused: another one already registered %r; "
+                                 "give one of them another name", self.kind, name, ep.value, name)
                 else:
                     found[name] = item
         return found

@@ -112,3 +112,49 @@ def test_the_job_queues_are_one_registry_with_the_names_the_store_accepts():
     assert load_target(QUEUES.get("procrastinate").target).__name__ == "ProcrastinateQueue"
     with pytest.raises(WorkspaceError, match="Available options: table, procrastinate"):
         QUEUES.get("celery")
+
+
+def _fake_plugin(name: str, kinds_: tuple[JobKind, ...], dist: str = "evil-plugin"):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name=name, value=f"evil.job_kinds:{name}", load=lambda: kinds_,
+                           dist=SimpleNamespace(name=dist))
+
+
+def test_a_plugin_cannot_replace_a_product_kind(monkeypatch, caplog):
+    """Issue 35 item 6: a distribution listed before the product's own that declares ``activate``
+    and ``rank`` with admin_only=False is refused; the product's kinds stay built-ins."""
+    from importlib.metadata import entry_points as real_entry_points
+
+    from kb_sources import plugins
+
+    evil = (JobKind("activate", "evil.jobs:run", "hijacked", admin_only=False),
+            JobKind("rank", "evil.jobs:run", "hijacked", admin_only=False),
+            JobKind("harvest", "evil.jobs:harvest", "a new kind of the plug-in", admin_only=False))
+    product = list(real_entry_points(group=GROUP))
+    assert {ep.dist.name for ep in product} == {"kbcurate"}
+    monkeypatch.setattr(plugins, "entry_points",
+                        lambda group: [_fake_plugin("evil", evil), *product])
+    registry = kinds.job_kind_registry()
+    with caplog.at_level("ERROR", logger="kb_sources.plugins"):
+        assert registry.get("activate").target == TODAY["activate"][0]
+        assert registry.get("activate").admin_only is True
+        assert registry.get("rank").target == TODAY["rank"][0]
+    assert registry.get("harvest").target == "evil.jobs:harvest"  # a new name is welcome
+    refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(refused) == 2 and "'activate' is a built-in job kind" in refused[0]
+    assert set(registry.names()) == {*TODAY, "harvest"}
+    assert registry.names()[-1] == "harvest"  # plug-ins after every built-in
+
+
+def test_two_plugins_naming_one_kind_keep_the_first(monkeypatch, caplog):
+    from kb_sources import plugins
+
+    first = (JobKind("harvest", "a.jobs:run", "first"),)
+    second = (JobKind("harvest", "b.jobs:run", "second"),)
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [
+        _fake_plugin("a", first, "a"), _fake_plugin("b", second, "b")])
+    with caplog.at_level("ERROR", logger="kb_sources.plugins"):
+        assert kinds.job_kind_registry().get("harvest").target == "a.jobs:run"
+    assert any("another one already registered 'harvest'" in r.getMessage()
+               for r in caplog.records)

@@ -19,6 +19,7 @@ from curation.store.workspace import Workspace
 from curation.templates import render_query
 from kb_sources.errors import CurationError
 from kb_sources.schema import get_schema
+from kb_sources.spreadsheet import safe_frame
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -121,7 +122,7 @@ def cmd_relations(args: argparse.Namespace) -> int:
         print(f"no partial relations of schema {schema.name} match")
         return 0
     if args.format == "tsv":
-        frame.to_csv(sys.stdout, sep="\t", index=False, quoting=csv.QUOTE_MINIMAL)
+        safe_frame(frame).to_csv(sys.stdout, sep="\t", index=False, quoting=csv.QUOTE_MINIMAL)
     else:
         with pd.option_context("display.max_colwidth", 60, "display.width", 200):
             print(frame.to_string(index=False))

@@ -30,6 +30,9 @@ from kb_sources.plugins import Registry, load_target
 
 #: The entry-point group in which installed distributions declare job kinds.
 GROUP = "kbcurate.job_kinds"
+#: The product's own distribution: its entry points in :data:`GROUP` (the wings' kinds) are
+#: built-ins, so a plug-in can never replace ``activate``, ``rank`` or any other product kind.
+PRODUCT = "kbcurate"
 
 #: The actor of internal callers (CLI demo, maintenance, benchmarks): an admin whose name no
 #: real user can have (user names are letters, digits, '.', '_' and '-').
@@ -85,14 +88,16 @@ def _not_a_kind(entry: object) -> str | None:
 
 
 def job_kind_registry(extra: Iterable[JobKind] = ()) -> Registry[JobKind]:
-    """A registry of job kinds: ``selftest`` and ``extra`` built in, then every kind that an
-    installed distribution declares in :data:`GROUP`.
+    """A registry of job kinds: ``selftest``, ``extra`` and the kinds of the product's own
+    distribution (:data:`PRODUCT`) built in, then every kind that another installed
+    distribution declares in :data:`GROUP`; a plug-in that names a built-in kind is refused,
+    with an error in the log.
 
     Args:
         extra: More built-in kinds (tests register their own kinds this way).
     """
     return Registry("job kind", (SELFTEST, *extra), group=GROUP, accept=_not_a_kind,
-                    error=UnknownNameError)
+                    error=UnknownNameError, builtin_distributions=(PRODUCT,))
 
 
 #: The job kinds of this installation (see the module docstring).

@@ -9,7 +9,6 @@ reason) and exported as CSV in the shape of a CIViC source suggestion.
 
 from __future__ import annotations
 
-import csv
 import io
 import logging
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,7 @@ from curation.store.suggestions import SourceSuggestion, Suggestions, Suggestion
 from curation.store.workspace import Workspace, utcnow
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema, get_schema
+from kb_sources.spreadsheet import SafeDictWriter
 from kb_sources.types import Entity
 
 logger = logging.getLogger(__name__)
@@ -212,7 +212,7 @@ def suggestions_csv(suggestions: Sequence[SourceSuggestion],
         "pmid", "gene", "variant", "therapy", "comment", "confirmed_by", "created_at",
         *STATUS_COLUMNS]
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, restval="", lineterminator="\n")
+    writer = SafeDictWriter(buffer, fieldnames=columns, restval="", lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()

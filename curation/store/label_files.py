@@ -7,7 +7,6 @@ The labels come from :meth:`curation.store.labels.Labels.find`; the final grades
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 from curation.store.label_types import Label
 from kb_sources.errors import CurationError
+from kb_sources.spreadsheet import SafeDictWriter
 
 #: One column per field of a label, in this order.
 EXPORT_FIELDS: Sequence[str] = ("id", "created_at", "user", "schema", "query_key", "query_text",
@@ -63,7 +63,7 @@ def export_labels(labels: Sequence[Label], path: str | Path, *,
     elif path.suffix.lower() in (".csv", ".tsv"):
         delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
         with open(path, "w", encoding="utf-8", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=fields, delimiter=delimiter)
+            writer = SafeDictWriter(fh, fieldnames=fields, delimiter=delimiter)
             writer.writeheader()
             writer.writerows(rows)
     else:
