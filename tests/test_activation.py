@@ -73,6 +73,26 @@ def test_the_request_returns_a_queued_job_and_the_old_version_stays_active(two_v
     assert again.id == job.id and [j.id for j in list_jobs(ws, "activate")] == [job.id]
 
 
+def test_three_admins_at_the_same_instant_start_one_activation(two_versions, monkeypatch):
+    """Issue 35 item 5: the page's "is one unfinished?" look and the insert were two steps, so
+    three admins clicking at once each saw none and queued three jobs. The database decides now:
+    here every caller's look is made to miss (as when all three looked before any insert)."""
+    from curation.training import activation
+
+    ws, v1, v2 = two_versions
+    monkeypatch.setattr(activation, "unfinished_activation", lambda ws, schema: None)
+    admins = [User(name, Role.ADMIN) for name in ("boss", "ada", "max")]
+    jobs = [start_activation(ws, admin, v2.id, f"reason of {admin.name}", start=False)
+            for admin in admins]
+    assert {j.id for j in jobs} == {jobs[0].id}
+    assert [j.id for j in list_jobs(ws, "activate")] == [jobs[0].id]
+    assert jobs[0].created_by == "boss"
+    # once it is finished, the next activation of the schema queues a new job
+    cancel_job(ws, jobs[0].id, user=admins[0])
+    later = start_activation(ws, admins[1], v1.id, "roll back", start=False)
+    assert later.id != jobs[0].id and later.created_by == "ada"
+
+
 def test_the_job_builds_both_indexes_with_progress_then_switches(two_versions):
     ws, v1, v2 = two_versions
     job = start_activation(ws, ADMIN, v2.id, "better", start=False)

@@ -182,7 +182,10 @@ def test_an_os_error_from_a_command_is_one_line(tmp_workspace, monkeypatch, caps
 
 # -- item 10: an emptied database beside indexes, models or spooled labels is an error -------------
 @pytest.mark.parametrize("leftover", ["indexes/bm25-0123456789/retriever.json",
-                                      "models/PO-edel@1/manifest.json", "pending_labels.jsonl"])
+                                      "models/PO-edel@1/manifest.json", "pending_labels.jsonl",
+                                      # issue 35 item 12: any workspace content is evidence
+                                      "rankers/PO-ranker@1/manifest.json", "grades/PO.toml",
+                                      "users.toml", "exports/labels.csv"])
 def test_an_emptied_database_is_not_a_new_workspace(tmp_path, leftover):
     from curation.store.workspace import DB_NAME, Workspace, WorkspaceError
 
@@ -206,6 +209,46 @@ def test_an_emptied_database_of_an_unused_workspace_opens(tmp_path):
     (tmp_path / "ws" / DB_NAME).write_bytes(b"")
     with Workspace.open(tmp_path / "ws") as ws:  # nothing to lose: a fresh database
         assert ws.stats().documents == 0
+
+
+# -- issue 35 item 11: the database is owner-only unless the admin asks for group access ---------
+def _modes(root):
+    import os
+
+    return {p.name: oct(os.stat(p).st_mode & 0o7777) for p in sorted(root.iterdir())
+            if p.name.startswith("workspace.sqlite")}
+
+
+def test_a_new_workspace_is_owner_only(tmp_path):
+    from curation.store.labels import Labels
+    from curation.store.workspace import Workspace
+
+    with Workspace.init(tmp_path / "ws") as ws:
+        Labels(ws).record(user="ann", schema="PO", query_key="q", query_text="q", doc_id="1",
+                          grade="partial", note="private")
+        assert _modes(ws.root) == {"workspace.sqlite": "0o600", "workspace.sqlite-shm": "0o600",
+                                   "workspace.sqlite-wal": "0o600"}
+        assert oct((tmp_path / "ws").stat().st_mode & 0o7777) == "0o700"
+
+
+def test_group_access_on_request(tmp_path):
+    from curation.cli.main import main
+
+    assert main(["init", str(tmp_path / "team"), "--group-access"]) == 0
+    assert oct((tmp_path / "team").stat().st_mode & 0o7777) == "0o2770"
+    assert _modes(tmp_path / "team")["workspace.sqlite"] == "0o660"
+
+
+def test_an_old_world_readable_database_is_restricted_on_open(tmp_path):
+    import os
+
+    from curation.store.workspace import Workspace
+
+    Workspace.init(tmp_path / "ws").close()
+    for name in _modes(tmp_path / "ws"):
+        os.chmod(tmp_path / "ws" / name, 0o644)  # as kbcurate before issue 35 made them
+    with Workspace.open(tmp_path / "ws"):
+        assert set(_modes(tmp_path / "ws").values()) == {"0o600"}
 
 
 # -- item 7: symbolic links in the workspace are never followed ------------------------------------

@@ -40,7 +40,8 @@ def dispatch(args: argparse.Namespace) -> int:
 
 def cmd_init(args: argparse.Namespace) -> int:
     root = args.dir or workspace_path(args)
-    with Workspace.init(root, store_url=getattr(args, "store", None)) as ws:
+    with Workspace.init(root, store_url=getattr(args, "store", None),
+                        group_access=getattr(args, "group_access", False)) as ws:
         print(f"workspace ready at {ws.root} (schema version {ws.schema_version})")
     return 0
 

@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep the database on PostgreSQL (postgresql://USER@HOST:PORT/DATABASE, "
                         "an empty database; password from PGPASSWORD or ~/.pgpass) instead of "
                         "WS/workspace.sqlite")
+    p.add_argument("--group-access", action="store_true",
+                   help="share the workspace with your group (folder 0770 + set-group-id, "
+                        "database 0660); by default only you can read it (0700 / 0600)")
     store_commands.add_parsers(sub, common)
 
     _import_parser(sub, common)

@@ -51,6 +51,10 @@ class JobKind:
         params: The parameter names it accepts; any other name is refused at submission.
         validator: Optional ``module:function`` called as ``fn(ws, params)`` at submission; it
             raises :class:`CurationError` for a bad value (e.g. a path outside the workspace).
+        unique_by: Parameter names that identify the same work: while a queued or running job
+            of this kind has the same values, submitting another returns that job instead
+            (decided in one database transaction, so users clicking at the same instant get
+            one job). Empty: every submission queues a job.
     """
 
     name: str
@@ -59,6 +63,7 @@ class JobKind:
     admin_only: bool = True
     params: tuple[str, ...] = ()
     validator: str | None = None
+    unique_by: tuple[str, ...] = ()
 
     def load(self) -> Callable[..., dict[str, Any]]:
         """The kind's function (imported now).

@@ -47,6 +47,7 @@ from curation.jobs.kinds import SYSTEM_USER, JobKind, find_kind, get_kind
 from curation.jobs.lifecycle import (
     JobCancelled,
     JobContext,
+    JobQueue,
     current_job,
     execute_job,
 )
@@ -98,10 +99,32 @@ def submit_job(
                             f"{type(params).__name__}; available options: {', '.join(spec.params)}")
     spec.check(ws, params)
     queue = job_queue(ws)
+    if spec.unique_by:
+        return _submit_unique(ws, spec.name, params, user, queue, start, spec.unique_by)
     job_id = Jobs(ws).insert(kind, params, user.name)
     if start:
         queue.start(ws, job_id)
     return get_job(ws, job_id)
+
+
+def _submit_unique(ws: Workspace, kind: str, params: Mapping[str, Any], user: User,
+                   queue: JobQueue, start: bool, unique_by: tuple[str, ...]) -> Job:
+    """Queue a job of a kind with :attr:`JobKind.unique_by`, or return the unfinished one doing
+    the same work. A row whose worker is gone is failed by :func:`get_job` and no longer counts
+    (then a new job is queued)."""
+    for _ in range(3):
+        job_id, created = Jobs(ws).insert_unique(kind, params, user.name, unique_by)
+        if created:
+            if start:
+                queue.start(ws, job_id)
+            return get_job(ws, job_id)
+        job = get_job(ws, job_id)
+        if not job.finished:
+            logger.info("%s job not queued for %s: job %d (%s) does the same work", kind,
+                        user.name, job.id, job.created_by)
+            return job
+    raise CurationError(f"Could not queue the {kind} job: the unfinished job {job_id} doing the "
+                        "same work keeps changing; try again in a moment")
 
 
 def get_job(ws: Workspace, job_id: int) -> Job:

@@ -130,6 +130,57 @@ def not_writable_reason(path: Path) -> str:
     return ""
 
 
+#: The database's files: they hold labels, notes, the audit log and session hashes.
+DB_SUFFIXES = ("", "-wal", "-shm", "-journal")
+#: Mode of the database files (owner only), and with group access (the workspace folder is
+#: group-writable: ``kbcurate init --group-access``).
+PRIVATE_MODE, GROUP_MODE = 0o600, 0o660
+
+
+def database_mode(path: Path) -> int:
+    """The mode the database at ``path`` gets: owner-only, or owner and group when its folder
+    grants the group write access (an admin asked for group access)."""
+    try:
+        shared = path.parent.stat().st_mode & 0o020
+    except OSError:
+        shared = 0
+    return GROUP_MODE if shared else PRIVATE_MODE
+
+
+def restrict_database_files(path: Path) -> None:
+    """Create the database file with :func:`database_mode` when it is missing (SQLite gives its
+    ``-wal`` and ``-shm`` files the database file's mode), and take away from existing database
+    files every permission bit beyond that mode (a world-readable database made by an older
+    kbcurate, or copied in). Files of another owner are left alone (logged)."""
+    mode = database_mode(path)
+    if not path.exists():
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        except FileExistsError:  # another process created it meanwhile
+            pass
+        else:
+            try:
+                os.fchmod(fd, mode)  # the umask may have taken the group's bits
+            finally:
+                os.close(fd)
+    for suffix in DB_SUFFIXES:
+        target = Path(f"{path}{suffix}")
+        try:
+            st = target.lstat()
+        except FileNotFoundError:
+            continue
+        current = st.st_mode & 0o777
+        if current & ~mode == 0 or not target.is_file() or target.is_symlink():
+            continue
+        if st.st_uid != os.geteuid():
+            logger.warning("%s is readable beyond its owner (mode %o) and belongs to another "
+                           "user; ask them to run chmod %o on it", target, current, mode)
+            continue
+        os.chmod(target, current & mode)
+        logger.info("%s: mode %o -> %o (the database holds labels, notes and the audit log)",
+                    target, current, current & mode)
+
+
 def connect(path: Path, *, read_only: bool = False) -> WorkspaceConnection:
     """Open the workspace database at ``path``.
 
@@ -141,6 +192,11 @@ def connect(path: Path, *, read_only: bool = False) -> WorkspaceConnection:
         WorkspaceError: Not a workspace database, or it cannot be opened (the message says why).
     """
     reason = "opened read-only" if read_only else not_writable_reason(path)
+    if not reason:
+        try:
+            restrict_database_files(path)
+        except OSError as exc:  # a read-only mount found late, a full disk: the open says why
+            logger.debug("could not set the database's mode: %s", exc)
     try:
         conn = _open_read_only(path, reason) if reason else _probe(str(path), path, "")
         if not reason:

@@ -197,3 +197,34 @@ def open_connection(root: Path, *, read_only: bool = False, create: bool = False
 
     return connect_postgresql(settings.url, setting=settings.setting, read_only=read_only,
                               create=create)
+
+
+def workspace_content(root: Path) -> list[str]:
+    """What ``root`` holds besides its database files and empty folders (indexes, models,
+    rankers, grades, caches, exports, spooled labels, the users file, ...): evidence of a
+    workspace that was used, whatever wrote it."""
+    own = {f"{DB_NAME}{suffix}" for suffix in ("", "-wal", "-shm", "-journal")}
+    held = []
+    for entry in sorted(root.iterdir()) if root.is_dir() else []:
+        if entry.name in own:
+            continue
+        if entry.is_dir() and not entry.is_symlink() and not any(entry.iterdir()):
+            continue
+        held.append(entry.name)
+    return held
+
+
+def refuse_emptied(root: Path, *, before_open: bool = False) -> None:
+    """Raise when ``root`` holds anything a used workspace leaves (:func:`workspace_content`;
+    see ``Workspace._check_not_emptied``); ``before_open``: only when the database file is there
+    with 0 bytes (opening it would write its header)."""
+    db = root / DB_NAME
+    if before_open and not (db.is_file() and db.stat().st_size == 0):
+        return
+    held = workspace_content(root)
+    if held:
+        raise WorkspaceError(
+            f"{DB_NAME} in {root} is empty but the folder holds {', '.join(held)}: the "
+            "workspace's database was emptied or replaced, so its documents, relations, labels, "
+            "users and model registry are missing. Restore workspace.sqlite from a backup; to "
+            "start afresh on purpose, run kbcurate init in a new folder")

@@ -130,6 +130,25 @@ class Jobs:
             self.ws.audit(actor, "submit", "job", str(job_id), after=dict(params))
         return job_id
 
+    def insert_unique(self, kind: str, params: Mapping[str, Any], actor: str,
+                      unique_by: tuple[str, ...]) -> tuple[int, bool]:
+        """Like :meth:`insert`, unless a queued or running job of ``kind`` has the same values of
+        the ``unique_by`` parameters: then that job's id. One write transaction, so two
+        processes submitting at the same instant get one job.
+
+        Returns:
+            (job id, whether a new job was stored).
+        """
+        wanted = {name: params.get(name) for name in unique_by}
+        with self.ws.transaction():
+            for job_id, text in self.ws.conn.execute(
+                    "SELECT id, params FROM jobs WHERE kind = ? AND status IN ('queued', "
+                    "'running') ORDER BY id", (kind,)).fetchall():
+                stored = json.loads(text)
+                if {name: stored.get(name) for name in unique_by} == wanted:
+                    return int(job_id), False
+            return self.insert(kind, params, actor), True
+
     def record_worker_pid(self, job_id: int, pid: int) -> None:
         """Record ``pid`` as the job's worker process unless one is recorded already."""
         with self.ws.transaction():

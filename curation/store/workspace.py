@@ -42,6 +42,7 @@ from curation.store.database import (
     check_url,
     is_workspace,
     open_connection,
+    refuse_emptied,
     write_store_settings,
 )
 from curation.store.errors import (
@@ -81,13 +82,19 @@ class Workspace:
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
-    def init(cls, root: str | Path, *, store_url: str | None = None) -> Workspace:
+    def init(cls, root: str | Path, *, store_url: str | None = None,
+             group_access: bool = False) -> Workspace:
         """Create a workspace folder (or open it when it already is one).
+
+        A new folder is made owner-only (0700) and its database 0600: they hold labels, notes,
+        the audit log and session hashes.
 
         Args:
             root: The workspace folder.
             store_url: Keep the database on this PostgreSQL server (an empty database; the
                 password from PGPASSWORD or ~/.pgpass) instead of ``WS/workspace.sqlite``.
+            group_access: Share the folder with its group instead (0770 with the set-group-id
+                bit, so new files keep the group; the database 0660).
         """
         root = Path(root).expanduser().resolve()
         if root.exists() and not root.is_dir():
@@ -97,6 +104,10 @@ class Workspace:
                 f"{root} is a non-empty folder without {DB_NAME}; choose an empty or new folder"
             )
         try:
+            fresh = not root.is_dir() or not any(root.iterdir())
+            root.mkdir(parents=True, exist_ok=True)
+            if fresh or group_access:
+                root.chmod(0o2770 if group_access else 0o700)
             for area in AREAS:
                 (root / area).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -106,7 +117,7 @@ class Workspace:
         if store_url:
             check_url(store_url, "--store")
             settings = StoreSettings(store_url, "--store")
-        _refuse_emptied(root, before_open=True)
+        refuse_emptied(root, before_open=True)
         ws = cls(root, open_connection(root, create=True, settings=settings))
         try:
             ws._check_not_emptied()
@@ -142,7 +153,7 @@ class Workspace:
                 f"No workspace at {root} (no {DB_NAME} nor {STORE_FILE}). Create one with: "
                 f"kbcurate init {root}"
             )
-        _refuse_emptied(root, before_open=True)
+        refuse_emptied(root, before_open=True)
         ws = cls(root, open_connection(root, read_only=read_only))
         try:
             ws._check_not_emptied()
@@ -193,15 +204,16 @@ class Workspace:
             f"({self.read_only_reason}); this step needs to write: open it without read-only")
 
     def _check_not_emptied(self) -> None:
-        """Refuse an empty database (schema version 0) in a folder that holds indexes, models or
-        spooled labels: its database was emptied or replaced, and migrating it would silently
+        """Refuse an empty database (schema version 0) in a folder that holds anything a used
+        workspace leaves (indexes, models, rankers, grades, spooled labels, ...): its database
+        was emptied or replaced, and migrating it would silently
         make a new, empty workspace over the old one's files.
 
         Raises:
             WorkspaceError: Naming what the folder holds and how to restore it.
         """
         if self.engine == "sqlite" and self.schema_version == 0:
-            _refuse_emptied(self.root)
+            refuse_emptied(self.root)
 
     def _check_readable_version(self) -> None:
         current = self.schema_version
@@ -350,26 +362,6 @@ class Workspace:
     def stats(self) -> WorkspaceStats:
         """Counts of everything in the workspace."""
         return count_everything(self.conn, self.schema_version)
-
-
-def _refuse_emptied(root: Path, *, before_open: bool = False) -> None:
-    """Raise when ``root`` holds indexes, models or spooled labels (see
-    :meth:`Workspace._check_not_emptied`); ``before_open``: only when the database file is
-    there with 0 bytes (opening it would write its header)."""
-    db = root / DB_NAME
-    if before_open and not (db.is_file() and db.stat().st_size == 0):
-        return
-    held = [name for name in ("indexes", "models")
-            if (root / name).is_dir() and any((root / name).iterdir())]
-    spool = root / "pending_labels.jsonl"
-    if spool.is_file() or spool.is_symlink():
-        held.append(spool.name)
-    if held:
-        raise WorkspaceError(
-            f"{DB_NAME} in {root} is empty but the folder holds {', '.join(held)}: the "
-            "workspace's database was emptied or replaced, so its documents, relations, labels, "
-            "users and model registry are missing. Restore workspace.sqlite from a backup; to "
-            "start afresh on purpose, run kbcurate init in a new folder")
 
 
 def _split_sql(script: str) -> list[str]:

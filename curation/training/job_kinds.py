@@ -14,7 +14,7 @@ JOB_KINDS = (
             params=("schema", "options")),
     JobKind("activate", "curation.training.activation:run_activation",
             "build a model version's dense and hybrid indexes, then make it the active one",
-            params=("schema", "version", "reason"),
+            params=("schema", "version", "reason"), unique_by=("schema",),
             validator="curation.training.activation:check_activation_params"),
     JobKind("rank", "curation.training.ranker:run_ranker_job",
             "retrain a schema's learned ranker on KB + labels (seconds); the gate promotes it",
