@@ -90,6 +90,8 @@ def charts(job: Job) -> None:
         return
     st.caption(f"{md(report.get('schema'))} · split {md(report.get('split'))} · "
                f"{md(report.get('queries'))} queries")
+    for warning in report.get("warnings") or []:
+        st.warning(md(str(warning)))
     fig = px.bar(html_frame(means), x="metric", y="value", color="retriever", barmode="group",
                  title="Mean metrics per retriever")
     st.plotly_chart(fig, key="eval_bar", width="stretch")

@@ -79,6 +79,43 @@ def test_workspace_option_before_and_after_the_action(words, leaf, tmp_path, mon
         assert (args.quiet, args.verbose) == ("-q" in argv, "--verbose" in argv), argv
 
 
+def _all_positionals(parser: argparse.ArgumentParser) -> list[str]:
+    """A value for every positional of a leaf command, optional ones included."""
+    out = []
+    for action in parser._get_positional_actions():
+        if isinstance(action, argparse._SubParsersAction):
+            continue
+        if action.choices:
+            out.append(str(next(iter(action.choices))))
+        else:
+            out.append({int: "1", float: "0.5"}.get(action.type, "X"))
+    return out
+
+
+@pytest.mark.parametrize("words,leaf", COMMANDS, ids=[" ".join(c[0]) for c in COMMANDS])
+def test_options_between_the_action_and_its_arguments(words, leaf, tmp_path):
+    """Issue 35: ``kbcurate models activate -w WS VERSION`` said "unrecognized arguments:
+    VERSION". Options (-w, -q, the command's own) may stand between any two positionals."""
+    positionals = _all_positionals(leaf)
+    rest = [a for a in _required_args(leaf) if a not in positionals or a.startswith("-")]
+    options = ["-w", str(tmp_path), "-q"] if "--workspace" in leaf._option_string_actions \
+        else []
+    expected = vars(build_parser().parse_args([*words, *positionals, *rest, *options]))
+    for i in range(1, len(positionals)):
+        argv = [*words, *positionals[:i], *options, *rest, *positionals[i:]]
+        assert vars(build_parser().parse_args(argv)) == expected, argv
+
+
+def test_models_show_and_activate_take_the_workspace_before_the_version(tmp_path):
+    args = build_parser().parse_args(["models", "activate", "-w", str(tmp_path), "PO-edel@1",
+                                      "--reason", "better"])
+    assert (args.action, args.version, args.workspace, args.reason) == (
+        "activate", "PO-edel@1", str(tmp_path), "better")
+    args = build_parser().parse_args(["models", "export", "PO-edel@1", "-w", str(tmp_path),
+                                      "out"])
+    assert (args.version, args.dest) == ("PO-edel@1", "out")
+
+
 def test_defaults_without_the_options(monkeypatch):
     monkeypatch.delenv("KBCURATE_WORKSPACE", raising=False)
     args = build_parser().parse_args(["schema", "list"])

@@ -338,6 +338,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_match_bench(args: argparse.Namespace) -> int:
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     from curation.matching.bench import match_bench_report
 
     print(match_bench_report(args.file, args.types or None, as_json=args.json,

@@ -12,6 +12,30 @@ from curation.store.config import WORKSPACE_ENV
 from kb_sources.errors import CurationError
 
 
+class CommandParser(argparse.ArgumentParser):
+    """An argument parser whose leaf commands take options between their positionals.
+
+    Plain argparse fills a command's optional positionals greedily from the first run of
+    positionals, so ``kbcurate models activate -w WS VERSION`` stopped at ``-w`` and then refused
+    ``VERSION`` ("unrecognized arguments"). A leaf command (one without sub-commands) parses
+    intermixed (:meth:`argparse.ArgumentParser.parse_known_intermixed_args`): options may stand
+    anywhere. Sub-parsers inherit the class (``add_subparsers`` builds them with the parent's).
+    """
+
+    _intermixing = False
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        nested = any(a.nargs in (argparse.PARSER, argparse.REMAINDER)
+                     for a in self._get_positional_actions())
+        if nested or self._intermixing:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+
 def workspace_path(args: argparse.Namespace) -> Path:
     """The workspace folder from ``--workspace`` or ``$KBCURATE_WORKSPACE``."""
     value = getattr(args, "workspace", None) or os.environ.get(WORKSPACE_ENV)

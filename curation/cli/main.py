@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from curation.cli import store_commands
-from curation.cli.common import workspace_path
+from curation.cli.common import CommandParser, workspace_path
 from curation.store.config import DATA_ENV, WORKSPACE_ENV
 from curation.store.errors import DATABASE_ERRORS, describe_database_error, describe_os_error
 from kb_sources.errors import CurationError
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (reader names and descriptions come from the registry)."""
     common = _common_options()
     fmt = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="kbcurate", formatter_class=fmt,
         description="Knowledge-base curation assistant: find PubMed abstracts that complete "
                     "partial KB relations.",

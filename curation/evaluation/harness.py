@@ -75,6 +75,9 @@ class EvalTask:
 SPLIT_SEED = 13
 #: Shares of the query-entity groups in train, dev and test.
 SPLIT_FRACTIONS: tuple[float, float, float] = (0.6, 0.2, 0.2)
+#: Below this many scored queries a mean metric is too noisy to choose by (the training gate
+#: uses the same bound, ``curation.training.gate.MIN_TEST_QUERIES``).
+MIN_SCORED_QUERIES = 20
 
 
 def assign_splits(groups: Iterable[str], seed: int = SPLIT_SEED,
@@ -212,11 +215,39 @@ class EvaluationReport:
         """One retriever's mean of one metric ("ndcg@10", "entity_recall@10", "queries")."""
         return float(self.retrievers[retriever][name])
 
+    @property
+    def warnings(self) -> list[str]:
+        """Why the figures may not be trusted: too few scored queries (one line each)."""
+        return small_sample_warnings(self.split, self.queries,
+                                     {name: int(m.get("queries", 0))
+                                      for name, m in self.retrievers.items()})
+
     def to_json(self) -> dict[str, Any]:
         """The JSON report (``kbcurate evaluate --out``, an evaluation job's result)."""
         return {"schema": self.schema, "split": self.split, "seed": self.seed,
                 "queries": self.queries, "retrievers": self.retrievers,
-                "per_query": self.per_query}
+                "per_query": self.per_query, "warnings": self.warnings}
+
+
+def small_sample_warnings(split: str, queries: int, scored: Mapping[str, int]) -> list[str]:
+    """One warning when the split, or a retriever's scored share of it, has fewer than
+    :data:`MIN_SCORED_QUERIES` queries.
+
+    Args:
+        split: The split's name.
+        queries: Queries in the split.
+        scored: Retriever -> how many queries it was scored on.
+    """
+    fewest = min([queries, *scored.values()]) if scored else queries
+    if fewest >= MIN_SCORED_QUERIES:
+        return []
+    if fewest == 0:
+        return [f"No {split} query could be scored: no relation of the split cites a document "
+                "of the workspace; import the cited abstracts"]
+    return [f"Scored on only {fewest} {split} queries (< {MIN_SCORED_QUERIES}): the means are "
+            "too noisy to choose between rankings (one query moves NDCG@10 by up to "
+            f"{1 / fewest:.2f}); import more of the cited abstracts, or evaluate on a larger "
+            "split (--split all)"]
 
 
 def evaluation_report(task: EvalTask, split: str, results: Sequence[RetrieverResult]
