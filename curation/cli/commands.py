@@ -334,12 +334,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.out:
         Path(args.out).write_text(json.dumps(report.to_json(), indent=2), encoding="utf-8")
     print(format_table(report))
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 
 def cmd_match_bench(args: argparse.Namespace) -> int:
-    for warning in report.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
     from curation.matching.bench import match_bench_report
 
     print(match_bench_report(args.file, args.types or None, as_json=args.json,
