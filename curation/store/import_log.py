@@ -86,6 +86,11 @@ class BatchSizer:
         self.size = int(min(self.high, max(self.low, min(rate_size, 2 * self.size))))
 
 
+#: Seconds an import pauses after each batch, so that writers waiting for the lock (a curator's
+#: label polls every millisecond) get it between two batches instead of starving behind them.
+YIELD_S = 0.01
+
+
 @dataclass
 class ImportRun:
     """One running import (see the module docstring)."""
@@ -106,6 +111,8 @@ class ImportRun:
             self.ws.conn.execute("UPDATE imports SET beat = ? WHERE id = ?", (utcnow(), self.id))
         if sizer is not None:
             sizer.update(rows, time.perf_counter() - start)
+        if not self.nested:
+            time.sleep(YIELD_S)  # let waiting writers (labels) take the lock between batches
 
     def remember(self, kind: UndoKind, key: str | int) -> None:
         """Keep the before image of a row the import is about to change (inside a batch)."""
