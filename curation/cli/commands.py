@@ -164,10 +164,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(summary)
     if args.no_serve:
         return 0
+    from curation.jobs.kinds import SYSTEM_USER
+    from curation.jobs.queue import newest_job_id, stop_jobs_after
+
+    with Workspace.open(root) as ws:
+        mark = newest_job_id(ws)
     if not args.no_index:
         _start_dense_index(root)
     args.workspace = str(root)
-    return cmd_serve(args)
+    try:
+        return cmd_serve(args)
+    finally:  # the app stopped (TERM, Ctrl+C): so do the jobs this demo started
+        with Workspace.open(root) as ws:
+            stopped = stop_jobs_after(ws, mark, user=SYSTEM_USER)
+        if stopped:
+            print(f"stopped {len(stopped)} background job(s) of this demo: "
+                  f"{', '.join(map(str, stopped))}", file=sys.stderr)
 
 
 def _start_dense_index(root: object) -> None:

@@ -140,7 +140,8 @@ def execute_job(ws: Workspace, job_id: int, queue_of: QueueOf, *,
     try:
         with _heartbeat(ws, job_id, queue_of):
             result = get_kind(job.kind).load()(context or JobContext(ws, job_id), **job.params)
-    except JobCancelled:
+    except JobCancelled as exc:  # a user's cancel (the row says so already) or a stop signal
+        finish_job(ws, job_id, JobStatus.CANCELLED, error=str(exc))
         return current_job(ws, job_id, queue_of)
     except Exception as exc:  # noqa: BLE001 - any failure is recorded on the job
         logger.exception("job %d failed", job_id)

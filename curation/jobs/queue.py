@@ -180,6 +180,28 @@ def cancel_job(ws: Workspace, job_id: int, *, user: User | None) -> Job:
     return get_job(ws, job_id)
 
 
+def newest_job_id(ws: Workspace) -> int:
+    """The id of the newest job (0 when there is none): a mark for :func:`stop_jobs_after`."""
+    ids = Jobs(ws).ids(None, 1)
+    return ids[0] if ids else 0
+
+
+def stop_jobs_after(ws: Workspace, mark: int, *, user: User) -> list[int]:
+    """Cancel every unfinished job submitted after the job ``mark`` (see :func:`newest_job_id`)
+    and stop its worker: what ``kbcurate demo`` does when it stops, so no worker it started keeps
+    encoding.
+
+    Returns:
+        The ids of the jobs cancelled, newest first.
+    """
+    stopped = []
+    for job in list_jobs(ws, limit=200):
+        if job.id > mark and not job.finished:
+            cancel_job(ws, job.id, user=user)
+            stopped.append(job.id)
+    return stopped
+
+
 def check_may_cancel(job: Job, user: User | None) -> User:
     """``user`` when they may cancel ``job``, else :class:`PermissionDenied` (server side)."""
     action = f"Cancelling job {job.id} ({job.kind})"

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -82,7 +83,17 @@ class TableQueue:
         return f"{reason}; {_log_tail(log)}see {log}. Start the job again"
 
     def stop(self, ws: Workspace, job: Job) -> None:
-        """Nothing to do: the worker stops at its next progress report (the row says so)."""
+        """Stop the job's worker now: SIGTERM to its process group (it is a session leader), so
+        a cancelled index build stops within seconds, not at its next progress report. Only a
+        live worker that beat recently is signalled (its pid cannot belong to another process
+        yet); otherwise the worker stops at its next progress report (the row says so)."""
+        if job.pid is None or job.status is not JobStatus.RUNNING or not process_alive(job.pid) \
+                or job.idle_s > STALE_AFTER_S or not _own_session(job.pid):
+            return
+        try:
+            os.killpg(job.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError) as exc:
+            logger.info("job %d: worker %d not signalled (%s)", job.id, job.pid, exc)
 
     def work(self, ws: Workspace, *, concurrency: int = 1, wait: bool = True) -> None:
         """Run the jobs queued without a worker process (``submit_job(..., start=False)``) in
@@ -107,6 +118,16 @@ def _run_here(root: Path, job_id: int) -> None:
             raise
         except CurationError as exc:  # claimed by another worker, or cancelled meanwhile
             logger.info("job %d: not run here (%s)", job_id, exc)
+
+
+def _own_session(pid: int) -> bool:
+    """Whether ``pid`` is a per-job worker (the leader of its own session, not this process): a
+    job run inside ``kbcurate worker`` or a test records that process's pid, which must never
+    be signalled for one job."""
+    try:
+        return pid != os.getpid() and os.getsid(pid) == pid
+    except OSError:
+        return False
 
 
 def _process_gone(job: Job) -> str | None:
