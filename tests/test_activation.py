@@ -122,6 +122,36 @@ def test_the_job_builds_both_indexes_with_progress_then_switches(two_versions):
     assert searched_model(ws, "hybrid · active").startswith("hybrid:rrf(bm25+")
 
 
+def test_no_second_build_of_an_index_its_activation_is_building(two_versions):
+    """Issue 36 item 7: while an activation encodes, the Curate page offered "Build the dense
+    index in the background" for the same version, and a second build could start."""
+    from curation.search.choices import VERSION_SEP, ensure_index_job, last_index_job
+
+    ws, _, v2 = two_versions
+    job = start_activation(ws, ADMIN, v2.id, "better", start=False)
+    for choice in ("dense", "hybrid"):
+        base, options = parse_retriever_choice(f"{choice}{VERSION_SEP}{v2.id}")
+        assert last_index_job(ws, base, options).id == job.id
+        assert ensure_index_job(ws, base, options, user=ADMIN).id == job.id
+    assert list_jobs(ws, "index") == []
+    cancel_job(ws, job.id, user=ADMIN)
+    base, options = parse_retriever_choice(f"dense{VERSION_SEP}{v2.id}")
+    assert last_index_job(ws, base, options) is None
+
+
+def test_index_jobs_of_one_index_are_deduplicated_in_the_database(two_versions, monkeypatch):
+    from curation.search import choices
+
+    ws, _, v2 = two_versions
+    monkeypatch.setattr(choices, "active_index_job", lambda *a, **k: None)  # every look misses
+    options = {"model": v2.id}
+    jobs = [submit_job(ws, "index", {"retriever": "dense", "options": options}, user=ADMIN,
+                       start=False) for _ in range(3)]
+    assert len({j.id for j in jobs}) == 1
+    other = submit_job(ws, "index", {"retriever": "bm25"}, user=ADMIN, start=False)
+    assert other.id != jobs[0].id
+
+
 def test_a_cancelled_or_failed_job_leaves_the_old_version_active(two_versions):
     ws, v1, v2 = two_versions
     job = start_activation(ws, ADMIN, v2.id, "better", start=False)

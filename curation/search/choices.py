@@ -111,7 +111,17 @@ def index_location(ws: Workspace, name: str, options: Mapping[str, Any] | None =
 
 def last_index_job(ws: Workspace, name: str,
                    options: Mapping[str, Any] | None = None) -> Job | None:
-    """The most recent index job for this retriever and options (any status), if any."""
+    """The most recent index job for this retriever and options (any status), if any; an
+    unfinished activation of the dense version these options name counts as one (it builds
+    that version's dense and hybrid indexes), so no second build of the same index starts
+    while it encodes."""
+    opts = dict(options or {})
+    version = (opts.get("model") if name == "dense" else
+               (opts.get("dense") or {}).get("model") if name == "hybrid" else None)
+    if version:
+        for job in list_jobs(ws, "activate", limit=20):
+            if not job.finished and job.params.get("version") == version:
+                return job
     for job in list_jobs(ws, "index", limit=50):
         if job.params.get("retriever") == name and \
                 (job.params.get("options") or {}) == dict(options or {}):

@@ -9,5 +9,6 @@ JOB_KINDS = (
     JobKind("index", "curation.search.indexing:run_index_job",
             "build or update a retriever index over the workspace documents",
             admin_only=False, params=("retriever", "options", "rebuild"),
+            unique_by=("retriever", "options"),
             validator="curation.search.indexing:check_index_params"),
 )
