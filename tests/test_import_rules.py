@@ -38,8 +38,11 @@ WING_RULES: dict[str, frozenset[str]] = {
     "evaluation": frozenset({"search", "store", "matching", "jobs", "access", "ranking"}),
     "training": frozenset({"evaluation", "search", "store", "matching", "jobs", "access",
                            "ranking"}),
+    # PubMed as the corpus: query building (store, matching), NCBI settings (access), the search
+    # job (jobs) and the ranking of its hits with the Curate page's code (search)
+    "pubmed": frozenset({"store", "matching", "access", "search", "jobs"}),
     "cli": frozenset({"store", "access", "matching", "jobs", "search", "evaluation", "training",
-                      "ranking"}),
+                      "ranking", "pubmed"}),
 }
 SHARED = frozenset({"templates"})
 
