@@ -25,7 +25,7 @@ import streamlit as st
 from app_pages.safe import md
 from curation.access.signin import resolve_user, users_store
 from curation.access.users import User
-from curation.jobs.queue import Job, cancel_job, get_job
+from curation.jobs.queue import Job, cancel_job, get_job, may_cancel
 from curation.matching.matcher import EntityMatcher
 from curation.ranking.versions import RankerVersion
 from curation.search.choices import index_location, parse_retriever_choice
@@ -271,12 +271,15 @@ def poll_job(ctx: AppContext, job_id: int, key: str) -> None:
 def job_status(ws: Workspace, job: Job, user: User, key: str) -> Job:
     """Progress bar, message and a cancel button for one job; returns its fresh state."""
     job = get_job(ws, job.id)
+    started = job.created_at.replace("T", " ")[:16]
     st.progress(min(max(job.progress, 0.0), 1.0),
                 text=f"Job {job.id:d} ({md(job.kind)}): {md(job.status.value)}"
+                     + ("" if job.finished else f" since {md(started)} UTC")
                      + (f" · {md(job.message)}" if job.message else ""))
     if job.error:
         st.error(md(job.error))
-    if not job.finished and st.button("Cancel job", key=f"{key}_cancel_{job.id}"):
+    if not job.finished and may_cancel(job, user) and \
+            st.button("Cancel job", key=f"{key}_cancel_{job.id}"):
         try:  # this may run in a fragment, outside the page's own error handling
             cancel_job(ws, job.id, user=user)
         except CurationError as exc:

@@ -202,6 +202,15 @@ def stop_jobs_after(ws: Workspace, mark: int, *, user: User) -> list[int]:
     return stopped
 
 
+def may_cancel(job: Job, user: User | None) -> bool:
+    """Whether ``user`` may cancel ``job`` (pages show *Cancel job* only then)."""
+    try:
+        check_may_cancel(job, user)
+    except PermissionDenied:
+        return False
+    return True
+
+
 def check_may_cancel(job: Job, user: User | None) -> User:
     """``user`` when they may cancel ``job``, else :class:`PermissionDenied` (server side)."""
     action = f"Cancelling job {job.id} ({job.kind})"
