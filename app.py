@@ -70,21 +70,23 @@ def main() -> None:
         st.info(f"No workspace: start with `kbcurate serve --workspace DIR` or set "
                 f"{WORKSPACE_ENV}.")
         st.stop()
-    try:
-        ws = session_workspace(path)
-        user = gate(ws)
-        restore_place()  # a reload or shared link: the URL's schema, relation, retriever
-        _sidebar(user, corpus_counts(ws))
-    except READABLE_ERRORS as exc:  # library errors, and SQLite errors no layer translated
-        show_error(exc, path)
-        st.stop()
-    nav = st.navigation([
+    pages = [
         st.Page(PAGES / "curate.py", title="Curate", icon=":material/search:", default=True),
         st.Page(PAGES / "worklist.py", title="Worklist", icon=":material/checklist:"),
         st.Page(PAGES / "review.py", title="Review", icon=":material/fact_check:"),
         st.Page(PAGES / "evaluate.py", title="Evaluate", icon=":material/monitoring:"),
         st.Page(PAGES / "models.py", title="Models", icon=":material/timeline:"),
-    ])
+    ]
+    try:
+        ws = session_workspace(path)
+        # signed out: the pages are registered, hidden, so a deep link keeps its page
+        user = gate(ws, on_signed_out=lambda: st.navigation(pages, position="hidden"))
+        restore_place()  # a reload or shared link: the URL's schema, relation, retriever
+        _sidebar(user, corpus_counts(ws))
+    except READABLE_ERRORS as exc:  # library errors, and SQLite errors no layer translated
+        show_error(exc, path)
+        st.stop()
+    nav = st.navigation(pages)
     try:
         retrain_sidebar(AppContext(ws, user))
         activation_sidebar(AppContext(ws, user))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -151,8 +152,14 @@ def sign_out() -> None:
         st.logout()
 
 
-def gate(ws: Workspace) -> User:
-    """The signed-in user; otherwise the sign-in form is drawn and the run stops."""
+def gate(ws: Workspace, *, on_signed_out: Callable[[], object] | None = None) -> User:
+    """The signed-in user; otherwise the sign-in form is drawn and the run stops.
+
+    Args:
+        ws: The workspace.
+        on_signed_out: Called before the form is drawn (app.py registers its pages there,
+            hidden, so a deep link such as ``/review`` keeps its page through the sign-in).
+    """
     oidc = oidc_configured()
     modes = auth_modes(users_store(ws.root), oidc)
     if modes == [AuthMode.LOCAL]:
@@ -174,6 +181,8 @@ def gate(ws: Workspace) -> User:
     send_cookie_handoff()  # a sign-out's "clear the cookie"
     refused = _refused_oidc_email()
     st.session_state["auth"] = None
+    if on_signed_out is not None:
+        on_signed_out()
     _form(ws, modes)
     if refused:
         st.warning(f"{md(refused)} may not sign in to this workspace: its domain is not in "
