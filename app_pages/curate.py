@@ -28,9 +28,10 @@ from app_pages.curate_results import results_panel
 from app_pages.curate_screening import screening_panel, shown_doc
 from app_pages.curate_suggestions import suggestions_panel
 from app_pages.place import DEFAULTS_FOR, place_params, remember_place, take_pending_query
+from app_pages.pubmed_panel import pubmed_panel, stale_result, with_badges
 from app_pages.safe import md
 from curation.jobs.queue import JobStatus, get_job
-from curation.ranking.versions import active_version
+from curation.ranking.versions import active_ranker
 from curation.search.choices import (
     ensure_index_job,
     last_index_job,
@@ -41,6 +42,7 @@ from curation.search.choices import (
 from curation.search.ranked import (
     DefaultRanking,
     default_for,
+    fallback_for,
     is_ranked_choice,
     ranked_choices,
     resolve_ranked_choice,
@@ -48,6 +50,7 @@ from curation.search.ranked import (
 from curation.search.relation_table import relations_frame
 from curation.search.session import (
     SearchResult,
+    documents_stamp,
     relation_filters,
     relation_label,
     run_search,
@@ -58,6 +61,7 @@ from curation.search.session import (
 )
 from curation.store.entities import Entities
 from curation.store.relations import PartialRelation
+from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
 
 MODES = ("KB relation", "Type entities")
@@ -106,12 +110,12 @@ def retriever_controls(ctx: AppContext, schema: Schema) -> tuple[str, bool, int]
                                  help="Reorder the top hits by how many query entities they "
                                       "name (the learned ranker has this built in)")
     st.sidebar.caption(md(default_caption(ctx, schema, default)))
+    if default.notice:  # the active ranker cannot be used: say so, and what an admin can do
+        st.sidebar.warning(md(default.notice))
     k = st.sidebar.slider("Abstracts to show", 5, 50, step=5, key="top_k")
     # "dense · active" / "hybrid · active" pinned to the active version now (its own index)
     pinned = name if ranked else resolve_retriever_choice(ctx.ws, schema.name, name)
     return pinned, rerank and not ranked, k
-
-
 
 
 def default_caption(ctx: AppContext, schema: Schema, default: DefaultRanking) -> str:
@@ -120,7 +124,7 @@ def default_caption(ctx: AppContext, schema: Schema, default: DefaultRanking) ->
     bm25+rerank"."""
     what = default.configuration
     if is_ranked_choice(default.choice):
-        version = active_version(ctx.ws, schema.name)
+        version = active_ranker(ctx.ws, schema.name).version
         what = f"{default.configuration} · {version.id if version else 'none active'}"
     return f"Default: {what}, {default.reason}"
 
@@ -307,20 +311,30 @@ def search(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
            retriever: tuple[str, bool, int]) -> SearchResult:
     """Ranked abstracts for the query, from the session cache when this query ran before."""
     name, rerank, k = retriever
-    version = (resolve_ranked_choice(ctx.ws, schema.name, name) if is_ranked_choice(name)
-               else None)  # pinned now: a promotion during the search changes the next one
+    version, ranked = None, None
+    if is_ranked_choice(name):
+        try:  # pinned now: a promotion during the search changes the next one
+            version = resolve_ranked_choice(ctx.ws, schema.name, name)
+            ranked = get_ranked(ctx.ws, schema, version, get_retriever(ctx.ws, "bm25"))
+        except CurationError as exc:  # gone or damaged: fall back, and say so
+            fallback = fallback_for(ctx.ws, schema.name)
+            version, name, rerank = None, fallback.choice, fallback.rerank
+            if not retriever_ready(ctx.ws, name):
+                name, rerank = "bm25", True
+            st.warning(md(f"{str(exc).rstrip('.')}. This search uses {name}"
+                          f"{' + rerank' if rerank else ''} instead."))
     cache: dict = st.session_state["search_cache"]
-    key = (schema.name, partial.query_key, text, version.id if version else name, rerank, k)
+    key = (schema.name, partial.query_key, text, version.id if version else name, rerank, k,
+           documents_stamp(ctx.ws))  # new documents (a PubMed search): search again
     if key not in cache:
         with st.spinner("Ranking abstracts ..."):
-            if version is not None:
-                bm25 = get_retriever(ctx.ws, "bm25")
-                cache[key] = run_search(ctx.ws, bm25, schema, partial, text, k,
-                                        matcher=get_matcher(),
-                                        ranked=get_ranked(ctx.ws, schema, version, bm25))
+            if ranked is not None:
+                cache[key] = run_search(ctx.ws, get_retriever(ctx.ws, "bm25"), schema, partial,
+                                        text, k, matcher=get_matcher(), ranked=ranked)
             else:
                 cache[key] = run_search(ctx.ws, get_retriever(ctx.ws, name), schema, partial,
                                         text, k, matcher=get_matcher(), rerank=rerank)
+            cache[key] = with_badges(ctx, cache[key])
         settle_heap(collect=False)  # the matcher's new cache entries live on
         while len(cache) > CACHED_SEARCHES:
             cache.pop(next(iter(cache)))
@@ -361,8 +375,11 @@ def render(ctx: AppContext) -> None:
     screening = view == VIEWS[1]
     place = _place(schema, partial, text, retriever, screening)
     remember_place(place)
-    ensure_ready(ctx, retriever[0])
-    result = search(ctx, schema, partial, text, retriever)
+    pubmed_panel(ctx, schema, partial, text)
+    result = stale_result(ctx, schema, partial, text, retriever[0])
+    if result is None:
+        ensure_ready(ctx, retriever[0])
+        result = search(ctx, schema, partial, text, retriever)
     left, right = st.columns([2.4, 1], gap="medium")
     with left:
         if screening:

@@ -20,6 +20,7 @@ import time
 
 from curation.evaluation.harness import build_task
 from curation.evaluation.runner import evaluate_workspace
+from curation.jobs.kinds import SYSTEM_USER
 from curation.ranking.versions import load_ranker
 from curation.store.workspace import Workspace
 from curation.training.ranker import open_context, train_ranker
@@ -46,7 +47,7 @@ def main() -> None:
         report = evaluate_workspace(ws, task, ["bm25", "bm25+rerank"], progress=False)
         fixed = {n: v["ndcg@10"] for n, v in report.retrievers.items()}
         ctx = open_context(ws, task, dense=dense, base=base, progress=False)
-        rnd = train_ranker(ws, task, actor="bench", options=RankerOptions(model=args.model),
+        rnd = train_ranker(ws, task, user=SYSTEM_USER, options=RankerOptions(model=args.model),
                            progress=False, context=ctx, dense_version=args.dense_version)
         ranker = load_ranker(rnd.version)
         queries = build_task(ws, task).split("test")

@@ -1,54 +1,55 @@
-"""Online fetchers: PubMed records and citation links from NCBI E-utilities, the CIViC nightly TSV.
+"""Online fetchers: PubMed search and records and citation links from NCBI E-utilities, the CIViC
+nightly TSV.
 
-Parsers never touch the network; these functions do, and only when called. E-utilities requests
-go through ``Bio.Entrez`` (:func:`Bio.Entrez.efetch`, :func:`Bio.Entrez.elink`) with the contact
-email, tool name and API key of :class:`EntrezSettings` passed as keywords on every call, so
-Biopython's ``email``/``tool``/``api_key`` globals are neither read nor set and two settings can
-be used side by side. Each call
+Parsers never touch the network; these functions do, and only when called. Every E-utilities
+request goes through :func:`kb_sources.eutils.eutils_request` (the configurable base URL
+``$KBCURATE_EUTILS_URL``, ``tool``/``email``/``api_key`` from :class:`EntrezSettings` on every
+request, a shared :class:`Throttle`, time-outs, retries with backoff, ``<ERROR>`` answers as
+:class:`EutilsError`):
 
-- waits for a :class:`Throttle` (NCBI allows 3 requests/s without an API key, 10 with one;
-  ``Bio.Entrez`` also spaces its own requests, 0.37 s or 0.1 s apart, which is harmless);
-- is retried with exponential backoff on connection errors, HTTP 429 and 5xx. Our backoff wraps
-  Biopython's: ``Bio.Entrez._open`` itself tries ``Bio.Entrez.max_tries`` times (default 3,
-  sleeping ``Bio.Entrez.sleep_between_tries`` s after connection errors), so one of our attempts
-  may be several HTTP requests. This module leaves those globals as the application set them;
-- answers from an on-disk cache of plain files (one per PMID) when ``cache_dir`` is set:
+- :func:`esearch`: PubMed ids for a query, in relevance order, with the history server's
+  ``WebEnv``/``query_key`` (:class:`SearchHistory`);
+- :func:`fetch_pubmed`: records by PMID (efetch, batches of :data:`EFETCH_BATCH`; POST from 200
+  ids on); :func:`fetch_pubmed_history`: records of a search by its ``WebEnv``;
+- :func:`elink_citations`: the PMIDs a paper cites.
 
-  - ``cache_dir/pubmed/<pmid>.xml``: the article as a one-record ``PubmedArticleSet`` (readable
-    by :func:`kb_sources.pubmed_xml.read_pubmed_xml`);
-  - ``cache_dir/elink-<linkname>/<pmid>.json``: ``{"pmid", "linkname", "cited": [...]}``.
+Records and links are cached as plain files (one per PMID) when ``cache_dir`` is set:
 
-``Bio.Entrez`` hard-codes the ``eutils.ncbi.nlm.nih.gov`` URL (:data:`EUTILS_BASE_URL`) and opens
-it without a timeout (the socket default applies; see :func:`socket.setdefaulttimeout`). Tests
-point it at a local server by replacing ``Bio.Entrez.urlopen``. Responses are parsed with
-defusedxml (no entity expansion), not ``Bio.Entrez.read``, whose validating parser may download
-DTDs from NCBI. The CIViC download uses :mod:`urllib` directly.
+- ``cache_dir/pubmed/<pmid>.xml``: the article as a one-record ``PubmedArticleSet`` (readable
+  by :func:`kb_sources.pubmed_xml.read_pubmed_xml`);
+- ``cache_dir/elink-<linkname>/<pmid>.json``: ``{"pmid", "linkname", "cited": [...]}``.
+
+Responses are parsed with defusedxml (no entity expansion). The CIViC download uses urllib.
 """
 
 from __future__ import annotations
 
-import http.client
 import io
 import json
 import logging
-import os
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TypeVar
-from urllib.error import HTTPError, URLError
 from urllib.request import urlopen
 
-from Bio import Entrez
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring
 
 from kb_sources.checks import is_pmid
-from kb_sources.errors import CurationError
+from kb_sources.eutils import (
+    DEFAULT_EUTILS_URL,
+    EUTILS_URL_ENV,
+    EntrezSettings,
+    EutilsError,
+    FetchError,
+    Throttle,
+    eutils_base_url,
+    eutils_request,
+    with_retries,
+)
+from kb_sources.fetch_cache import RecordCache, atomic_file, cached_pmids, pubmed_cache
 from kb_sources.pubmed_xml import (
     article_to_document,
     iter_article_elements,
@@ -56,99 +57,140 @@ from kb_sources.pubmed_xml import (
 )
 from kb_sources.types import Document
 
+__all__ = ["CIVIC_NIGHTLY_URL", "DEFAULT_EUTILS_URL", "EFETCH_BATCH", "EFETCH_SOURCE",
+           "EUTILS_BASE_URL", "EUTILS_URL_ENV", "ELINK_BATCH", "ESEARCH_MAX", "EntrezSettings",
+           "EsearchResult", "EutilsError", "FetchError", "SearchHistory", "Throttle",
+           "cached_pmids", "download_civic_nightly", "elink_citations", "esearch",
+           "eutils_base_url", "fetch_pubmed", "fetch_pubmed_history"]
+
 logger = logging.getLogger(__name__)
 
-#: Where ``Bio.Entrez`` sends E-utilities requests (hard-coded there; efetch.fcgi etc. below it).
-EUTILS_BASE_URL = "https://eutils.ncbi.nlm.nih.gov/entrez/eutils/"
+#: NCBI's E-utilities (the default of ``$KBCURATE_EUTILS_URL``).
+EUTILS_BASE_URL = DEFAULT_EUTILS_URL
 #: CIViC nightly evidence export.
 CIVIC_NIGHTLY_URL = "https://civicdb.org/downloads/nightly/nightly-ClinicalEvidenceSummaries.tsv"
 #: PMIDs per efetch request (NCBI recommends POST and at most a few hundred ids per call).
 EFETCH_BATCH = 200
 #: PMIDs per elink request.
 ELINK_BATCH = 100
+#: Most ids one esearch request may return (NCBI's limit for ``retmax``).
+ESEARCH_MAX = 10_000
 #: Source label of fetched documents.
 EFETCH_SOURCE = "pubmed-efetch"
-
-T = TypeVar("T")
-
-
-class FetchError(CurationError):
-    """A download failed (after retries) or the server answered with an error."""
+#: Dates esearch's ``datetype`` may filter on (Entrez, publication, modification dates).
+DATE_TYPES = ("edat", "pdat", "mdat")
 
 
 @dataclass(frozen=True)
-class EntrezSettings:
-    """How to talk to NCBI E-utilities.
+class SearchHistory:
+    """Where the E-utilities history server keeps a search's result (``WebEnv``, ``query_key``)."""
+
+    webenv: str
+    query_key: str
+
+
+@dataclass(frozen=True)
+class EsearchResult:
+    """One esearch answer.
 
     Attributes:
-        email: Contact address NCBI requires with every request.
-        api_key: NCBI API key (raises the limit from 3 to 10 requests/s); None for none.
-        tool: Tool name sent with every request.
-        cache_dir: Folder for cached records (one file per PMID); None disables the cache.
-        max_retries: Retries after the first attempt on connection errors, HTTP 429 and 5xx.
-        backoff: First retry delay in seconds; doubled for each further retry.
+        term: The query as sent.
+        count: How many records match in all (``ids`` holds at most ``retmax`` of them).
+        ids: The PMIDs of this page, in the requested order (relevance by default).
+        retstart: Position of the first id in the whole result.
+        history: The result on the history server (None without ``usehistory``).
+        translation: How PubMed read the query (``QueryTranslation``).
+        warnings: Phrases PubMed did not find and other notes (``ErrorList``/``WarningList``).
     """
 
-    email: str
-    api_key: str | None = None
-    tool: str = "kbcurate"
-    cache_dir: Path | None = None
-    max_retries: int = 3
-    backoff: float = 1.0
-
-    def __post_init__(self) -> None:
-        if "@" not in self.email:
-            raise FetchError(f"EntrezSettings.email is {self.email!r}. Expected an email address "
-                             "(NCBI requires one). Fix: pass your contact email")
-
-    @property
-    def requests_per_second(self) -> int:
-        """NCBI's rate limit for these settings."""
-        return 10 if self.api_key else 3
-
-    def identity(self) -> dict[str, str | None]:
-        """The ``tool``/``email``/``api_key`` keywords passed to every ``Bio.Entrez`` call.
-
-        ``api_key`` is passed even when None: Biopython then drops it instead of falling back
-        to ``Bio.Entrez.api_key``.
-        """
-        return {"tool": self.tool, "email": self.email, "api_key": self.api_key or None}
+    term: str
+    count: int
+    ids: tuple[str, ...]
+    retstart: int = 0
+    history: SearchHistory | None = None
+    translation: str = ""
+    warnings: tuple[str, ...] = ()
 
 
-class Throttle:
-    """Keeps successive requests at least ``1 / per_second`` seconds apart.
+def esearch(
+    term: str, settings: EntrezSettings, *, throttle: Throttle | None = None,
+    retmax: int = 200, retstart: int = 0, sort: str = "relevance", usehistory: bool = True,
+    mindate: str | None = None, maxdate: str | None = None, datetype: str = "edat",
+) -> EsearchResult:
+    """Search PubMed (esearch, XML answer).
 
     Args:
-        per_second: Allowed request rate.
-        clock: Monotonic clock in seconds (inject a fake one in tests).
-        sleep: Sleep function (a fake one should advance the fake clock).
+        term: An Entrez query ("BRAF[tiab] AND V600E[tiab]").
+        settings: E-utilities settings.
+        throttle: Share one throttle between calls; by default the call makes its own.
+        retmax: Ids to return (1 to :data:`ESEARCH_MAX`).
+        retstart: Position of the first id to return.
+        sort: PubMed's order ("relevance", "pub_date", ...; "" for PubMed's default).
+        usehistory: Keep the result on the history server (for :func:`fetch_pubmed_history`).
+        mindate: Earliest date (YYYY, YYYY/MM or YYYY/MM/DD); needs ``maxdate`` too.
+        maxdate: Latest date.
+        datetype: Which date the range filters on (``edat``: added to PubMed).
+
+    Raises:
+        FetchError: Empty term, bad arguments, a failed request or an unreadable answer.
+        EutilsError: E-utilities answered with an error message (an invalid query).
     """
+    if not term.strip():
+        raise FetchError("The PubMed query is empty. Fix: fill at least one slot or type a query")
+    if not 1 <= retmax <= ESEARCH_MAX or retstart < 0:
+        raise FetchError(f"esearch: retmax {retmax} / retstart {retstart} out of range; expected "
+                         f"1 <= retmax <= {ESEARCH_MAX} and retstart >= 0")
+    if (mindate is None) != (maxdate is None) or datetype not in DATE_TYPES:
+        raise FetchError("esearch: give both mindate and maxdate (or neither) and a datetype of "
+                         + ", ".join(DATE_TYPES))
+    params: dict[str, str | int] = {"db": "pubmed", "term": term, "retmode": "xml",
+                                    "retmax": retmax, "retstart": retstart}
+    if sort:
+        params["sort"] = sort
+    if usehistory:
+        params["usehistory"] = "y"
+    if mindate is not None and maxdate is not None:
+        params.update(mindate=mindate, maxdate=maxdate, datetype=datetype)
+    data = eutils_request("esearch.fcgi", settings, throttle or Throttle.for_settings(settings),
+                          params)
+    return _parse_esearch(data, term)
 
-    def __init__(self, per_second: float, *, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        if per_second <= 0:
-            raise ValueError(f"per_second must be positive, got {per_second}")
-        self.interval = 1.0 / per_second
-        self.clock = clock
-        self.sleep = sleep
-        self._last: float | None = None
 
-    @classmethod
-    def for_settings(cls, settings: EntrezSettings, **kwargs: Callable) -> Throttle:
-        """A throttle at NCBI's limit for ``settings`` (3/s, or 10/s with an API key)."""
-        return cls(settings.requests_per_second, **kwargs)
+def _parse_esearch(data: bytes, term: str) -> EsearchResult:
+    root = _xml(data, "esearch response")
+    if root.tag != "eSearchResult" or root.find("Count") is None:
+        raise FetchError(f"esearch response is not an eSearchResult (root <{root.tag}>). Fix: "
+                         f"check {EUTILS_URL_ENV} points at E-utilities")
+    ids = tuple(i for i in ((e.text or "").strip() for e in root.iterfind("IdList/Id"))
+                if is_pmid(i))
+    webenv = (root.findtext("WebEnv") or "").strip()
+    key = (root.findtext("QueryKey") or "").strip()
+    notes = [f"{e.tag}: {(e.text or '').strip()}" for part in ("ErrorList", "WarningList")
+             for e in root.iterfind(f"{part}/*") if (e.text or "").strip()]
+    for note in notes:
+        logger.info("esearch %r: %s", term[:80], note)
+    return EsearchResult(term=term, count=_int(root.findtext("Count")), ids=ids,
+                         retstart=_int(root.findtext("RetStart")),
+                         history=SearchHistory(webenv, key) if webenv and key else None,
+                         translation=(root.findtext("QueryTranslation") or "").strip(),
+                         warnings=tuple(notes))
 
-    def wait(self) -> None:
-        """Sleep until the next request is allowed, then mark it as sent."""
-        now = self.clock()
-        if self._last is not None and now < self._last + self.interval:
-            self.sleep(self._last + self.interval - now)
-            now = self.clock()
-        self._last = now
+
+def _int(text: str | None) -> int:
+    value = (text or "").strip()
+    return int(value) if value.isdigit() else 0
+
+
+def _xml(data: bytes, name: str) -> ET.Element:
+    try:
+        return fromstring(data, forbid_entities=True, forbid_external=True)
+    except (ET.ParseError, DefusedXmlException) as exc:
+        raise FetchError(f"{name} is not readable XML ({exc}). Fix: retry later") from exc
 
 
 def fetch_pubmed(
-    pmids: Iterable[str | int], settings: EntrezSettings, *, throttle: Throttle | None = None
+    pmids: Iterable[str | int], settings: EntrezSettings, *, throttle: Throttle | None = None,
+    source: str = EFETCH_SOURCE,
 ) -> Iterator[Document]:
     """Fetch PubMed records with efetch (XML, batches of :data:`EFETCH_BATCH`) as documents.
 
@@ -159,6 +201,7 @@ def fetch_pubmed(
         pmids: PMIDs to fetch; duplicates are dropped.
         settings: E-utilities settings.
         throttle: Share one throttle between calls; by default each call makes its own.
+        source: Source label of the documents.
 
     Raises:
         FetchError: A non-PMID in ``pmids``, a request that failed after retries, or an
@@ -167,31 +210,51 @@ def fetch_pubmed(
     """
     wanted = _check_pmids(pmids)
     throttle = throttle or Throttle.for_settings(settings)
-    cache = _Cache(settings.cache_dir, "pubmed", ".xml")
+    cache = pubmed_cache(settings.cache_dir)
     missing = []
     for pmid in wanted:
         path = cache.get(pmid)
         if path is None:
             missing.append(pmid)
         else:
-            yield from read_pubmed_xml(path, source=EFETCH_SOURCE)
+            yield from read_pubmed_xml(path, source=source)
     for batch in _batches(missing, EFETCH_BATCH):
-        # Biopython joins the ids with commas and POSTs from 200 ids on.
-        data = _eutils(Entrez.efetch, "efetch.fcgi", settings, throttle,
-                       db="pubmed", id=batch, retmode="xml")
-        yield from _documents_from_efetch(data, batch, cache)
+        data = eutils_request("efetch.fcgi", settings, throttle,
+                              {"db": "pubmed", "id": ",".join(batch), "retmode": "xml"})
+        name = f"efetch response for PMIDs {batch[0]}..{batch[-1]} ({len(batch)} requested)"
+        yield from _documents_from_efetch(data, name, batch, cache, source)
 
 
-def _documents_from_efetch(data: bytes, batch: list[str], cache: _Cache) -> Iterator[Document]:
-    name = f"efetch response for PMIDs {batch[0]}..{batch[-1]} ({len(batch)} requested)"
-    _raise_eutils_error(data, name)
+def fetch_pubmed_history(
+    history: SearchHistory, settings: EntrezSettings, *, retstart: int = 0,
+    retmax: int = EFETCH_BATCH, throttle: Throttle | None = None, source: str = EFETCH_SOURCE,
+) -> list[Document]:
+    """Fetch the records at positions ``retstart .. retstart + retmax`` of a search kept on the
+    history server (efetch with ``WebEnv`` and ``query_key``), caching each.
+
+    Raises:
+        EutilsError: The history server no longer knows the search (an expired ``WebEnv``).
+        FetchError: A failed request.
+        InputFormatError: The response is not PubMed XML.
+    """
+    data = eutils_request("efetch.fcgi", settings, throttle or Throttle.for_settings(settings),
+                          {"db": "pubmed", "query_key": history.query_key,
+                           "WebEnv": history.webenv, "retstart": retstart, "retmax": retmax,
+                           "retmode": "xml"})
+    cache = pubmed_cache(settings.cache_dir)
+    name = f"efetch response for search positions {retstart}..{retstart + retmax - 1}"
+    return list(_documents_from_efetch(data, name, None, cache, source))
+
+
+def _documents_from_efetch(data: bytes, name: str, batch: list[str] | None, cache: RecordCache,
+                           source: str) -> Iterator[Document]:
     returned = set()
     for index, element in enumerate(iter_article_elements(io.BytesIO(data), name), start=1):
-        doc = article_to_document(element, name, index=index, source=EFETCH_SOURCE)
+        doc = article_to_document(element, name, index=index, source=source)
         cache.put(doc.doc_id, _single_article_set(element))
         returned.add(doc.doc_id)
         yield doc
-    absent = [p for p in batch if p not in returned]
+    absent = [p for p in batch or () if p not in returned]
     if absent:
         logger.warning("PubMed returned no record for %d PMID(s): %s", len(absent),
                        ", ".join(absent[:20]))
@@ -221,7 +284,7 @@ def elink_citations(
     """
     wanted = _check_pmids(pmids)
     throttle = throttle or Throttle.for_settings(settings)
-    cache = _Cache(settings.cache_dir, f"elink-{linkname}", ".json")
+    cache = RecordCache(settings.cache_dir, f"elink-{linkname}", ".json")
     missing = []
     for pmid in wanted:
         path = cache.get(pmid)
@@ -230,10 +293,11 @@ def elink_citations(
         else:
             yield from ((pmid, cited) for cited in json.loads(path.read_text())["cited"])
     for batch in _batches(missing, ELINK_BATCH):
-        # A list of ids goes out as one id= parameter per PMID (Biopython's elink does not join
-        # them), so NCBI answers with one LinkSet per PMID instead of one merged set.
-        data = _eutils(Entrez.elink, "elink.fcgi", settings, throttle,
-                       dbfrom="pubmed", db="pubmed", linkname=linkname, id=batch)
+        # one id= parameter per PMID, so NCBI answers with one LinkSet per PMID instead of one
+        # merged set
+        data = eutils_request("elink.fcgi", settings, throttle,
+                              {"dbfrom": "pubmed", "db": "pubmed", "linkname": linkname,
+                               "id": batch})
         links = _parse_elink(data, linkname)
         for pmid in batch:
             cited = links.get(pmid, [])
@@ -243,12 +307,7 @@ def elink_citations(
 
 
 def _parse_elink(data: bytes, linkname: str) -> dict[str, list[str]]:
-    name = "elink response"
-    _raise_eutils_error(data, name)
-    try:
-        root = fromstring(data, forbid_entities=True, forbid_external=True)
-    except (ET.ParseError, DefusedXmlException) as exc:
-        raise FetchError(f"{name} is not readable XML ({exc}). Fix: retry later") from exc
+    root = _xml(data, "elink response")
     links: dict[str, list[str]] = {}
     for linkset in root.iterfind("LinkSet"):
         source = (linkset.findtext("IdList/Id") or "").strip()
@@ -257,16 +316,6 @@ def _parse_elink(data: bytes, linkname: str) -> dict[str, list[str]]:
                 ids = ((i.text or "").strip() for i in linkdb.iterfind("Link/Id"))
                 links.setdefault(source, []).extend(i for i in ids if is_pmid(i))
     return links
-
-
-def _raise_eutils_error(data: bytes, name: str) -> None:
-    """E-utilities reports some errors as HTTP 200 with an ``<ERROR>`` element."""
-    head = data[:2000]
-    if b"<ERROR>" not in head:
-        return
-    message = head.split(b"<ERROR>", 1)[1].split(b"</ERROR>", 1)[0].decode("utf-8", "replace")
-    raise FetchError(f"{name}: E-utilities answered with an error: {message.strip()!r}. "
-                     "Fix: check the PMIDs and settings")
 
 
 def download_civic_nightly(
@@ -285,7 +334,7 @@ def download_civic_nightly(
     target.parent.mkdir(parents=True, exist_ok=True)
 
     def attempt() -> None:
-        with _atomic_file(target) as fh, urlopen(url, timeout=timeout) as response:
+        with atomic_file(target) as fh, urlopen(url, timeout=timeout) as response:
             first = response.readline()
             if b"\t" not in first or first.lstrip().startswith(b"<"):
                 raise FetchError(f"{url} did not return a TSV (first line {first[:80]!r}). "
@@ -294,48 +343,9 @@ def download_civic_nightly(
             while chunk := response.read(1 << 20):
                 fh.write(chunk)
 
-    _with_retries(attempt, what=url, max_retries=max_retries, backoff=backoff, sleep=sleep)
+    with_retries(attempt, what=url, max_retries=max_retries, backoff=backoff, sleep=sleep)
     logger.info("downloaded %s to %s (%d bytes)", url, target, target.stat().st_size)
     return target
-
-
-def _eutils(call: Callable[..., IO], endpoint: str, settings: EntrezSettings,
-            throttle: Throttle, **params: object) -> bytes:
-    """One throttled, retried ``Bio.Entrez`` call; the response body as bytes."""
-
-    def attempt() -> bytes:
-        throttle.wait()
-        with call(**params, **settings.identity()) as handle:
-            # Bio.Entrez wraps text/plain answers in a TextIOWrapper; read the raw bytes.
-            raw = handle.buffer if isinstance(handle, io.TextIOWrapper) else handle
-            return raw.read()
-
-    return _with_retries(attempt, what=f"E-utilities {endpoint}",
-                         max_retries=settings.max_retries, backoff=settings.backoff,
-                         sleep=throttle.sleep)
-
-
-def _with_retries(action: Callable[[], T], *, what: str, max_retries: int, backoff: float,
-                  sleep: Callable[[float], None]) -> T:
-    """Run ``action``; on a transient error wait ``backoff * 2**n`` seconds and try again."""
-    for attempt in range(max_retries + 1):
-        try:
-            return action()
-        except HTTPError as exc:
-            exc.close()  # the error holds the response's socket
-            if exc.code != 429 and exc.code < 500:
-                raise FetchError(f"{what} failed with HTTP {exc.code} {exc.reason}. Fix: check "
-                                 "the request (ids, API key)") from exc
-            error: Exception = exc
-        except (URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
-            error = exc
-        if attempt == max_retries:
-            raise FetchError(f"{what} failed after {max_retries + 1} attempts ({error}). Fix: "
-                             "check the network connection or try again later") from error
-        delay = backoff * 2**attempt
-        logger.warning("%s failed (%s); retrying in %.1f s", what, error, delay)
-        sleep(delay)
-    raise AssertionError("unreachable")
 
 
 def _check_pmids(pmids: Iterable[str | int]) -> list[str]:
@@ -350,37 +360,3 @@ def _check_pmids(pmids: Iterable[str | int]) -> list[str]:
 def _batches(items: list[str], size: int) -> Iterator[list[str]]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
-
-
-class _Cache:
-    """One plain file per key under ``root/kind``; disabled when ``root`` is None."""
-
-    def __init__(self, root: Path | None, kind: str, suffix: str) -> None:
-        self.folder = Path(root) / kind if root is not None else None
-        self.suffix = suffix
-
-    def get(self, key: str) -> Path | None:
-        if self.folder is None:
-            return None
-        path = self.folder / f"{key}{self.suffix}"
-        return path if path.is_file() else None
-
-    def put(self, key: str, data: bytes) -> None:
-        if self.folder is None:
-            return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        with _atomic_file(self.folder / f"{key}{self.suffix}") as fh:
-            fh.write(data)
-
-
-@contextmanager
-def _atomic_file(target: Path) -> Iterator[IO[bytes]]:
-    """A temporary file next to ``target``, renamed onto it on success, removed on failure."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            yield fh
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

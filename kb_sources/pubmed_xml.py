@@ -118,18 +118,26 @@ def parse_pubmed_xml(
         )
 
 
-def iter_article_elements(stream: IO[bytes], name: str | Path) -> Iterator[Element]:
+def iter_article_elements(
+    stream: IO[bytes], name: str | Path, tags: tuple[str, ...] = RECORD_TAGS,
+) -> Iterator[Element]:
     """Yield each ``PubmedArticle`` / top-level ``MedlineCitation`` element of a stream.
 
     An element is cleared as soon as the consumer asks for the next one: use (or serialise) it
     before advancing.
+
+    Args:
+        stream: Binary stream positioned at the start of the XML.
+        name: File name or URL used in error messages.
+        tags: Children of the root to yield (others are counted and skipped); the baseline
+            reader (:mod:`kb_sources.pubmed_baseline`) adds ``DeleteCitation``.
 
     Raises:
         InputFormatError: Malformed XML (with line and column), entity declarations or external
             references, truncated gzip data, or an unexpected root element.
     """
     try:
-        yield from _iter_records(_BoundedStream(stream, name), name)
+        yield from _iter_records(_BoundedStream(stream, name), name, tags)
     except EntitiesForbidden as exc:
         raise InputFormatError(
             name, f"entity declarations are refused (found <!ENTITY {exc.name} ...>)",
@@ -190,7 +198,8 @@ class _BoundedStream:
         self.records += 1
 
 
-def _iter_records(stream: _BoundedStream, name: str | Path) -> Iterator[Element]:
+def _iter_records(stream: _BoundedStream, name: str | Path,
+                  tags: tuple[str, ...]) -> Iterator[Element]:
     root = None
     depth = 0
     skipped: dict[str, int] = {}
@@ -206,7 +215,7 @@ def _iter_records(stream: _BoundedStream, name: str | Path) -> Iterator[Element]
         if depth != 1:
             continue
         stream.record_done()
-        if elem.tag in RECORD_TAGS:
+        if elem.tag in tags:
             yield elem
         else:
             skipped[elem.tag] = skipped.get(elem.tag, 0) + 1

@@ -32,7 +32,10 @@ from kb_sources.types import Relation
 
 #: Largest schema or mapping TOML read (they are a few hundred bytes).
 MAX_TOML_BYTES = 1_000_000
-_SCHEMA_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: The one grammar of schema names (checked when a schema is read or added; ranker version ids
+#: ``<schema>-ranker@N`` are built from it in :mod:`curation.store.ranker_versions`).
+SCHEMA_NAME = r"[A-Za-z0-9_-]{1,64}"
+_SCHEMA_NAME = re.compile(SCHEMA_NAME)
 _SLOT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 

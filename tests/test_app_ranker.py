@@ -11,6 +11,7 @@ import pytest
 from app_helpers import APP, add_users, label_rows, shown, sign_in
 from streamlit.testing.v1 import AppTest
 
+from curation.access.users import Role, User
 from curation.jobs.queue import JobStatus, list_jobs, wait_for_job
 from curation.search.indexing import get_index
 from curation.store.rankers import Rankers
@@ -18,6 +19,7 @@ from curation.store.workspace import Workspace
 from tests.loop_fixtures import make_loop_workspace
 
 PMID = re.compile(r">PMID (\d+)</a>")
+BOSS = User("boss", Role.ADMIN)
 
 
 @pytest.fixture
@@ -74,7 +76,9 @@ def test_twenty_labels_train_a_ranker_that_the_next_search_uses(ws_root):
     rows = label_rows(ws_root)
     assert len(rows) == 20 and {r["model_version"] for r in rows} == {"bm25+rerank"}
     (job,) = list_jobs(Workspace.open(ws_root), kind="rank")
-    assert job.params == {"schema": "disease_gene", "labels": 20} and job.created_by == "alice"
+    # the round runs as the system on alice's behalf (issue 35 item 7)
+    assert job.params == {"schema": "disease_gene", "labels": 20, "labeller": "alice"}
+    assert job.created_by == "<system>"
     with Workspace.open(ws_root) as ws:
         job = wait_for_job(ws, job.id, timeout=120)
     assert job.status is JobStatus.DONE, job.error
@@ -102,12 +106,12 @@ def test_the_sidebar_names_the_measured_default(ws_root):
     from curation.training.ranker import train_ranker
 
     with Workspace.open(ws_root) as ws:
-        train_ranker(ws, "disease_gene", actor="boss", progress=False,
+        train_ranker(ws, "disease_gene", user=BOSS, progress=False,
                      options=RankerOptions(n_estimators=20, min_child_samples=1))
-        _, record = choose_default(ws, "disease_gene", actor="boss", progress=False)
+        _, record = choose_default(ws, "disease_gene", user=BOSS, progress=False)
         # make the ranker the measured best, as it is on the BioRED tasks
         record = replace(record, best="ranked", scores={**record.scores, "ranked": 0.99})
-        Rankers(ws).set_default_ranking("disease_gene", record, actor="boss")
+        Rankers(ws).set_default_ranking("disease_gene", record, user=BOSS)
     at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
     assert at.selectbox(key="retriever").value == "ranked · active"
     captions = " ".join(shown(c.value) for c in at.sidebar.caption)
@@ -135,7 +139,7 @@ def test_models_page_lists_ranker_versions_and_admins_roll_back(ws_root):
 
     with Workspace.open(ws_root) as ws:
         for gate in (True, False):
-            train_ranker(ws, "disease_gene", actor="boss", progress=False, gate=gate,
+            train_ranker(ws, "disease_gene", user=BOSS, progress=False, gate=gate,
                          options=RankerOptions(n_estimators=20, min_child_samples=1))
         with pytest.raises(PermissionDenied, match="needs the admin role"):
             promote_ranker(ws, "disease_gene-ranker@2", user=User("alice", Role.CURATOR),
@@ -162,3 +166,58 @@ def test_models_page_lists_ranker_versions_and_admins_roll_back(ws_root):
     cur.switch_page("app_pages/models.py").run()
     assert len(ranker_table(cur)) == 2
     assert not [b for b in cur.button if b.key == "ranker_activate"]
+
+
+def test_a_missing_active_ranker_falls_back_and_admins_recover_on_the_models_page(ws_root,
+                                                                                  tmp_path):
+    """Issue 35 items 2 and 9: the active version's folder moved away and a damaged version
+    folder beside it: curators still search (the next measured configuration, a notice naming
+    the version), and the Models page lists the other versions so an admin activates one."""
+    import shutil
+
+    from curation.ranking.model import RankerOptions
+    from curation.store.rankers import RankingChoice
+    from curation.training.ranker import train_ranker
+
+    with Workspace.open(ws_root) as ws:
+        for gate in (True, False):
+            train_ranker(ws, "disease_gene", user=BOSS, progress=False, gate=gate,
+                         options=RankerOptions(n_estimators=20, min_child_samples=1))
+        Rankers(ws).set_default_ranking("disease_gene", RankingChoice(
+            best="ranked", scores={"bm25": 0.5, "bm25+rerank": 0.6, "ranked": 0.7},
+            ranker_version="disease_gene-ranker@1"), user=BOSS)
+    shutil.move(ws_root / "rankers" / "disease_gene-ranker@1", tmp_path / "moved")
+    damaged = ws_root / "rankers" / "disease_gene-ranker@3"
+    damaged.mkdir()
+    (damaged / "manifest.json").write_text("[]")
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    assert not at.exception
+    assert at.selectbox(key="retriever").value == "bm25" and at.checkbox(key="rerank").value
+    assert "ranked · active" not in at.selectbox(key="retriever").options
+    notice = " ".join(shown(w.value) for w in at.sidebar.warning)
+    assert "The active ranker disease_gene-ranker@1 of disease_gene cannot be used" in notice
+    assert "An admin can activate another version or train a new one" in notice
+    assert cards(at)
+    # a link pinned to the missing version: this search falls back and says so
+    at.selectbox(key="retriever").set_value("ranked · disease_gene-ranker@1").run()
+    assert not at.exception and cards(at)
+    assert any("This search uses bm25 + rerank instead" in shown(w.value) for w in at.warning)
+    admin = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "boss")
+    admin.switch_page("app_pages/models.py").run()
+    assert not admin.exception
+    warnings = " ".join(shown(w.value) for w in admin.warning)
+    assert "disease_gene-ranker@1 of disease_gene cannot be used" in warnings
+    assert f"{damaged / 'manifest.json'}: not a ranker manifest" in warnings
+    table = ranker_table(admin)
+    assert list(table["version"]) == ["disease_gene-ranker@2", "disease_gene-ranker@1"]
+    assert list(table["model file"]) == ["present", "cannot be used"]
+    admin.selectbox(key="ranker_version").set_value("disease_gene-ranker@2")
+    admin.text_input(key="ranker_reason").set_value("@1 is gone")
+    admin.button(key="ranker_activate").click().run()
+    assert list(ranker_table(admin)["active"]) == [True, False]
+    admin.button(key="ranker_train").click().run()
+    assert not admin.exception
+    with Workspace.open(ws_root) as ws:
+        (job,) = list_jobs(ws, kind="rank")
+        assert (job.created_by, job.params) == ("boss", {"schema": "disease_gene", "labels": 0})
+        assert wait_for_job(ws, job.id, timeout=120).status is JobStatus.DONE

@@ -97,7 +97,9 @@ def test_options_between_the_action_and_its_arguments(words, leaf, tmp_path):
     """Issue 35: ``kbcurate models activate -w WS VERSION`` said "unrecognized arguments:
     VERSION". Options (-w, -q, the command's own) may stand between any two positionals."""
     positionals = _all_positionals(leaf)
-    rest = [a for a in _required_args(leaf) if a not in positionals or a.startswith("-")]
+    rest = [arg for action in leaf._actions if action.option_strings and action.required
+            for arg in (action.option_strings[0],
+                        str(next(iter(action.choices))) if action.choices else "X")]
     options = ["-w", str(tmp_path), "-q"] if "--workspace" in leaf._option_string_actions \
         else []
     expected = vars(build_parser().parse_args([*words, *positionals, *rest, *options]))

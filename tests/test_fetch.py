@@ -1,11 +1,9 @@
-"""Tests of the online fetchers (kb_sources.fetch) against a local stand-in for E-utilities.
-
-A threaded http.server on 127.0.0.1 serves recorded responses (tests/fixtures/eutils/) and records
-every request; nothing leaves the machine. ``Bio.Entrez`` hard-codes the NCBI URL, so the
-``eutils`` fixture replaces ``Bio.Entrez.urlopen`` (what ``Bio.Entrez._open`` calls) by a wrapper
-that sends each request to the local server instead. It also turns off Biopython's own retries
-(``max_tries = 1``) and its real-time request spacing, so retries and waits are ours, on a fake
-clock.
+"""Tests of the online fetchers (kb_sources.fetch, kb_sources.eutils) against local stand-ins for
+E-utilities: a stub that answers recorded responses (tests/fixtures/eutils/) and records every
+request, and the fake E-utilities of tests/eutils_server.py (esearch/efetch over a fixture corpus,
+with fault modes). Every request goes to ``EntrezSettings.base_url`` (default
+``$KBCURATE_EUTILS_URL``); nothing leaves the machine. Retries and throttle waits run on a fake
+clock where the test counts them.
 """
 
 from __future__ import annotations
@@ -13,28 +11,30 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from Bio import Entrez
+from eutils_server import EutilsServer, Fault, eutils_server_fixture  # noqa: F401 (fixture)
 
 from kb_sources.errors import InputFormatError
 from kb_sources.fetch import (
     EFETCH_BATCH,
     EUTILS_BASE_URL,
     EntrezSettings,
+    EutilsError,
     FetchError,
+    SearchHistory,
     Throttle,
     download_civic_nightly,
     elink_citations,
+    esearch,
     fetch_pubmed,
+    fetch_pubmed_history,
 )
 from kb_sources.pubmed_xml import read_pubmed_xml
 
@@ -84,37 +84,10 @@ def _synthetic_efetch(request: Request) -> Reply:
     return 200, body.encode()
 
 
-RouteEntrez = Callable[[str], None]
-
-
 @pytest.fixture
-def route_entrez(monkeypatch: pytest.MonkeyPatch) -> RouteEntrez:
-    """``route(base)`` sends Bio.Entrez requests to ``base`` instead of NCBI.
-
-    Also makes Biopython try once (our retry wrapper does the backoff) and skip its real-time
-    spacing of requests (our throttle is tested on a fake clock).
-    """
+def eutils(monkeypatch: pytest.MonkeyPatch) -> Iterator[StubServer]:
     for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(Entrez, "max_tries", 1)
-    monkeypatch.setattr(Entrez, "sleep_between_tries", 0)
-    monkeypatch.setattr(Entrez, "time", SimpleNamespace(time=time.time, sleep=lambda s: None))
-
-    def route(base: str) -> None:
-        def urlopen(request: urllib.request.Request, *args: object,
-                    **kwargs: object) -> object:
-            assert request.full_url.startswith(EUTILS_BASE_URL), request.full_url
-            local = urllib.request.Request(base + request.full_url[len(EUTILS_BASE_URL):],
-                                           data=request.data, method=request.get_method())
-            return urllib.request.urlopen(local, *args, **kwargs)
-
-        monkeypatch.setattr(Entrez, "urlopen", urlopen)
-
-    return route
-
-
-@pytest.fixture
-def eutils(route_entrez: RouteEntrez) -> Iterator[StubServer]:
     stub = StubServer(routes={"/eutils/efetch.fcgi": _synthetic_efetch})
 
     class Handler(BaseHTTPRequestHandler):
@@ -141,7 +114,6 @@ def eutils(route_entrez: RouteEntrez) -> Iterator[StubServer]:
     thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     stub.base_url = f"http://127.0.0.1:{server.server_address[1]}/eutils/"
-    route_entrez(stub.base_url)
     yield stub
     server.shutdown()
     server.server_close()
@@ -168,9 +140,9 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-def _settings(stub: StubServer, **kwargs: object) -> EntrezSettings:
-    """Settings for tests that talk to ``stub`` (Bio.Entrez is routed there by the fixture)."""
-    return EntrezSettings(email="curator@example.org", **kwargs)
+def _settings(stub: StubServer | EutilsServer, **kwargs: object) -> EntrezSettings:
+    """Settings for tests that talk to ``stub``."""
+    return EntrezSettings(email="curator@example.org", base_url=stub.base_url, **kwargs)
 
 
 def _throttle(settings: EntrezSettings, clock: FakeClock) -> Throttle:
@@ -196,10 +168,11 @@ def test_throttle_does_not_sleep_when_requests_are_spread(clock: FakeClock) -> N
     assert clock.sleeps == []
 
 
-def test_rate_follows_the_api_key() -> None:
-    assert Throttle.for_settings(EntrezSettings(email="a@b.org")).interval == pytest.approx(1 / 3)
+def test_rate_follows_the_api_key_with_a_margin() -> None:
+    assert Throttle.for_settings(EntrezSettings(email="a@b.org")).interval == \
+        pytest.approx(1.1 / 3)
     assert Throttle.for_settings(EntrezSettings(email="a@b.org", api_key="K")).interval == \
-        pytest.approx(0.1)
+        pytest.approx(0.11)
 
 
 def test_settings_need_an_email() -> None:
@@ -234,8 +207,8 @@ def test_batches_of_200(eutils: StubServer, clock: FakeClock) -> None:
     assert [d.doc_id for d in docs] == pmids
     assert [len(batch) for batch in eutils.ids("efetch.fcgi")] == [EFETCH_BATCH, EFETCH_BATCH, 50]
     assert eutils.ids("efetch.fcgi")[2] == pmids[400:]
-    assert [r.method for r in eutils.requests] == ["POST", "POST", "GET"]  # Biopython: >= 200 ids
-    assert clock.sleeps == pytest.approx([1 / 3, 1 / 3])  # throttled between the 3 requests
+    assert [r.method for r in eutils.requests] == ["POST", "POST", "GET"]  # POST from 200 ids
+    assert clock.sleeps == pytest.approx([1.1 / 3, 1.1 / 3])  # throttled between the requests
 
 
 def test_cache_hit_makes_no_request(eutils: StubServer, tmp_path: Path,
@@ -288,10 +261,10 @@ def test_api_key_is_sent_and_raises_the_rate(eutils: StubServer, clock: FakeCloc
     pmids = [str(i) for i in range(1, 402)]
     list(fetch_pubmed(pmids, settings, throttle=_throttle(settings, clock)))
     assert {r.params["api_key"][0] for r in eutils.requests} == {"SECRET123"}
-    assert clock.sleeps == pytest.approx([0.1, 0.1])
+    assert clock.sleeps == pytest.approx([0.11, 0.11])
 
 
-def test_identity_keywords_win_over_biopython_globals(
+def test_identity_comes_from_the_settings_not_biopython_globals(
         eutils: StubServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Entrez, "email", "global@example.org")
     monkeypatch.setattr(Entrez, "api_key", "GLOBALKEY")
@@ -313,7 +286,7 @@ def test_library_leaves_biopython_globals_alone(eutils: StubServer, fixtures_dir
 
 
 def test_text_plain_answer_is_read_as_bytes(eutils: StubServer) -> None:
-    eutils.content_type = "text/plain; charset=UTF-8"  # Bio.Entrez wraps these in TextIOWrapper
+    eutils.content_type = "text/plain; charset=UTF-8"  # Bio.Entrez wrapped these as text
     body = ('<?xml version="1.0" ?>\n<PubmedArticleSet><PubmedArticle><MedlineCitation>'
             '<PMID Version="1">7</PMID><Article><ArticleTitle>β-catenin in tumours.'
             '</ArticleTitle></Article></MedlineCitation></PubmedArticle></PubmedArticleSet>')
@@ -322,12 +295,12 @@ def test_text_plain_answer_is_read_as_bytes(eutils: StubServer) -> None:
     assert doc.title == "β-catenin in tumours."
 
 
-def test_unreachable_server(route_entrez: RouteEntrez, clock: FakeClock) -> None:
+def test_unreachable_server(clock: FakeClock) -> None:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    route_entrez(f"http://127.0.0.1:{port}/")
-    settings = EntrezSettings(email="a@b.org", max_retries=1)
+    settings = EntrezSettings(email="a@b.org", max_retries=1,
+                              base_url=f"http://127.0.0.1:{port}/")
     with pytest.raises(FetchError, match=r"failed after 2 attempts.*check the network"):
         list(fetch_pubmed(["1"], settings, throttle=_throttle(settings, clock)))
     assert clock.sleeps[-1] == 1.0
@@ -403,3 +376,101 @@ def test_failed_download_keeps_the_old_file(eutils: StubServer, tmp_path: Path) 
         download_civic_nightly(dest, url)
     assert dest.read_bytes() == b"old\tcontent\n"
     assert [p.name for p in tmp_path.iterdir()] == ["civic.tsv"]
+
+
+# --- one base URL, esearch, history, faults (tests/eutils_server.py) -------------------------
+
+def test_base_url_is_read_from_the_environment_when_settings_are_made(
+        eutils_server: EutilsServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = EntrezSettings(email="curator@example.org")  # the fixture set the variable
+    assert settings.base_url == eutils_server.base_url
+    (doc,) = fetch_pubmed(["99200016"], settings)
+    assert doc.title == "Crizotinib in ALK-rearranged non-small-cell lung cancer."
+    monkeypatch.delenv("KBCURATE_EUTILS_URL")
+    assert EntrezSettings(email="a@b.org").base_url == EUTILS_BASE_URL
+    monkeypatch.setenv("KBCURATE_EUTILS_URL", "ftp://mirror.example.org/eutils")
+    with pytest.raises(FetchError, match=r"base URL 'ftp://mirror.*not an http\(s\) URL.*"
+                       "KBCURATE_EUTILS_URL"):
+        EntrezSettings(email="a@b.org")
+
+
+def test_esearch_in_relevance_order_with_history(eutils_server: EutilsServer) -> None:
+    result = esearch('"BRAF"[tiab] AND ("V600E"[tiab] OR "Val600Glu"[tiab]) AND vemurafenib',
+                     _settings(eutils_server), retmax=2)
+    assert result.count == 4  # 99200001, 99200004, 99200005, 99200007 name all three
+    assert result.ids == ("99200005", "99200004")  # 6 phrase occurrences each (ties: PMID)
+    assert result.history == SearchHistory("MCID_fake0001", "1")
+    (request,) = eutils_server.requests("esearch.fcgi")
+    assert {k: v[0] for k, v in request.params.items() if k != "term"} == {
+        "db": "pubmed", "retmode": "xml", "retmax": "2", "retstart": "0", "sort": "relevance",
+        "usehistory": "y", "tool": "kbcurate", "email": "curator@example.org"}
+    page = fetch_pubmed_history(result.history, _settings(eutils_server), retstart=2, retmax=5)
+    assert [d.doc_id for d in page] == ["99200001", "99200007"]
+    assert eutils_server.requests("efetch.fcgi")[0].params["WebEnv"] == ["MCID_fake0001"]
+
+
+def test_esearch_date_range_and_empty_result(eutils_server: EutilsServer) -> None:
+    settings = _settings(eutils_server)
+    recent = esearch("ALK", settings, mindate="2017", maxdate="2018/12/31", usehistory=False)
+    assert set(recent.ids) == {"99200017", "99200018", "99200019"} and recent.history is None
+    assert eutils_server.requests()[0].params["datetype"] == ["edat"]
+    none = esearch('"no such gene"', settings)
+    assert (none.count, none.ids) == (0, ())
+    with pytest.raises(FetchError, match="give both mindate and maxdate"):
+        esearch("ALK", settings, mindate="2017")
+    with pytest.raises(FetchError, match="The PubMed query is empty"):
+        esearch("  ", settings)
+
+
+def test_eutils_error_answers_are_one_line(eutils_server: EutilsServer) -> None:
+    settings = _settings(eutils_server)
+    with pytest.raises(EutilsError, match=r"E-utilities esearch.fcgi: E-utilities answered with "
+                       r"an error: \"Invalid query: missing '\)'\"\. Fix: check the query"):
+        esearch('(BRAF AND "V600E"', settings)
+    eutils_server.faults.append(Fault("error", message="Search Backend\n  failed:\tretry"))
+    with pytest.raises(EutilsError, match="an error: 'Search Backend failed: retry'"):
+        esearch("BRAF", settings)
+    with pytest.raises(EutilsError, match="Unable to obtain query #1"):
+        fetch_pubmed_history(SearchHistory("MCID_expired", "1"), settings)
+
+
+def test_long_queries_are_posted(eutils_server: EutilsServer) -> None:
+    term = " OR ".join(f'"form number {i}"[tiab]' for i in range(60)) + " OR BRAF"
+    result = esearch(term, _settings(eutils_server))
+    assert result.count == 11
+    (request,) = eutils_server.requests()
+    assert request.method == "POST" and request.params["term"] == [term]
+
+
+@pytest.mark.parametrize("fault", [
+    Fault("status", code=429, headers={"Retry-After": "3"}),
+    Fault("status", code=500),
+    Fault("reset"),
+    Fault("truncate"),
+    Fault("slow", seconds=1.5),
+], ids=["429", "500", "reset", "truncated", "time-out"])
+def test_transient_faults_are_retried(eutils_server: EutilsServer, clock: FakeClock,
+                                      fault: Fault) -> None:
+    eutils_server.faults.append(fault)
+    settings = _settings(eutils_server, timeout=0.5, backoff=0.5)
+    docs = list(fetch_pubmed(["99200016", "99200017"], settings,
+                             throttle=_throttle(settings, clock)))
+    assert [d.doc_id for d in docs] == ["99200016", "99200017"]
+    assert len(eutils_server.requests("efetch.fcgi")) == 2
+    assert clock.sleeps == [3.0 if fault.code == 429 and fault.kind == "status" else 0.5]
+
+
+def test_requests_keep_the_rate_limit_across_threads(eutils_server: EutilsServer) -> None:
+    """One throttle shared by three threads: arrivals stay 0.11 s apart (10/s with a key)."""
+    settings = _settings(eutils_server, api_key="KEY")
+    throttle = Throttle.for_settings(settings)
+    threads = [threading.Thread(target=lambda: [esearch("ALK", settings, throttle=throttle)
+                                                for _ in range(2)]) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    times = sorted(r.at for r in eutils_server.requests())
+    assert len(times) == 6
+    assert min(b - a for a, b in zip(times, times[1:], strict=False)) > 0.06  # jitter: ms
+    assert {r.params["api_key"][0] for r in eutils_server.requests()} == {"KEY"}

@@ -36,7 +36,11 @@ TODAY = {
                  "curation.training.activation:check_activation_params"),
     "rank": ("curation.training.ranker:run_ranker_job",
              "retrain a schema's learned ranker on KB + labels (seconds); the gate promotes it",
-             False, ("schema", "labels"), "curation.training.ranker:check_rank_params"),
+             True, ("schema", "labels", "labeller"), "curation.training.ranker:check_rank_params"),
+    "pubmed_search": ("curation.pubmed.jobs:run_pubmed_search_job",
+                      "search PubMed for a relation, fetch and import the new abstracts, rank "
+                      "them", False, ("schema", "slots", "query", "max_hits", "rank_text"),
+                      "curation.pubmed.jobs:check_pubmed_params"),
     "simulate": ("curation.training.jobs:run_simulation",
                  "simulate labelling and retraining rounds in a copy of the workspace", True,
                  ("schema", "config", "options"), None),
@@ -51,6 +55,7 @@ def test_the_jobs_wing_names_no_other_wings_code():
         text = path.read_text(encoding="utf-8")
         for wing in ("curation.training", "curation.search", "curation.evaluation"):
             assert wing not in text, f"{path.relative_to(ROOT)} names {wing}"
+        assert "curation.pubmed" not in text
 
 
 def test_every_kind_of_today_is_registered_and_loads():
@@ -76,10 +81,11 @@ def test_each_wing_declares_its_kinds_through_the_entry_points():
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     group = declared["project"]["entry-points"][GROUP]
     assert group == {"evaluation": "curation.evaluation.job_kinds:JOB_KINDS",
+                     "pubmed": "curation.pubmed.job_kinds:JOB_KINDS",
                      "search": "curation.search.job_kinds:JOB_KINDS",
                      "training": "curation.training.job_kinds:JOB_KINDS"}
     names = {wing: [kind.name for kind in load_target(target)] for wing, target in group.items()}
-    assert names == {"evaluation": ["evaluate"], "search": ["index"],
+    assert names == {"evaluation": ["evaluate"], "search": ["index"], "pubmed": ["pubmed_search"],
                      "training": ["train", "retrain", "activate", "rank", "simulate"]}
     for target in group.values():
         assert all(isinstance(kind, JobKind) for kind in load_target(target))
@@ -87,8 +93,8 @@ def test_each_wing_declares_its_kinds_through_the_entry_points():
 
 def test_an_unknown_kind_lists_the_available_ones():
     with pytest.raises(UnknownNameError, match=r"Unknown job kind 'train-everything'. Available "
-                       "options: activate, evaluate, index, rank, retrain, selftest, simulate, "
-                       "train$"):
+                       "options: activate, evaluate, index, pubmed_search, rank, retrain, "
+                       "selftest, simulate, train$"):
         get_kind("train-everything")
     assert find_kind("train-everything") is None
 
@@ -158,3 +164,22 @@ def test_two_plugins_naming_one_kind_keep_the_first(monkeypatch, caplog):
         assert kinds.job_kind_registry().get("harvest").target == "a.jobs:run"
     assert any("another one already registered 'harvest'" in r.getMessage()
                for r in caplog.records)
+
+
+def test_a_kind_limited_to_roles_refuses_the_others_in_the_library(tmp_path):
+    """A PubMed search spends the lab's NCBI quota and adds shared documents: curators and
+    admins only, refused in submit_job itself (not only hidden in the app)."""
+    from curation.access.users import PermissionDenied, Role, User
+    from curation.jobs.queue import submit_job
+    from curation.store.workspace import Workspace
+
+    assert get_kind("pubmed_search").roles == frozenset({Role.CURATOR})
+    params = {"schema": "PO", "slots": {"gene": "BRAF"}, "max_hits": 10}
+    with Workspace.init(tmp_path / "ws") as ws:
+        with pytest.raises(PermissionDenied, match=r"kind 'pubmed_search' needs the admin or "
+                           r"curator role; ann \(annotator\) may not do it"):
+            submit_job(ws, "pubmed_search", params, user=User("ann", Role.ANNOTATOR),
+                       start=False)
+        job = submit_job(ws, "pubmed_search", params, user=User("cur", Role.CURATOR),
+                         start=False)
+        assert job.created_by == "cur"

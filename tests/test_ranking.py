@@ -252,7 +252,7 @@ def test_training_round_with_labels_gate_and_evaluate(tmp_workspace):
                       query_text=train[0].text, doc_id="301", grade="complete")
     Labels(ws).record(user="ann", schema="disease_gene", query_key=test[0].qid,
                       query_text=test[0].text, doc_id="302", grade="irrelevant")
-    first = train_ranker(ws, "disease_gene", actor="admin", progress=False,
+    first = train_ranker(ws, "disease_gene", user=ADMIN, progress=False,
                          options=RankerOptions(n_estimators=20, min_child_samples=1))
     assert first.activated and first.version.id == "disease_gene-ranker@1"
     assert first.labels_held_out == (2,) and first.labels_used == (1,)
@@ -264,14 +264,14 @@ def test_training_round_with_labels_gate_and_evaluate(tmp_workspace):
         m["metrics"]["test"]["ndcg@10"])
     # the same data and seed give the same scores; the gate keeps the active version when the
     # candidate is no better, and refuses one that loses on dev
-    second = train_ranker(ws, "disease_gene", actor="admin", progress=False,
+    second = train_ranker(ws, "disease_gene", user=ADMIN, progress=False,
                           options=RankerOptions(n_estimators=20, min_child_samples=1))
     assert second.version.metrics == first.version.metrics
     assert active_version(ws, "disease_gene").id in (first.version.id, second.version.id)
     from curation.ranking.versions import update_metrics
     active = active_version(ws, "disease_gene").id
     update_metrics(ws, active, {"dev": {"ndcg@10": 2.0, "entity_recall@10": 2.0}})  # unbeatable
-    third = train_ranker(ws, "disease_gene", actor="admin", progress=False,
+    third = train_ranker(ws, "disease_gene", user=ADMIN, progress=False,
                          options=RankerOptions(model="logistic"))
     assert not third.activated and not third.decision.promote
     assert "drops by" in third.decision.reasons[0]

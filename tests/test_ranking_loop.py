@@ -35,6 +35,7 @@ from kb_sources.errors import CurationError
 from tests.loop_fixtures import make_loop_workspace
 
 ALICE = User("alice", Role.CURATOR)
+ADMIN = User("admin", Role.ADMIN)
 SMALL = RankerOptions(n_estimators=20, min_child_samples=1)
 
 
@@ -48,11 +49,11 @@ def label(ws, i: int, grade: str = "irrelevant", schema: str = "disease_gene"):
 def test_retrain_setting_and_label_claims(tmp_workspace):
     ws = make_loop_workspace(tmp_workspace)
     assert Rankers(ws).retrain_every() == DEFAULT_RETRAIN_EVERY == 20
-    Rankers(ws).set_retrain_every(3, actor="admin")
+    Rankers(ws).set_retrain_every(3, user=ADMIN)
     assert Rankers(ws).retrain_every() == 3
     for bad in (-1, 2.5, True):
         with pytest.raises(CurationError, match="whole number >= 0"):
-            Rankers(ws).set_retrain_every(bad, actor="admin")
+            Rankers(ws).set_retrain_every(bad, user=ADMIN)
     assert Rankers(ws).labels_waiting("disease_gene") == 0
     label(ws, 0)
     label(ws, 1)
@@ -70,7 +71,7 @@ def test_retrain_setting_and_label_claims(tmp_workspace):
 
 def test_maybe_learn_submits_one_round_per_k_labels_and_the_round_promotes(tmp_workspace):
     ws = make_loop_workspace(tmp_workspace)
-    Rankers(ws).set_retrain_every(2, actor="admin")
+    Rankers(ws).set_retrain_every(2, user=ADMIN)
     label(ws, 0)
     assert maybe_learn(ws, "disease_gene", user=ALICE) is None
     label(ws, 1, "complete")
@@ -78,8 +79,11 @@ def test_maybe_learn_submits_one_round_per_k_labels_and_the_round_promotes(tmp_w
     with mock.patch("curation.training.ranker.submit_job",
                     side_effect=lambda *a, **k: submit_job(*a, **k, start=False)):
         job = maybe_learn(ws, "disease_gene", user=ALICE)
-        assert job is not None and job.kind == "rank" and job.created_by == "alice"
-        assert job.params == {"schema": "disease_gene", "labels": 2}
+        # the round runs as the system on alice's behalf (issue 35 item 7): the job names her
+        assert job is not None and job.kind == "rank" and job.created_by == "<system>"
+        assert job.params == {"schema": "disease_gene", "labels": 2, "labeller": "alice"}
+        audit = ws.audit_log("ranker round")[0]
+        assert (audit.actor, audit.after_value()["on_behalf_of"]) == ("<system>", "alice")
         label(ws, 2)
         label(ws, 3)  # two more while the first round is queued: no second round
         assert maybe_learn(ws, "disease_gene", user=ALICE) is None
@@ -90,19 +94,22 @@ def test_maybe_learn_submits_one_round_per_k_labels_and_the_round_promotes(tmp_w
     assert active_version(ws, "disease_gene").id == "disease_gene-ranker@1"
     # the two labels given meanwhile still wait for the next round
     assert Rankers(ws).labels_waiting("disease_gene") == 2
-    Rankers(ws).set_retrain_every(0, actor="admin")
+    Rankers(ws).set_retrain_every(0, user=ADMIN)
     assert maybe_learn(ws, "disease_gene", user=ALICE) is None  # automatic rounds off
 
 
 def test_rank_job_parameters_are_checked(tmp_workspace):
     ws = make_loop_workspace(tmp_workspace)
     with pytest.raises(CurationError, match="nope"):
-        submit_job(ws, "rank", {"schema": "nope"}, user=ALICE, start=False)
+        submit_job(ws, "rank", {"schema": "nope"}, user=ADMIN, start=False)
     with pytest.raises(CurationError, match="'labels' must be a whole number"):
-        submit_job(ws, "rank", {"schema": "disease_gene", "labels": -4}, user=ALICE,
+        submit_job(ws, "rank", {"schema": "disease_gene", "labels": -4}, user=ADMIN,
+                   start=False)
+    with pytest.raises(CurationError, match="'labeller' must be a user name"):
+        submit_job(ws, "rank", {"schema": "disease_gene", "labeller": 3}, user=ADMIN,
                    start=False)
     with pytest.raises(CurationError, match="unknown parameter"):
-        submit_job(ws, "rank", {"schema": "disease_gene", "url": "x"}, user=ALICE, start=False)
+        submit_job(ws, "rank", {"schema": "disease_gene", "url": "x"}, user=ADMIN, start=False)
 
 
 # -- ranked search in the app's service layer ----------------------------------------------------
@@ -111,8 +118,8 @@ def test_ranked_search_names_the_version_and_gives_reasons(tmp_workspace):
     assert ranked_choices(ws, "disease_gene") == []
     with pytest.raises(CurationError, match="no active ranker version yet"):
         resolve_ranked_choice(ws, "disease_gene", RANKED_ACTIVE)
-    train_ranker(ws, "disease_gene", actor="admin", progress=False, options=SMALL)
-    train_ranker(ws, "disease_gene", actor="admin", progress=False, options=SMALL, gate=False)
+    train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL)
+    train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL, gate=False)
     assert ranked_choices(ws, "disease_gene") == [
         RANKED_ACTIVE, "ranked · disease_gene-ranker@2", "ranked · disease_gene-ranker@1"]
     assert is_ranked_choice(RANKED_ACTIVE) and not is_ranked_choice("bm25")
@@ -165,7 +172,7 @@ def test_default_ranking_is_measured_recorded_and_explained(tmp_workspace):
     assert (fallback.choice, fallback.rerank, fallback.configuration) == ("bm25", True,
                                                                           "bm25+rerank")
     assert "no evaluation has chosen yet" in fallback.reason
-    report, record = choose_default(ws, "disease_gene", actor="admin", progress=False)
+    report, record = choose_default(ws, "disease_gene", user=ADMIN, progress=False)
     assert set(record.scores) == {"bm25", "bm25+rerank"}  # nothing else can run yet
     assert any("no active ranker version" in n for n in record.notes)
     assert any("no active dense version" in n for n in record.notes)
@@ -173,7 +180,7 @@ def test_default_ranking_is_measured_recorded_and_explained(tmp_workspace):
     assert record.scores["bm25"] == pytest.approx(report.retrievers["bm25"]["ndcg@10"])
     assert Rankers(ws).default_ranking("disease_gene") == record
     assert "ranker_version" not in record.to_json()  # stored as before: only what was measured
-    train_ranker(ws, "disease_gene", actor="admin", progress=False, options=SMALL)
+    train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL)
     assert main(["evaluate", "-w", str(ws.root), "--schema", "disease_gene", "--retriever",
                  "best", "--quiet"]) == 0
     record = Rankers(ws).default_ranking("disease_gene")
@@ -234,7 +241,7 @@ def test_a_ranker_with_base_model_dense_features_keeps_them_in_search(tmp_worksp
     from curation.search.ranked import version_first_stages
 
     ws = make_loop_workspace(tmp_workspace)
-    first = train_ranker(ws, "disease_gene", actor="admin", progress=False, options=SMALL,
+    first = train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL,
                          base_dense=True)
     assert first.version.manifest["base"] is True and first.version.manifest["dense"] is None
     dense, base = version_first_stages(ws, first.version)

@@ -18,6 +18,8 @@ from loop_fixtures import make_loop_workspace
 
 from curation.access.users import Role, User
 from curation.store.adjudications import Adjudications
+from curation.store.baseline import import_baseline
+from curation.store.baseline_files import BaselineFiles
 from curation.store.citations import Citations
 from curation.store.documents import Documents
 from curation.store.entities import Entities
@@ -26,6 +28,8 @@ from curation.store.jobs import Jobs, JobStatus
 from curation.store.labels import Grade, Labels
 from curation.store.mesh import Mesh
 from curation.store.models import Models
+from curation.store.pubmed_hits import PubmedHits
+from curation.store.ranker_versions import RankerVersions
 from curation.store.rankers import Rankers, RankingChoice
 from curation.store.relations import Relations
 from curation.store.settings import Settings
@@ -38,8 +42,11 @@ FIXTURES = Path(__file__).parent / "fixtures"
 STORE = Path(__file__).parents[1] / "curation" / "store"
 ADMIN = User("root", Role.ADMIN)
 #: The repositories: one class per table (or per group of settings), each holding its SQL.
-REPOSITORIES = (Adjudications, Citations, Documents, Entities, Jobs, Labels, Mesh, Models,
-                Rankers, Relations, Settings, Suggestions, WebSessions)
+REPOSITORIES = (Adjudications, BaselineFiles, Citations, Documents, Entities, Jobs, Labels,
+                Mesh, Models, PubmedHits, RankerVersions, Rankers, Relations, Settings,
+                Suggestions, WebSessions)
+RANKER_MANIFEST = {"kind": "logistic", "features": ["bm25_score"], "file": "model.json",
+                   "created_by": "root"}
 Q = {"schema": "disease_gene", "query_key": "disease=disease:melanoma",
      "query_text": "Genes of melanoma?"}
 
@@ -77,14 +84,27 @@ def scenario(ws: Workspace, model_dir: Path) -> None:
                               metrics={"ndcg@10": 0.5}, created_by="root")
     models.activate(version.id, ADMIN, reason="first")
     models.update_metrics(version.id, {"recall@100": 0.9}, "root")
+    stored = RankerVersions(ws)
+    ident = stored.allocate("disease_gene", created_by="root", tmp=".tmp-a")
+    stored.finish(ident, file="model.json", sha256="ab" * 32, manifest=RANKER_MANIFEST)
+    stored.set_manifest(ident, {**RANKER_MANIFEST, "metrics": {"dev": {"ndcg@10": 0.5}}},
+                        actor="root")
+    stored.mark_checked(ident, "ab" * 32)
+    stored.allocate("disease_gene", created_by="root", tmp=".tmp-b", floor=3)  # still saving
     rankers = Rankers(ws)
-    rankers.set_retrain_every(7, actor="root")
-    rankers.set_active("disease_gene", "disease_gene-ranker@1", actor="root")
+    rankers.set_retrain_every(7, user=ADMIN)
+    rankers.set_active("disease_gene", ident, user=ADMIN)
+    assert not rankers.set_active("disease_gene", None, user=ADMIN, expected="x-ranker@9")
+    rankers.beat_round(rankers.begin_round("disease_gene", started_by="root"))
     rankers.set_default_ranking("disease_gene", RankingChoice(
         best="bm25+rerank", scores={"bm25": 0.61, "bm25+rerank": 0.66}, queries=3, seed=13,
-        notes=("ranked: no active ranker version",), by="root"), actor="root")
+        notes=("ranked: no active ranker version",), by="root"), user=ADMIN)
     with ws.transaction():
         Settings(ws).put("vectors.store", "faiss")
+    PubmedHits(ws).record(actor="ann", schema=Q["schema"], query_key=Q["query_key"],
+                          pubmed_query='"melanoma"[tiab]', hit_count=812,
+                          pmids=["102", "99000001", "101"], fetched=2, imported=["99000001"],
+                          at="2026-02-01T10:00:00+00:00")
     suggestions = Suggestions(ws)
     with ws.transaction():
         kept = suggestions.insert("2026-01-01T00:00:00+00:00", "ann", "disease_gene",
@@ -95,6 +115,8 @@ def scenario(ws: Workspace, model_dir: Path) -> None:
                            answer_key="gene:nras", comment="")
         suggestions.set_review(kept, SuggestionStatus.ACCEPTED, "root",
                                "2026-01-03T00:00:00+00:00", "right")
+    # NLM's files: a revision, an older version left out, deletions (issue 37)
+    import_baseline(ws, FIXTURES / "pubmed_baseline", progress=False)
 
 
 def reads(ws: Workspace) -> dict[str, object]:
@@ -148,12 +170,29 @@ def reads(ws: Workspace) -> dict[str, object]:
         "rankers": (Rankers(ws).retrain_every(), Rankers(ws).active("disease_gene"),
                     Rankers(ws).default_ranking("disease_gene")),
         "rankers.labels_waiting": Rankers(ws).labels_waiting("disease_gene"),
+        "rankers.running_round": (lambda r: (r.started_by, r.started_from) if r else None)(
+            Rankers(ws).running_round("disease_gene")),
+        "rankerversions": [(r.ident, r.number, r.status, r.file, r.checked, r.manifest)
+                           for r in RankerVersions(ws).saved()],
+        "rankerversions.saving": [(r.ident, r.tmp, r.writer_alive)
+                                  for r in RankerVersions(ws).saving()],
+        "rankerversions.exists": (RankerVersions(ws).exists("disease_gene-ranker@1"),
+                                  RankerVersions(ws).exists("disease_gene-ranker@4"),
+                                  sorted(RankerVersions(ws).idents())),
         "settings.value": Settings(ws).value("vectors.store"),
+        "pubmedhits.searches": [(p.actor, p.pubmed_query, p.hit_count, p.fetched, p.imported)
+                                for p in PubmedHits(ws).searches(Q["schema"], Q["query_key"])],
+        "pubmedhits.hits": PubmedHits(ws).hits(PubmedHits(ws).searches()[0].id),
+        "pubmedhits.fetch_dates": PubmedHits(ws).fetch_dates(["101", "99000001", "missing"]),
         "suggestions": [(s.pmid, s.answer, s.status.value) for s in Suggestions(ws).stored()],
         "suggestions.pending_answers": Suggestions(ws).pending_answers("disease_gene"),
         "suggestions.accepted": Suggestions(ws).accepted_answer_rows("disease_gene", key),
         "mesh.headings": Mesh(ws).headings(),
         "websessions.find": WebSessions(ws).find("no-such-session"),
+        "baselinefiles.rows": [(r.name, r.status, r.added, r.updated, r.deleted, r.kept,
+                                r.md5_checked) for r in BaselineFiles(ws).rows()],
+        "baselinefiles.deletions": BaselineFiles(ws).deletions(),
+        "baselinefiles.versions": BaselineFiles(ws).versions(),
     }
 
 
@@ -213,6 +252,13 @@ def test_the_repositories_answer_what_the_scenario_wrote(both):
     assert got["rankers"] == (7, "disease_gene-ranker@1", RankingChoice(
         best="bm25+rerank", scores={"bm25": 0.61, "bm25+rerank": 0.66}, queries=3, seed=13,
         notes=("ranked: no active ranker version",), by="root"))
+    assert got["rankers.running_round"] == ("root", "disease_gene-ranker@1")
+    assert [r[:5] for r in got["rankerversions"]] == [("disease_gene-ranker@1", 1, "saved",
+                                                       "model.json", True)]
+    assert '"metrics": {"dev": {"ndcg@10": 0.5}}' in got["rankerversions"][0][5]
+    assert got["rankerversions.saving"] == [("disease_gene-ranker@4", ".tmp-b", True)]
+    assert got["rankerversions.exists"] == (True, False, ["disease_gene-ranker@1",
+                                                          "disease_gene-ranker@4"])
     assert got["settings.value"] == "faiss"
     assert got["suggestions.pending_answers"] == [(Q["query_key"], "gene:nras", "NRAS")]
     assert got["suggestions.accepted"] == [("BRAF", "gene:braf")]
@@ -222,6 +268,16 @@ def test_the_repositories_answer_what_the_scenario_wrote(both):
         "NRAS in melanoma Mutations of NRAS cause melanoma in many families.",
         "Cohort study 1 Participants in cohort 1 reported diet and sleep."]
     assert got["websessions.find"] is None
+    assert got["baselinefiles.rows"] == [("pubmed25n0001.xml.gz", "done", 4, 0, 0, 0, True),
+                                         ("pubmed25n0002.xml", "done", 1, 1, 2, 0, False)]
+    assert [p for p, _, _ in got["baselinefiles.deletions"]] == ["95000001", "95000003",
+                                                                 "95999999"]
+    assert got["baselinefiles.versions"] == {"95000005": 2}
+    assert got["pubmedhits.searches"] == [("ann", '"melanoma"[tiab]', 812, 2, 1)]
+    assert got["pubmedhits.hits"] == [("102", 1, None),
+                                      ("99000001", 2, "2026-02-01T10:00:00+00:00"),
+                                      ("101", 3, None)]
+    assert got["pubmedhits.fetch_dates"] == {"99000001": "2026-02-01T10:00:00+00:00"}
 
 
 def test_the_repository_modules_hold_classes_not_loose_database_functions():
@@ -244,6 +300,7 @@ SERVICES = frozenset({
     "import_log.py:begin_import", "import_log.py:importing", "import_log.py:rollback_import",
     "import_log.py:recover_unfinished_imports", "import_log.py:recover_on_open",
     "import_rows.py:add_entity", "index_models.py:check_index_models",
+    "baseline.py:import_baseline",
     "transfer.py:migrate_to_postgresql", "transfer.py:clone_database",
 })
 

@@ -30,7 +30,7 @@ def test_a_waiting_writer_polls_every_millisecond_without_sqlites_backoff(tmp_pa
             if len(sleeps) == 5:
                 other.execute("COMMIT")  # the holder lets go after the fifth try
 
-        monkeypatch.setattr(connection.time, "sleep", fake_sleep)
+        monkeypatch.setattr(connection, "pause_for_lock", fake_sleep)
         with ws.lock_wait(5.0), ws.transaction():
             ws.conn.execute("INSERT INTO meta(key, value) VALUES ('probe', '1')")
         assert sleeps == [connection.POLL_S] * 5 and connection.POLL_S <= 0.002

@@ -3,6 +3,6 @@
 the online fetchers.
 
 May import: every wing (curation.store, curation.access, curation.matching, curation.jobs,
-curation.search, curation.evaluation, curation.training, curation.ranking), curation.templates,
-kb_sources, retrievers.
+curation.search, curation.evaluation, curation.training, curation.ranking, curation.pubmed,
+curation.screening, curation.simulation), curation.templates, kb_sources, retrievers.
 """

@@ -8,7 +8,13 @@ import sys
 
 import pandas as pd
 
-from curation.cli import rank_commands, store_commands, train_commands, vector_commands
+from curation.cli import (
+    pubmed_commands,
+    rank_commands,
+    store_commands,
+    train_commands,
+    vector_commands,
+)
 from curation.cli.common import print_json, workspace_path
 from curation.cli.vector_commands import dense_options
 from curation.search.relation_table import relations_frame
@@ -33,6 +39,7 @@ def dispatch(args: argparse.Namespace) -> int:
         **train_commands.HANDLERS,
         **vector_commands.HANDLERS,
         **rank_commands.HANDLERS,
+        **pubmed_commands.HANDLERS,
         **store_commands.HANDLERS,
     }[args.command]
     return handler(args)

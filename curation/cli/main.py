@@ -106,11 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     _app_parsers(sub, common)
 
-    from curation.cli import rank_commands, train_commands, vector_commands
+    from curation.cli import pubmed_commands, rank_commands, train_commands, vector_commands
 
     train_commands.add_parsers(sub, common)
     vector_commands.add_parsers(sub, common)
     rank_commands.add_parsers(sub, common)
+    pubmed_commands.add_parsers(sub, common)
     return parser
 
 

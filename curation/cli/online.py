@@ -1,17 +1,19 @@
 """Online steps that write into a workspace: PubMed by PMID, citation links, CIViC nightly.
 
 The network code lives in :mod:`kb_sources.fetch`; this module adds the workspace (cache folder
-under ``WS/cache``, one transaction per import).
+``WS/cache/entrez``, one transaction per import). The NCBI contact email and API key come from
+the options, else ``$NCBI_EMAIL`` / ``$NCBI_API_KEY``, else the workspace's settings
+(:mod:`curation.pubmed.ncbi`); the E-utilities base URL from ``$KBCURATE_EUTILS_URL``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from curation.pubmed.ncbi import ncbi_settings
 from curation.store.citations import Citations
 from curation.store.importer import ImportReport, import_file, import_items
 from curation.store.workspace import Workspace
-from kb_sources.errors import CurationError
 from kb_sources.fetch import (
     EntrezSettings,
     download_civic_nightly,
@@ -21,11 +23,12 @@ from kb_sources.fetch import (
 
 
 def entrez_settings(ws: Workspace, email: str | None, api_key: str | None) -> EntrezSettings:
-    """Settings with the workspace's on-disk cache."""
-    if not email:
-        raise CurationError("NCBI needs a contact email: pass --email or set NCBI_EMAIL")
-    return EntrezSettings(email=email, api_key=api_key or None,
-                          cache_dir=ws.root / "cache" / "entrez")
+    """Settings with the workspace's on-disk cache and contact (options win).
+
+    Raises:
+        CurationError: No contact email in the options, the environment or the workspace.
+    """
+    return ncbi_settings(ws, email=email, api_key=api_key)
 
 
 def fetch_pubmed_into(ws: Workspace, pmids: list[str], *, email: str | None,

@@ -33,9 +33,11 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     t.add_argument("--json", action="store_true", help="print JSON")
     ls = rsub.add_parser("list", parents=[common], help="ranker versions")
     ls.add_argument("--schema")
-    a = rsub.add_parser("activate", parents=[common], help="rank with this version (rollback)")
+    a = rsub.add_parser("activate", parents=[common], help="rank with this version (rollback); "
+                                                          "admins, with a written reason")
     a.add_argument("version", help="e.g. disease_gene-ranker@2")
-    a.add_argument("--reason", default="")
+    a.add_argument("--reason", required=True, help="why this version should rank (audited, as "
+                                                   "the app asks)")
     e = rsub.add_parser("explain", parents=[common],
                         help="why the active ranker puts a document where it does")
     e.add_argument("--schema", required=True)
@@ -52,7 +54,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
 def _auto(ws: Workspace, args: argparse.Namespace) -> int:
 
     if args.every is not None:
-        Rankers(ws).set_retrain_every(args.every, actor="cli")
+        Rankers(ws).set_retrain_every(args.every, user=CLI_ADMIN)
     every = Rankers(ws).retrain_every()
     print(f"the ranker retrains after {every} new labels on a schema" if every
           else "the ranker never retrains automatically (kbcurate rank train)")
@@ -74,30 +76,46 @@ def add_learner_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_rank(args: argparse.Namespace) -> int:
-    from curation.ranking import versions
-
     with Workspace.open(workspace_path(args)) as ws:
         if args.action == "train":
             return _train(ws, args)
         if args.action == "list":
-            found = versions.list_versions(ws, args.schema)
-            if not found:
-                print("no ranker versions yet: kbcurate rank train --schema S")
-            for v in found:
-                active = versions.active_version(ws, v.schema)
-                test = v.metrics.get("test", {}).get("ndcg@10")
-                dev = v.metrics.get("dev", {}).get("ndcg@10")
-                print(f"{v.id:<32}{'active' if active and active.id == v.id else '':<8}"
-                      f"{v.manifest.get('kind', ''):<10}dev NDCG@10 {_f(dev)}  test {_f(test)}"
-                      f"  labels {len(v.manifest.get('labels_used', []))}")
-            return 0
+            return _list(ws, args.schema)
         if args.action == "auto":
             return _auto(ws, args)
         if args.action == "activate":
-            v = versions.activate(ws, args.version, user=CLI_ADMIN, reason=args.reason)
+            from curation.training.ranker import promote_ranker
+
+            v = promote_ranker(ws, args.version, user=CLI_ADMIN, reason=args.reason)
             print(f"{v.id} now ranks {v.schema}")
             return 0
         return _explain(ws, args)
+
+
+def _list(ws: Workspace, schema: str | None) -> int:
+    """The versions that read, then one line per damaged one and per unusable active one."""
+    from curation.ranking import versions
+    from curation.search.ranked import fallback_for
+
+    found = versions.scan_versions(ws, schema)
+    if not found.versions and not found.problems:
+        print("no ranker versions yet: kbcurate rank train --schema S")
+    names = {v.schema for v in found.versions} | set(ws.schemas())
+    states = {s: versions.active_ranker(ws, s) for s in sorted(names)
+              if schema is None or s == schema}
+    for v in found.versions:
+        active = states[v.schema].ident == v.id
+        test = v.metrics.get("test", {}).get("ndcg@10")
+        dev = v.metrics.get("dev", {}).get("ndcg@10")
+        print(f"{v.id:<32}{'active' if active else '':<8}"
+              f"{v.manifest.get('kind', ''):<10}dev NDCG@10 {_f(dev)}  test {_f(test)}"
+              f"  labels {len(v.manifest.get('labels_used', []))}")
+    for problem in found.problems:
+        print(f"warning: skipped: {problem}")
+    for state in states.values():
+        if state.problem:
+            print(f"warning: {state.notice(fallback_for(ws, state.schema).configuration)}")
+    return 0
 
 
 def _f(value: float | None) -> str:
@@ -110,7 +128,7 @@ def _train(ws: Workspace, args: argparse.Namespace) -> int:
 
     if args.depth < 1:
         raise CurationError(f"--depth must be a positive number of candidates, got {args.depth}")
-    result = train_ranker(ws, args.schema, actor="cli", options=RankerOptions(
+    result = train_ranker(ws, args.schema, user=CLI_ADMIN, options=RankerOptions(
         model=args.model, seed=args.seed), depth=args.depth, gate=not args.no_activate,
         dense_version=args.dense_version, base_dense=args.base_dense, progress=not args.quiet)
     m = result.version.metrics
@@ -133,13 +151,16 @@ def _train(ws: Workspace, args: argparse.Namespace) -> int:
 
 def _explain(ws: Workspace, args: argparse.Namespace) -> int:
     from curation.ranking.features import gather
-    from curation.ranking.versions import active_version, load_ranker
-    from curation.search.ranked import version_first_stages
+    from curation.ranking.versions import active_ranker, load_ranker
+    from curation.search.ranked import fallback_for, version_first_stages
     from curation.training.ranker import open_context
     from kb_sources.schema import get_schema
 
     sch = get_schema(args.schema, ws.schemas())
-    version = active_version(ws, sch.name)
+    state = active_ranker(ws, sch.name)
+    if state.problem:
+        raise CurationError(state.notice(fallback_for(ws, sch.name).configuration))
+    version = state.version
     if version is None:
         raise CurationError(f"{sch.name} has no active ranker; kbcurate rank train --schema "
                             f"{sch.name}")
@@ -148,7 +169,7 @@ def _explain(ws: Workspace, args: argparse.Namespace) -> int:
     if partial is None:
         raise CurationError(f"No {sch.name} relation with query key {args.relation!r}; list "
                             f"them with kbcurate relations --schema {sch.name}")
-    ranker = load_ranker(version)
+    ranker = load_ranker(version, ws)
     dense, base = version_first_stages(ws, version)
     ctx = open_context(ws, sch.name, dense=dense, base=base, progress=not args.quiet,
                        held_out=False, depth=int(version.manifest.get("depth", 100)))
@@ -187,11 +208,11 @@ def evaluate_best(args: argparse.Namespace) -> int:
         raise CurationError("--retriever best compares the configurations itself; give it "
                             "alone, without other --retriever names")
     with Workspace.open(workspace_path(args)) as ws:
-        report, record = choose_default(ws, args.schema, actor="cli", split=args.split,
+        report, record = choose_default(ws, args.schema, user=CLI_ADMIN, split=args.split,
                                         progress=not args.quiet)
     if args.out:
-        Path(args.out).write_text(json.dumps({**report.to_json(), "default": record}, indent=2),
-                                  encoding="utf-8")
+        Path(args.out).write_text(json.dumps({**report.to_json(), "default": record.to_json()},
+                                             indent=2), encoding="utf-8")
     print(format_table(report))
     print(format_choice(record))
     return 0

@@ -24,8 +24,9 @@ from typing import Any
 from curation.evaluation.harness import EvaluationReport
 from curation.evaluation.runner import evaluate_workspace
 from curation.ranking.pipeline import RANKED
-from curation.ranking.versions import active_version
+from curation.ranking.versions import active_ranker
 from curation.search.indexing import index_ready
+from curation.store.errors import Actor, require_admin_actor
 from curation.store.models import Models
 from curation.store.rankers import Rankers, RankingChoice
 from curation.store.workspace import Workspace, utcnow
@@ -56,8 +57,11 @@ def runnable(ws: Workspace, schema: str) -> tuple[list[str], dict[str, dict[str,
         names.append("hybrid+rerank")
         options["hybrid"] = {"dense": {"model": dense.id}}
         versions["dense_version"] = dense.id
-    ranker = active_version(ws, schema)
-    if ranker is None:
+    state = active_ranker(ws, schema)
+    ranker = state.version
+    if state.problem:
+        notes.append(f"{RANKED}: the active ranker version cannot be used ({state.problem})")
+    elif ranker is None:
         notes.append(f"{RANKED}: no active ranker version (kbcurate rank train --schema "
                      f"{schema})")
     else:
@@ -66,7 +70,7 @@ def runnable(ws: Workspace, schema: str) -> tuple[list[str], dict[str, dict[str,
     return names, options, versions, notes
 
 
-def choose_default(ws: Workspace, schema: str, *, actor: str, split: str = "test",
+def choose_default(ws: Workspace, schema: str, *, user: Actor, split: str = "test",
                    metric: str = METRIC, progress: bool = True,
                    report: Callable[[float, str], None] | None = None
                    ) -> tuple[EvaluationReport, RankingChoice]:
@@ -74,7 +78,11 @@ def choose_default(ws: Workspace, schema: str, *, actor: str, split: str = "test
 
     Returns:
         (the evaluation report, the stored record).
+
+    Raises:
+        PermissionDenied: ``user`` is not an admin (checked before measuring).
     """
+    require_admin_actor(user, "Choosing a schema's default ranking")
     names, options, versions, notes = runnable(ws, schema)
     result = evaluate_workspace(ws, schema, names, split=split, options=options,
                                 report=report, progress=progress)
@@ -82,8 +90,8 @@ def choose_default(ws: Workspace, schema: str, *, actor: str, split: str = "test
     best = max(names, key=lambda n: (round(scores[n], 6), -CONFIGURATIONS.index(n)))
     record = RankingChoice(best=best, metric=metric, split=split, scores=scores,
                            queries=result.queries, seed=result.seed, notes=tuple(notes),
-                           measured_at=utcnow(), by=actor, **versions)
-    Rankers(ws).set_default_ranking(schema, record, actor=actor)
+                           measured_at=utcnow(), by=user.name, **versions)
+    Rankers(ws).set_default_ranking(schema, record, user=user)
     logger.info("default ranking of %s: %s (%s %s %.3f)", schema, best, split, metric,
                 scores[best])
     return result, record

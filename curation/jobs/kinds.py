@@ -48,6 +48,8 @@ class JobKind:
         target: ``module:function`` run by the worker as ``fn(ctx, **params)``.
         description: One line for listings.
         admin_only: Only admins may submit it (and cancel it).
+        roles: When not empty, only users with one of these roles may submit it (admins
+            always may); e.g. curators and admins search PubMed, annotators do not.
         params: The parameter names it accepts; any other name is refused at submission.
         validator: Optional ``module:function`` called as ``fn(ws, params)`` at submission; it
             raises :class:`CurationError` for a bad value (e.g. a path outside the workspace).
@@ -61,6 +63,7 @@ class JobKind:
     target: str
     description: str
     admin_only: bool = True
+    roles: frozenset[Role] = frozenset()
     params: tuple[str, ...] = ()
     validator: str | None = None
     unique_by: tuple[str, ...] = ()

@@ -42,7 +42,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from curation.access.users import PermissionDenied, User, require_admin
+from curation.access.users import PermissionDenied, Role, User, require_admin
 from curation.jobs.kinds import SYSTEM_USER, JobKind, find_kind, get_kind
 from curation.jobs.lifecycle import (
     JobCancelled,
@@ -94,6 +94,10 @@ def submit_job(
                                "internal callers pass user=SYSTEM_USER")
     if spec.admin_only:
         require_admin(user, f"Starting a job of kind {kind!r}")
+    elif spec.roles and not user.is_admin and user.role not in spec.roles:
+        allowed = " or ".join(sorted(r.value for r in spec.roles | {Role.ADMIN}))
+        raise PermissionDenied(f"Starting a job of kind {kind!r} needs the {allowed} role; "
+                               f"{user.name} ({user.role.value}) may not do it")
     if not isinstance(params, Mapping):
         raise CurationError(f"Job parameters must be a mapping of names to values, not "
                             f"{type(params).__name__}; available options: {', '.join(spec.params)}")

@@ -126,10 +126,18 @@ class LightGBMModel:
     def load(cls, path: Path, names: Sequence[str]) -> LightGBMModel:
         import lightgbm
 
+        from curation.ranking.model_check import check_lightgbm_text
+
         try:
-            booster = lightgbm.Booster(model_file=str(path))
-        except lightgbm.basic.LightGBMError as exc:
-            raise CurationError(f"{path}: not a LightGBM text model ({exc})") from exc
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CurationError(f"{path}: not a readable LightGBM text model ({exc})") from exc
+        try:  # LightGBM aborts the process on some damaged files: check the structure first
+            check_lightgbm_text(text, len(names))
+            booster = lightgbm.Booster(model_str=text)
+        except (CurationError, lightgbm.basic.LightGBMError) as exc:
+            raise CurationError(f"{path}: not a LightGBM text model this code can load ({exc}); "
+                                "the version is damaged, train a new one") from exc
         if booster.feature_name() != [_lgb_name(n) for n in names]:
             raise CurationError(f"{path}: its features {booster.feature_name()} differ from "
                                 "the manifest's; the version is damaged, train a new one")
@@ -143,7 +151,8 @@ class LightGBMModel:
         return out[:, :x.shape[1]]
 
     def save(self, path: Path) -> None:
-        self.booster.save_model(str(path))
+        # written by Python, not LightGBM's C++ writer: a full disk is an OSError (ENOSPC)
+        path.write_text(self.booster.model_to_string(), encoding="utf-8")
 
 
 class LogisticModel:
@@ -182,9 +191,24 @@ class LogisticModel:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise CurationError(f"{path}: not a ranker JSON model ({exc})") from exc
+        if not isinstance(data, dict):
+            raise CurationError(f"{path}: not a ranker JSON model (expected an object with names, "
+                                f"coef, intercept, mean and scale, got {type(data).__name__}); "
+                                "the version is damaged, train a new one")
         if data.get("names") != list(names):
             raise CurationError(f"{path}: its features differ from the manifest's")
-        return cls(names, data["coef"], data["intercept"], data["mean"], data["scale"])
+        n = len(names)
+        arrays = {key: data.get(key) for key in ("coef", "mean", "scale")}
+        bad = [key for key, v in arrays.items() if not _finite_list(v, n)]
+        if not _finite_list([data.get("intercept")], 1):
+            bad.append("intercept")
+        if not bad and any(v == 0 for v in arrays["scale"]):
+            bad.append("scale (a zero)")
+        if bad:
+            raise CurationError(f"{path}: not a ranker JSON model: {', '.join(bad)} must be "
+                                f"finite numbers ({n} per list); the version is damaged, train "
+                                "a new one")
+        return cls(names, arrays["coef"], data["intercept"], arrays["mean"], arrays["scale"])
 
     def _standardised(self, x: np.ndarray) -> np.ndarray:
         return (np.where(np.isnan(x), 0.0, x) - self.mean) / self.scale
@@ -282,6 +306,13 @@ class Ranker:
             raise CurationError(f"unknown ranker kind {kind!r}; expected one of "
                                 f"{', '.join(RANKER_MODELS.names())}") from exc
         return cls(kind, names, model.load(path, names))
+
+
+def _finite_list(values: Any, n: int) -> bool:
+    """A list of ``n`` finite numbers (no bools)."""
+    return (isinstance(values, list) and len(values) == n
+            and all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                    for v in values))
 
 
 def _lgb_name(name: str) -> str:

@@ -9,8 +9,8 @@ re-draws every card of the list, and only the first line (the label) changed.
 from __future__ import annotations
 
 import html
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from curation.matching.evidence import Evidence, mark_colours, render_evidence
@@ -44,6 +44,8 @@ class RankedDoc:
             (:mod:`curation.matching.evidence`).
         reasons: Why the learned ranker put it here: its top three feature contributions in
             words (plain text; empty for other retrievers).
+        from_pubmed: When a "Search PubMed" imported it (UTC, ISO 8601; "" for documents
+            that came otherwise): the card says "from PubMed, DATE".
     """
 
     doc_id: str
@@ -58,6 +60,7 @@ class RankedDoc:
     model_version: str
     evidence: tuple[Evidence, ...] = ()
     reasons: tuple[str, ...] = ()
+    from_pubmed: str = ""
 
     @property
     def text(self) -> str:
@@ -107,10 +110,10 @@ def card_html(doc: RankedDoc, highlighted: str, grade: str | None = None, *,
               colours: Mapping[str, str] | None = None,
               enabled_slots: Collection[str] | None = None) -> str:
     """One result card as escaped HTML: a first line (rank, PubMed link, year, journal, score,
-    the current label, a badge when the KB cites it) above ``highlighted`` (the output of
-    :func:`curation.matching.highlight.render_highlighted`), then the evidence sentences
-    (:func:`curation.matching.evidence.render_evidence`) and, for the learned ranker, why it
-    ranks the document here.
+    the current label, a badge when the KB cites it, one when a PubMed search fetched it) above
+    ``highlighted`` (the output of :func:`curation.matching.highlight.render_highlighted`), then
+    the evidence sentences (:func:`curation.matching.evidence.render_evidence`) and, for the
+    learned ranker, why it ranks the document here.
 
     Document text is escaped; the link is built only from a validated PMID. Newlines become
     spaces so a markdown renderer keeps the whole card one HTML block.
@@ -136,6 +139,9 @@ def card_html(doc: RankedDoc, highlighted: str, grade: str | None = None, *,
         parts.append(f'<span class="kb-grade">labelled <b>{html.escape(grade)}</b></span>')
     if doc.cited_by_kb:
         parts.append('<span class="kb-badge">cited by KB</span>')
+    if doc.from_pubmed:
+        parts.append('<span class="kb-badge kb-pubmed">from PubMed, '
+                     f"{html.escape(doc.from_pubmed[:10])}</span>")
     header = f'<div class="kb-meta">{" · ".join(parts)}</div>'
     if colours is None:
         colours = mark_colours(highlighted)
@@ -146,3 +152,11 @@ def card_html(doc: RankedDoc, highlighted: str, grade: str | None = None, *,
         why = ('<div class="kb-why"><b>Why this rank:</b> '
                + "; ".join(html.escape(r) for r in doc.reasons) + "</div>")
     return (header + highlighted + evidence + why).replace("\r", " ").replace("\n", " ")
+
+
+def with_fetch_dates(docs: Sequence[RankedDoc], dates: Mapping[str, str]
+                     ) -> tuple[RankedDoc, ...]:
+    """``docs`` with :attr:`RankedDoc.from_pubmed` set from ``dates`` (doc id -> when a PubMed
+    search imported it, :meth:`curation.store.pubmed_hits.PubmedHits.fetch_dates`)."""
+    return tuple(replace(d, from_pubmed=dates[d.doc_id]) if d.doc_id in dates else d
+                 for d in docs)

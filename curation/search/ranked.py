@@ -9,14 +9,18 @@ indexes it was trained with (a trained dense version's, the base model's), when 
 
 The default ranking of a schema is what ``kbcurate evaluate --retriever best`` measured best on
 its held-out split (:mod:`curation.evaluation.best`), recorded in the workspace; a workspace
-that measured nothing yet starts on bm25 + the entity rerank.
+that measured nothing yet starts on bm25 + the entity rerank. When the active ranker version
+cannot be used (its folder gone, its file damaged), the schema falls back to the next measured
+configuration with a notice naming the version and what an admin can do
+(:func:`fallback_for`); ``ranked · active`` is not offered until an admin activates or trains
+a version that loads.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from curation.matching.matcher import EntityMatcher
@@ -24,7 +28,7 @@ from curation.ranking.model import Ranker
 from curation.ranking.pipeline import RANKED, RankingContext
 from curation.ranking.versions import (
     RankerVersion,
-    active_version,
+    active_ranker,
     get_version,
     list_versions,
     load_ranker,
@@ -57,11 +61,10 @@ def is_ranked_choice(choice: str) -> bool:
 
 
 def ranked_choices(ws: Workspace, schema: str) -> list[str]:
-    """``ranked · active`` (when the schema has an active version), then every saved version of
-    the schema, newest first."""
+    """``ranked · active`` (when the schema has an active version that can be used), then every
+    saved version of the schema, newest first."""
     versions = list_versions(ws, schema)
-    active = active_version(ws, schema)
-    head = [RANKED_ACTIVE] if active is not None else []
+    head = [RANKED_ACTIVE] if active_ranker(ws, schema).version is not None else []
     return head + [str(RetrieverChoice(RANKED, v.id)) for v in reversed(versions)]
 
 
@@ -84,7 +87,10 @@ def resolve_ranked_choice(ws: Workspace, schema: str, choice: str) -> RankerVers
                             "or 'ranked · <schema>-ranker@N'")
     ident = str(parsed.version)
     if parsed.follows_active:
-        version = active_version(ws, schema)
+        state = active_ranker(ws, schema)
+        if state.problem:
+            raise CurationError(state.notice(fallback_for(ws, schema).configuration))
+        version = state.version
         if version is None:
             raise CurationError(f"{schema} has no active ranker version yet; train one "
                                 f"(kbcurate rank train --schema {schema}) or label 20 "
@@ -163,7 +169,7 @@ def open_ranked(ws: Workspace, schema: Schema, version: RankerVersion, bm25: Ret
     """Load a version (checksum checked) and build its ranking context over ``bm25`` and the
     dense indexes it was trained with (those built). The answer-type dictionary is the whole
     workspace's: in the app every known answer may be tagged."""
-    ranker = load_ranker(version)
+    ranker = load_ranker(version, ws)
     depth = int(version.manifest.get("depth", 100))
     dense, base = version_first_stages(ws, version)
     ctx = RankingContext(ws, schema, bm25, dense=dense, base=base, matcher=matcher, depth=depth)
@@ -186,6 +192,8 @@ class DefaultRanking:
         reason: One line for the sidebar ("chosen by test NDCG@10 0.69 vs 0.66 for
             bm25+rerank"), or why the fallback is used.
         record: The stored measurement (None for the fallback when nothing was measured).
+        notice: Why the measured best is not used now (the active ranker cannot be used), and
+            what an admin can do; empty otherwise. Pages and the CLI show it.
     """
 
     choice: str
@@ -193,6 +201,7 @@ class DefaultRanking:
     configuration: str
     reason: str
     record: RankingChoice | None
+    notice: str = ""
 
 
 def configuration_choice(configuration: str, record: RankingChoice | None = None
@@ -208,17 +217,39 @@ def configuration_choice(configuration: str, record: RankingChoice | None = None
 
 
 def default_for(ws: Workspace, schema: str) -> DefaultRanking:
-    """The schema's default ranking: the recorded best configuration, or bm25 + rerank."""
+    """The schema's default ranking: the recorded best configuration, or bm25 + rerank; when
+    that is the ranker and the active version cannot be used, :func:`fallback_for` with a
+    notice."""
     record = Rankers(ws).default_ranking(schema)
     if record is None:
         return DefaultRanking("bm25", True, FALLBACK, "no evaluation has chosen yet (kbcurate "
                               "evaluate --retriever best)", None)
     configuration = record.best
     choice, rerank = configuration_choice(configuration, record)
-    if configuration == RANKED and active_version(ws, schema) is None:
-        return DefaultRanking("bm25", True, FALLBACK, f"{RANKED} was measured best but no "
-                              "ranker version is active now", record)
+    if configuration == RANKED:
+        state = active_ranker(ws, schema)
+        if state.version is None:
+            fallback = fallback_for(ws, schema)
+            why = (f"{RANKED} was measured best but no ranker version is active now"
+                   if not state.problem else f"{RANKED} was measured best but "
+                   f"{state.ident} cannot be used")
+            return replace(fallback, reason=f"{why}; {fallback.reason}",
+                           notice=state.notice(fallback.configuration) if state.problem else "")
     return DefaultRanking(choice, rerank, configuration, describe(record), record)
+
+
+def fallback_for(ws: Workspace, schema: str) -> DefaultRanking:
+    """What a schema ranks with when the learned ranker cannot: the best measured configuration
+    other than ``ranked`` (bm25 + rerank when none was measured)."""
+    record = Rankers(ws).default_ranking(schema)
+    scores = {k: v for k, v in (record.scores if record else {}).items() if k != RANKED}
+    if not scores:
+        return DefaultRanking("bm25", True, FALLBACK, "the fallback: bm25 with the entity "
+                              "rerank", record)
+    best = max(scores, key=lambda k: (round(scores[k], 6), k == FALLBACK))
+    choice, rerank = configuration_choice(best, record)
+    return DefaultRanking(choice, rerank, best, f"the next measured configuration "
+                          f"({record.split} {record.metric} {scores[best]:.3f})", record)
 
 
 def describe(record: RankingChoice) -> str:

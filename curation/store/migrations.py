@@ -307,6 +307,100 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE labels ADD COLUMN model_version_id INTEGER REFERENCES models(id)
     """,
+    # learned-ranker hardening (issue 35, curation/store/ranker_versions.py): ranker versions in
+    # the database as dense ones are (numbers allocated by UNIQUE(schema, number), the model's
+    # SHA-256 and the manifest kept here, not only in a file beside the model, a version being
+    # saved recorded with its temporary folder and process so that orphans are cleaned up), and
+    # one ranker round per schema at a time (a ranker_rounds row per running round).
+    """
+    CREATE TABLE ranker_versions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        ident TEXT NOT NULL UNIQUE,
+        schema TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('saving', 'saved')),
+        file TEXT NOT NULL DEFAULT '',
+        sha256 TEXT NOT NULL DEFAULT '',
+        checked_sha256 TEXT NOT NULL DEFAULT '',
+        manifest TEXT NOT NULL DEFAULT '{}',
+        created_by TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        tmp TEXT NOT NULL DEFAULT '',
+        pid INTEGER,
+        host TEXT NOT NULL DEFAULT '',
+        UNIQUE (schema, number)
+    );
+    CREATE TABLE ranker_rounds (
+        schema TEXT PRIMARY KEY,
+        token TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        started_by TEXT NOT NULL,
+        started_from TEXT,
+        pid INTEGER,
+        host TEXT NOT NULL DEFAULT '',
+        beat TEXT
+    )
+    """,
+    # PubMed baseline import (issue 37, curation/store/baseline.py and baseline_files.py): the
+    # ledger of NLM files imported (one import each, resumed at the first file not done), the
+    # PMIDs NLM deleted (kept = 1: the document stays because it has labels or suggestions),
+    # and the highest <PMID Version> of NLM's rare versioned citations.
+    """
+    CREATE TABLE baseline_files (
+        name TEXT PRIMARY KEY,
+        size INTEGER NOT NULL,
+        sha256 TEXT NOT NULL DEFAULT '',
+        md5_checked INTEGER NOT NULL DEFAULT 0,
+        status TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed')),
+        import_id INTEGER,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        added INTEGER NOT NULL DEFAULT 0,
+        updated INTEGER NOT NULL DEFAULT 0,
+        unchanged INTEGER NOT NULL DEFAULT 0,
+        deleted INTEGER NOT NULL DEFAULT 0,
+        kept INTEGER NOT NULL DEFAULT 0,
+        error TEXT NOT NULL DEFAULT ''
+    );
+    CREATE TABLE baseline_deletions (
+        pmid TEXT PRIMARY KEY,
+        file TEXT NOT NULL,
+        kept INTEGER NOT NULL DEFAULT 0,
+        ts TEXT NOT NULL
+    );
+    CREATE TABLE baseline_versions (
+        pmid TEXT PRIMARY KEY,
+        version INTEGER NOT NULL,
+        file TEXT NOT NULL
+    )
+    """,
+    # Search PubMed for a relation (issue 37, item 1; curation/store/pubmed_hits.py): each
+    # search (who, when, the Entrez query, PubMed's count, how many records it fetched and
+    # imported) and the PMIDs it found in PubMed's relevance order; ``fetched_at`` is set on the
+    # PMIDs that search imported, so their cards say "from PubMed, DATE" and a later watch can
+    # tell new hits from old ones.
+    """
+    CREATE TABLE pubmed_searches (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        ran_at TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        schema TEXT NOT NULL,
+        query_key TEXT NOT NULL,
+        pubmed_query TEXT NOT NULL,
+        hit_count INTEGER NOT NULL,
+        fetched INTEGER NOT NULL,
+        imported INTEGER NOT NULL
+    );
+    CREATE INDEX pubmed_searches_query ON pubmed_searches(schema, query_key);
+    CREATE TABLE pubmed_hits (
+        search_id INTEGER NOT NULL REFERENCES pubmed_searches(id) ON DELETE CASCADE,
+        pmid TEXT NOT NULL,
+        pubmed_rank INTEGER NOT NULL,
+        fetched_at TEXT,
+        PRIMARY KEY (search_id, pmid)
+    );
+    CREATE INDEX pubmed_hits_pmid ON pubmed_hits(pmid)
+    """,
 ]
 
 #: Schema version this code writes and reads.

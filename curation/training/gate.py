@@ -6,6 +6,11 @@ candidate is promoted when neither NDCG@10 nor EntityRecall@10 drops by more tha
 (default 0.5 pp) **and** at least one of them improves; otherwise it stays a candidate and the
 decision says why, metric by metric. An admin may promote anyway with a written reason
 (:func:`curation.training.activation.promote`), which the audit log keeps.
+
+A learned-ranker round (:func:`gate_ranker_round`) is gated against the version it started from,
+and promotes with a compare-and-swap on that version: an admin who activated another version
+while the round ran keeps that choice, and the round's version stays a candidate that says why
+(its manifest's ``gate``). An active version that cannot be used (gone, damaged) is replaced.
 """
 
 from __future__ import annotations
@@ -14,6 +19,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from curation.ranking.versions import (
+    RankerVersion,
+    get_version,
+    promote,
+    update_manifest,
+    verify_model,
+)
+from curation.store.errors import Actor, require_admin_actor
+from curation.store.rankers import RankerRoundLock, Rankers
+from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
 #: Below this many test queries the gate does not promote without an admin's written reason.
@@ -110,3 +125,47 @@ def _compare(candidate: Mapping[str, float], active: Mapping[str, float] | None,
                "kept as a candidate: no metric improved")
     return GateDecision(promote, (*reasons, verdict), dict(candidate), dict(active), deltas,
                         tolerance_pp)
+
+
+# -- the learned ranker's rounds ---------------------------------------------------------------
+def gate_ranker_round(ws: Workspace, version: RankerVersion, lock: RankerRoundLock, *,
+                      user: Actor, gate: bool = True, tolerance_pp: float = 0.5
+                      ) -> tuple[RankerVersion, GateDecision, bool]:
+    """The gate's decision for a round's new version against the version the round started
+    from, the promotion (a compare-and-swap on that version) and the verdict recorded in the
+    version's manifest. Returns (the version, the decision, whether it was activated)."""
+    dev = version.metrics.get("dev", {})
+    old, why = compared_with(ws, lock.started_from)
+    if not dev:
+        decision = GateDecision(False, ("no dev query to compare on: not activated",), {}, {})
+    else:
+        decision = decide(dev, old, tolerance_pp=tolerance_pp)
+        decision = replace(decision, reasons=(why, *decision.reasons)) if why else decision
+    activated = False
+    if decision.promote and gate:
+        activated = promote(ws, version.id, user=user, reason="; ".join(decision.reasons),
+                            started_from=lock.started_from)
+        if not activated:
+            now = Rankers(ws).active(version.schema) or "no version"
+            decision = replace(decision, promote=False, reasons=(
+                *decision.reasons, f"not activated: {now} was made active while this round ran "
+                f"(it started from {lock.started_from or 'no active version'}); that choice "
+                "stands, this version stays a candidate"))
+    actor = require_admin_actor(user, "Training a ranker version")
+    version = update_manifest(ws, version.id, {"gate": {**decision.to_json(),
+                                                        "activated": activated}}, actor=actor)
+    return version, decision, activated
+
+
+def compared_with(ws: Workspace, started_from: str | None) -> tuple[dict[str, Any] | None, str]:
+    """(dev metrics of the version a round started from, or None; why none when it is named
+    but cannot be used: then the candidate replaces it)."""
+    if started_from is None:
+        return None, ""
+    try:
+        previous = get_version(ws, started_from)
+        verify_model(previous, ws)
+    except CurationError as exc:
+        return None, (f"the active version {started_from} cannot be used ({exc}); the "
+                      "candidate replaces it")
+    return previous.metrics.get("dev") or None, ""

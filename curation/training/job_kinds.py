@@ -18,7 +18,7 @@ JOB_KINDS = (
             validator="curation.training.activation:check_activation_params"),
     JobKind("rank", "curation.training.ranker:run_ranker_job",
             "retrain a schema's learned ranker on KB + labels (seconds); the gate promotes it",
-            admin_only=False, params=("schema", "labels"),
+            params=("schema", "labels", "labeller"),
             validator="curation.training.ranker:check_rank_params"),
     JobKind("simulate", "curation.training.jobs:run_simulation",
             "simulate labelling and retraining rounds in a copy of the workspace",

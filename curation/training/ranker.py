@@ -8,13 +8,21 @@ labelled for it; the cited documents get their KB grade (g class), the labels re
 rest grade 0. The fitted ranker is scored on the dev split (what the gate compares with the
 active version) and the test split (reported), saved as a version, and activated when the gate
 passes.
+
+One round per schema runs at a time (a ``ranker_rounds`` row in the database: a second one is
+refused with :class:`~curation.store.rankers.RoundRunning`; a label-triggered job then skips).
+The round records the version active when it started, and its promotion is a compare-and-swap on
+it: an admin who activates another version meanwhile keeps that choice, and the round's version
+stays a candidate saying why. Rounds are admin actions: the CLI, an admin, or the system's
+learn-as-you-label job acting on a labeller's behalf (the job names the labeller).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,18 +40,18 @@ from curation.ranking.pipeline import RANKED, RankingContext
 from curation.ranking.versions import (
     RankerVersion,
     activate,
-    active_version,
+    active_ranker,
+    clean_orphans,
     save_version,
 )
 from curation.search.indexing import get_index
 from curation.search.ranked import open_first_stages
 from curation.store.documents import Documents
-from curation.store.rankers import (
-    Rankers,
-)
+from curation.store.errors import Actor, WorkspaceError, require_admin_actor
+from curation.store.rankers import RankerRoundLock, Rankers, RoundRunning
 from curation.store.workspace import Workspace
 from curation.training.feedback import current_labels, resolve_conflicts
-from curation.training.gate import GateDecision, decide
+from curation.training.gate import GateDecision, gate_ranker_round
 from kb_sources.errors import CurationError
 from kb_sources.schema import get_schema
 from kb_sources.types import joined_text
@@ -133,7 +141,7 @@ def open_context(ws: Workspace, schema: str, *, dense: Retriever | None = None,
                           base=base, depth=depth)
 
 
-def train_ranker(ws: Workspace, schema: str, *, actor: str,
+def train_ranker(ws: Workspace, schema: str, *, user: Actor,
                  options: RankerOptions | None = None, depth: int = 100,
                  dense_version: str | None = None, base_dense: bool = False,
                  roles: Mapping[str, Role | str] | None = None,
@@ -147,61 +155,86 @@ def train_ranker(ws: Workspace, schema: str, *, actor: str,
     pass the ``dense_version`` its dense index belongs to).
 
     Raises:
-        CurationError: No train-split query, or none with a relevant and an irrelevant candidate.
+        PermissionDenied: ``user`` is not an admin (the CLI, an admin, the system's job).
+        RoundRunning: Another round of the schema is running (one round per schema).
+        CurationError: No train-split query, or none with a relevant and an irrelevant
+            candidate; the disk is full (nothing saved).
     """
+    actor = require_admin_actor(user, "Training a ranker version")
     options = options or RankerOptions()
     sch = get_schema(schema, ws.schemas())
-    task = build_task(ws, sch.name)
-    train, dev, test = task.split("train"), task.split("dev"), task.split("test")
-    if not train:
-        raise CurationError(f"The train split of {sch.name} has no query with a cited document "
-                            "in the workspace; import more KB relations or their abstracts")
-    table = grade_table(sch.name, ws.root)
-    labels, used, held = label_grades(ws, sch.name, table, {q.qid for q in train}, roles)
-    if context is None:
-        dense, base = open_first_stages(ws, dense_version=dense_version, base=base_dense,
-                                        progress=progress)
-        context = open_context(ws, sch.name, dense=dense, base=base, depth=depth,
-                               progress=progress)
-    ctx = context
-    started = time.perf_counter()
-    groups = training_groups(ctx, train, table, labels, progress=progress)
-    seconds_features = time.perf_counter() - started
-    started = time.perf_counter()
-    ranker = fit(groups, ctx.names, options)
-    seconds_fit = time.perf_counter() - started
-    matcher = ctx.builder.matcher
-    texts = doc_texts(ctx)
-    metrics: dict[str, Any] = {}
-    for split, queries in (("dev", dev), ("test", test)):
-        if queries:
-            result = score_run(queries, ranked_run(ctx, ranker, queries), RANKED,
-                               texts.__getitem__, matcher)
-            metrics[split] = {**result.metrics, "queries": len(queries)}
-    current = active_version(ws, sch.name)
-    manifest = {"options": options.to_json(), "depth": ctx.depth,
-                "dense": dense_version if ctx.dense is not None else None,
-                "base": ctx.base is not None,
-                "grades": table.to_json(), "labels_used": used, "labels_held_out": held,
-                "train_queries": len(train), "train_rows": sum(len(g.grades) for g in groups),
-                "seconds": {"features": round(seconds_features, 2), "fit": round(seconds_fit, 2)},
-                "metrics": metrics, "previous": current.id if current else None}
-    version = save_version(ws, sch.name, ranker, manifest, actor=actor)
-    dev_metrics = metrics.get("dev", {})
-    old = (current.metrics.get("dev") or None) if current else None
-    if not dev_metrics:
-        decision = GateDecision(False, ("no dev query to compare on: not activated",), {}, {})
-    else:
-        decision = decide(dev_metrics, old, tolerance_pp=tolerance_pp)
-    activated = False
-    if decision.promote and gate:
-        # the gate promotes for whoever started the round (CLI, admin, the system's job)
-        activate(ws, version.id, user=User(actor, Role.ADMIN), reason="; ".join(decision.reasons))
-        activated = True
-    logger.info("ranker %s: dev NDCG@10 %.3f, %s", version.id, dev_metrics.get("ndcg@10", 0.0),
+    with round_lock(ws, sch.name, actor) as lock:
+        task = build_task(ws, sch.name)
+        train, dev, test = task.split("train"), task.split("dev"), task.split("test")
+        if not train:
+            raise CurationError(f"The train split of {sch.name} has no query with a cited "
+                                "document in the workspace; import more KB relations or their "
+                                "abstracts")
+        table = grade_table(sch.name, ws.root)
+        labels, used, held = label_grades(ws, sch.name, table, {q.qid for q in train}, roles)
+        if context is None:
+            dense, base = open_first_stages(ws, dense_version=dense_version, base=base_dense,
+                                            progress=progress)
+            context = open_context(ws, sch.name, dense=dense, base=base, depth=depth,
+                                   progress=progress)
+        ctx = context
+        started = time.perf_counter()
+        groups = training_groups(ctx, train, table, labels, progress=progress)
+        seconds_features = time.perf_counter() - started
+        Rankers(ws).beat_round(lock)
+        started = time.perf_counter()
+        ranker = fit(groups, ctx.names, options)
+        seconds_fit = time.perf_counter() - started
+        metrics = split_metrics(ctx, ranker, {"dev": dev, "test": test})
+        manifest = {"options": options.to_json(), "depth": ctx.depth,
+                    "dense": dense_version if ctx.dense is not None else None,
+                    "base": ctx.base is not None,
+                    "grades": table.to_json(), "labels_used": used, "labels_held_out": held,
+                    "train_queries": len(train),
+                    "train_rows": sum(len(g.grades) for g in groups),
+                    "seconds": {"features": round(seconds_features, 2),
+                                "fit": round(seconds_fit, 2)},
+                    "metrics": metrics, "previous": lock.started_from}
+        version = save_version(ws, sch.name, ranker, manifest, actor=actor)
+        version, decision, activated = gate_ranker_round(ws, version, lock, user=user,
+                                                         gate=gate, tolerance_pp=tolerance_pp)
+    logger.info("ranker %s: dev NDCG@10 %.3f, %s", version.id,
+                metrics.get("dev", {}).get("ndcg@10", 0.0),
                 "activated" if activated else "not activated")
     return RankerRound(version, decision, activated, seconds_features, seconds_fit, len(train),
                        manifest["train_rows"], tuple(used), tuple(held))
+
+
+@contextmanager
+def round_lock(ws: Workspace, schema: str, actor: str) -> Iterator[RankerRoundLock]:
+    """Hold the schema's round lock (one round per schema) for the block; the block starts by
+    removing the folders of killed rounds.
+
+    Raises:
+        RoundRunning: Another live round of the schema holds it.
+    """
+    lock = Rankers(ws).begin_round(schema, started_by=actor)
+    try:
+        clean_orphans(ws)
+        yield lock
+    finally:
+        try:
+            Rankers(ws).end_round(lock)
+        except WorkspaceError as exc:  # a full disk: this process's lock counts as released
+            logger.warning("could not release the ranker round lock of %s (%s)", schema, exc)
+
+
+def split_metrics(ctx: RankingContext, ranker: Ranker,
+                  splits: Mapping[str, Sequence[EvalQuery]]) -> dict[str, Any]:
+    """split -> the ranker's metrics on its queries (splits without queries left out)."""
+    texts = doc_texts(ctx)
+    metrics: dict[str, Any] = {}
+    for split, queries in splits.items():
+        if queries:
+            result = score_run(queries, ranked_run(ctx, ranker, queries), RANKED,
+                               texts.__getitem__, ctx.builder.matcher)
+            metrics[split] = {**result.metrics, "queries": len(queries)}
+    return metrics
 
 
 def doc_texts(ctx: RankingContext) -> dict[str, str]:
@@ -224,7 +257,8 @@ JOB_KIND = "rank"
 def maybe_learn(ws: Workspace, schema: str, *, user: User) -> Job | None:
     """Start a ranker round in the background when the schema has
     :meth:`~curation.store.rankers.Rankers.retrain_every` new labels since the last round (the
-    label path calls this after every stored label).
+    label path calls this after every stored label). The round runs as the system on the
+    labeller's behalf (the job's ``labeller``, and the audit log, name ``user``).
 
     Returns the submitted job, or None (not enough new labels, automatic rounds off, or a round
     of this schema already queued or running: its successor starts with the next label).
@@ -232,41 +266,79 @@ def maybe_learn(ws: Workspace, schema: str, *, user: User) -> Job | None:
     every = Rankers(ws).retrain_every()
     if every <= 0 or Rankers(ws).labels_waiting(schema) < every:
         return None
-    if any(j.params.get("schema") == schema and not j.finished
-           for j in list_jobs(ws, kind=JOB_KIND, limit=20)):
+    if round_pending(ws, schema) is not None:
         return None
     taken = Rankers(ws).claim_labels(schema, every)
     if taken is None:  # another process claimed them first
         return None
-    logger.info("%d new labels on %s: starting a ranker round", taken, schema)
-    return submit_job(ws, JOB_KIND, {"schema": schema, "labels": taken}, user=user)
+    logger.info("%d new labels on %s by %s: starting a ranker round", taken, schema, user.name)
+    job = submit_job(ws, JOB_KIND, {"schema": schema, "labels": taken, "labeller": user.name},
+                     user=SYSTEM_USER)
+    with ws.transaction():
+        ws.audit(SYSTEM_USER.name, "start", "ranker round", schema,
+                 after={"job": job.id, "labels": taken, "on_behalf_of": user.name})
+    return job
+
+
+def round_pending(ws: Workspace, schema: str) -> str | None:
+    """Why a new round of ``schema`` would wait (one queued or running), or None."""
+    running = Rankers(ws).running_round(schema)
+    if running is not None:
+        return f"a ranker round of {schema} is running ({running.describe()})"
+    job = next((j for j in list_jobs(ws, kind=JOB_KIND, limit=20)
+                if j.params.get("schema") == schema and not j.finished), None)
+    return None if job is None else f"ranker round job {job.id} of {schema} is {job.status.value}"
+
+
+def start_round(ws: Workspace, schema: str, *, user: User) -> Job:
+    """An admin starts a ranker round of ``schema`` now, in the background (the Models page).
+
+    Raises:
+        PermissionDenied: Not an admin.
+        CurationError: No such schema, or a round of it is queued or running.
+    """
+    require_admin(user, "Training a ranker version")
+    sch = get_schema(schema, ws.schemas())
+    pending = round_pending(ws, sch.name)
+    if pending:
+        raise CurationError(f"Not started: {pending}; one round per schema runs at a time")
+    return submit_job(ws, JOB_KIND, {"schema": sch.name, "labels": 0}, user=user)
 
 
 def check_rank_params(ws: Workspace, params: Mapping[str, Any]) -> None:
-    """Validator of the ``rank`` job: a schema of this workspace, a label count >= 0."""
+    """Validator of the ``rank`` job: a schema of this workspace, a label count >= 0, the
+    labeller's name (a text) when a label started it."""
     get_schema(str(params.get("schema", "")), ws.schemas())
     labels = params.get("labels", 0)
     if isinstance(labels, bool) or not isinstance(labels, int) or labels < 0:
         raise CurationError(f"The rank job's 'labels' must be a whole number >= 0, got "
                             f"{labels!r}")
+    if not isinstance(params.get("labeller", ""), str):
+        raise CurationError("The rank job's 'labeller' must be a user name")
 
 
-def run_ranker_job(ctx: Any, schema: str, labels: int = 0) -> dict[str, Any]:
+def run_ranker_job(ctx: Any, schema: str, labels: int = 0, labeller: str = "") -> dict[str, Any]:
     """Background job entry point: one ranker round of ``schema`` (KB + every label), the gate
-    deciding promotion; progress goes into the job row."""
+    deciding promotion; progress goes into the job row. When another round of the schema is
+    running, this one is skipped (that round or the next uses every label)."""
     ctx.progress(0.05, f"{labels} new labels: building features")
     job = get_job(ctx.ws, ctx.job_id)
-    logger.info("ranker round of %s after labels by %s", schema, job.created_by or "?")
+    logger.info("ranker round of %s after labels by %s", schema,
+                labeller or job.created_by or "?")
     # the active version's dense first stages, those already built: a round never encodes
-    active = active_version(ctx.ws, schema)
+    active = active_ranker(ctx.ws, schema).version
     dense_id = active.manifest.get("dense") if active else None
     dense_id = dense_id if isinstance(dense_id, str) else None
     dense, base = open_first_stages(ctx.ws, dense_version=dense_id,
                                     base=bool(active and active.manifest.get("base")),
                                     build=False)
     context = open_context(ctx.ws, schema, dense=dense, base=base, progress=False)
-    result = train_ranker(ctx.ws, schema, actor=SYSTEM_USER.name, progress=False,
-                          dense_version=dense_id, context=context)
+    try:
+        result = train_ranker(ctx.ws, schema, user=SYSTEM_USER, progress=False,
+                              dense_version=dense_id, context=context)
+    except RoundRunning as exc:
+        ctx.progress(1.0, f"skipped: {exc}")
+        return {"version": None, "activated": False, "skipped": str(exc)}
     ctx.progress(1.0, f"{result.version.id}: "
                       + ("promoted" if result.activated else "kept the active version"))
     return {"version": result.version.id, "activated": result.activated,
@@ -294,6 +366,5 @@ def promote_ranker(ws: Workspace, ident: str, *, user: User, reason: str) -> Ran
 
 def set_ranker_schedule(ws: Workspace, every: int, *, user: User) -> int:
     """Change after how many new labels the ranker retrains (admins only; 0: never)."""
-    require_admin(user, "Changing when the ranker retrains")
-    Rankers(ws).set_retrain_every(every, actor=user.name)
+    Rankers(ws).set_retrain_every(every, user=user)
     return Rankers(ws).retrain_every()

@@ -1,0 +1,146 @@
+"""The Curate page's "Search PubMed" panel for the relation in view, and what the page shows
+while a search refreshes the indexes.
+
+The panel shows the Entrez query built from the relation (editable), how many ids to take, and
+a button that submits a ``pubmed_search`` job (:func:`curation.pubmed.jobs.submit_pubmed_search`:
+curators and admins). While the job runs, its progress bar (found / fetched / imported /
+indexed) polls in a fragment; the rest of the page keeps working. A failed search (PubMed
+unreachable, an E-utilities error) is a warning in the panel, nothing more.
+
+Once a search has imported, the BM25 index covers the old corpus until the job has refreshed
+it: meanwhile the page shows the results cached before (:func:`stale_result`) with a caption,
+instead of waiting on the index. Cards of abstracts a search imported carry "from PubMed, DATE"
+(:func:`with_badges`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import streamlit as st
+
+from app_pages.common import (
+    AppContext,
+    flash,
+    poll_job,
+    retriever_ready,
+    short_hash,
+    show_flash,
+)
+from app_pages.safe import md
+from curation.access.adjudication import REVIEWER_ROLES
+from curation.jobs.queue import JobStatus, list_jobs
+from curation.pubmed.jobs import JOB_KIND, relation_slots, search_job, submit_pubmed_search
+from curation.pubmed.ncbi import ncbi_contact
+from curation.pubmed.query import partial_pubmed_query
+from curation.search.cards import with_fetch_dates
+from curation.search.ranked import is_ranked_choice
+from curation.search.session import SearchResult
+from curation.store.pubmed_hits import PubmedHits
+from curation.store.relations import PartialRelation
+from kb_sources.errors import CurationError
+from kb_sources.fetch import ESEARCH_MAX
+from kb_sources.schema import Schema
+
+PANEL = "pubmed"  # the flash place of the panel's messages
+
+
+def pubmed_panel(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str) -> None:
+    """The "Search PubMed" expander for the relation in view (see the module docstring)."""
+    slots = relation_slots(schema, partial)
+    if not slots:
+        return
+    job = search_job(ctx.ws, schema.name, slots)
+    running = job is not None and not job.finished
+    with st.expander("Search PubMed for this relation", expanded=running, key="pubmed_box",
+                     icon=":material/travel_explore:"):
+        show_flash(PANEL)
+        if running:
+            poll_job(ctx, job.id, key="pubmed_job")
+            return
+        if job is not None:
+            _last_outcome(job)
+        _search_form(ctx, schema, partial, slots, text)
+
+
+def _last_outcome(job: Any) -> None:
+    """What the relation's last search did, or why it failed (PubMed down: a warning)."""
+    if job.status is JobStatus.DONE:
+        r = job.result
+        st.success(f"Last PubMed search ({md(job.updated_at[:16].replace('T', ' '))} UTC): "
+                   f"found {int(r.get('count', 0)):,}, fetched {int(r.get('fetched', 0)):,}, "
+                   f"imported {int(r.get('imported', 0)):,} new abstracts; "
+                   f"{int(r.get('from_pubmed_in_top', 0)):,} of the top "
+                   f"{len(r.get('hits', [])):,} came from PubMed.")
+    elif job.status is JobStatus.FAILED:
+        st.warning(f"The last PubMed search failed: {md(job.error)}. PubMed may be unreachable; "
+                   "everything else on this page keeps working. Try again later.")
+    elif job.status is JobStatus.CANCELLED:
+        st.info("The last PubMed search was cancelled; nothing half-fetched was imported.")
+
+
+def _search_form(ctx: AppContext, schema: Schema, partial: PartialRelation,
+                 slots: dict[str, str], text: str) -> None:
+    """The query (editable), how many ids to take and the button (curators and admins)."""
+    if ctx.user.role not in REVIEWER_ROLES:
+        st.caption("Searching PubMed needs the curator or admin role.")
+        return
+    contact, _ = ncbi_contact(ctx.ws)
+    if not contact.email:
+        st.info("Set the NCBI contact email first (`kbcurate pubmed settings --email ADDRESS`, "
+                "or NCBI_EMAIL in the server's environment).")
+        return
+    key = f"pmq_{schema.name}_{short_hash(partial.query_key)}"
+    if key not in st.session_state:
+        try:
+            st.session_state[key] = partial_pubmed_query(ctx.ws, partial).text
+        except CurationError as exc:
+            st.warning(f"The PubMed query could not be built: {md(exc)}")
+            return
+    st.text_area("PubMed query (edit freely)", key=key, height=90)
+    cols = st.columns([1, 3], vertical_alignment="bottom")
+    hits = cols[0].number_input("Take", 1, ESEARCH_MAX, 200, step=100, key="pubmed_max",
+                                help="PubMed ids to take, in PubMed's relevance order")
+    cols[1].caption(md(f"NCBI contact: {contact.describe()}"))
+    if st.button("Search PubMed", key="pubmed_search", icon=":material/search:"):
+        try:
+            job = submit_pubmed_search(ctx.ws, schema, slots, user=ctx.user,
+                                       query=st.session_state[key], max_hits=int(hits),
+                                       rank_text=text)
+        except CurationError as exc:
+            flash("error", md(exc), PANEL)
+        else:
+            flash("info", f"Searching PubMed in the background (job {job.id:d}); new "
+                          "abstracts join the list when they are indexed.", PANEL)
+        st.rerun()
+
+
+def refreshing(ctx: AppContext) -> bool:
+    """Whether a PubMed search of this workspace is running (it may be refreshing the index)."""
+    return any(not job.finished for job in list_jobs(ctx.ws, JOB_KIND, limit=5))
+
+
+def stale_result(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
+                 name: str) -> SearchResult | None:
+    """While a PubMed search has imported but not yet indexed (the retriever's index is not
+    ready): the newest result of this query cached before, with a caption, or an info and the
+    page stops when there is none. None otherwise (the page searches as usual)."""
+    index = "bm25" if is_ranked_choice(name) else name
+    if retriever_ready(ctx.ws, index) or not refreshing(ctx):
+        return None
+    cache: dict = st.session_state["search_cache"]
+    for key in reversed(list(cache)):
+        if key[:3] == (schema.name, partial.query_key, text):
+            st.caption("A PubMed search is refreshing the index: this list is from before it; "
+                       "it updates when the new abstracts are indexed.")
+            return cache[key]
+    st.info("A PubMed search is adding abstracts and refreshing the index; the ranked list "
+            "appears when it is ready. The rest of the app keeps working.")
+    st.stop()
+
+
+def with_badges(ctx: AppContext, result: SearchResult) -> SearchResult:
+    """``result`` with the fetch date on the cards of abstracts a PubMed search imported."""
+    dates = PubmedHits(ctx.ws).fetch_dates(d.doc_id for d in result.docs)
+    return replace(result, docs=with_fetch_dates(result.docs, dates)) if dates else result

@@ -1,0 +1,14 @@
+"""The PubMed wing's background job kinds, registered through the entry point
+``kbcurate.job_kinds`` (``pubmed`` in pyproject.toml; see :mod:`curation.jobs.kinds`)."""
+
+from __future__ import annotations
+
+from curation.access.users import Role
+from curation.jobs.kinds import JobKind
+
+JOB_KINDS = (
+    JobKind("pubmed_search", "curation.pubmed.jobs:run_pubmed_search_job",
+            "search PubMed for a relation, fetch and import the new abstracts, rank them",
+            admin_only=False, roles=frozenset({Role.CURATOR}), params=("schema", "slots", "query", "max_hits", "rank_text"),
+            validator="curation.pubmed.jobs:check_pubmed_params", unique_by=("schema", "slots")),
+)
