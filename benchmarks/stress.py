@@ -76,11 +76,15 @@ def build_workspace(root: Path) -> list[str]:
 
 
 def writer(root: str, index: int, labels: int, doc_ids: list[str], out: str,
-           ready: mp.synchronize.Barrier) -> None:
+           ready: mp.synchronize.Barrier, learn: bool = False) -> None:
     """Record ``labels`` labels; one ``outcome<TAB>seconds<TAB>started<TAB>detail`` line
-    per call (``started``: ``time.time()`` when the call began)."""
+    per call (``started``: ``time.time()`` when the call began). With ``learn``, each label is
+    followed by what the app does after a label: start a ranker round when the schema has
+    enough new labels (``maybe_learn``; its time is not part of the label's latency)."""
+    from curation.access.users import Role, User
     from curation.store.labels import LabelPending
     from curation.store.workspace import Workspace
+    from curation.training.ranker import maybe_learn
 
     fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     with Workspace.open(root) as ws:
@@ -100,6 +104,11 @@ def writer(root: str, index: int, labels: int, doc_ids: list[str], out: str,
             detail = detail[:200].replace("\n", " ")
             line = f"{outcome}\t{elapsed:.6f}\t{started:.6f}\t{detail}\n"
             os.write(fd, line.encode())  # one write per line: whole lines survive a kill
+            if learn and outcome == "ok":
+                try:
+                    maybe_learn(ws, "PO", user=User(f"writer{index}", Role.CURATOR))
+                except Exception as exc:  # noqa: BLE001 - counted as a writer error
+                    os.write(fd, f"error\t0\t{started:.6f}\tround: {exc}\n".encode())
     os.close(fd)
 
 
@@ -150,10 +159,22 @@ def index_jobs(ws, log: list[str], rng: random.Random) -> list[int]:
     log.append(f"killing worker {first.pid} of job {first.id} "
                f"({get_job(ws, first.id).status.value}, {get_job(ws, first.id).message!r})")
     kill(first.pid)
+    # one job per index (issue 36): the next rebuild is queued once the killed one is seen failed
+    _until_finished(ws, first.id)
     second = submit_job(ws, "index", params, user=SYSTEM_USER)
     kill(second.pid)
     log.append(f"killed worker {second.pid} of job {second.id} before it claimed the job")
+    _until_finished(ws, second.id)
     return [first.id, second.id, submit_job(ws, "index", params, user=SYSTEM_USER).id]
+
+
+def _until_finished(ws, job_id: int, timeout: float = 30.0) -> None:
+    """Wait until a job whose worker was killed is reported finished (failed)."""
+    from curation.jobs.queue import get_job
+
+    deadline = time.monotonic() + timeout
+    while not get_job(ws, job_id).finished and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def kill(pid: int) -> None:
@@ -201,8 +222,15 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
     w_outs = [tmp / f"writer{i}.tsv" for i in range(args.writers)]
     r_outs = [tmp / f"reader{i}.tsv" for i in range(args.readers)]
     readers = [ctx.Process(target=reader, args=(folder, stop, str(o), ready)) for o in r_outs]
+    if args.ranker_every:
+        from curation.jobs.kinds import SYSTEM_USER
+        from curation.store.rankers import Rankers
+
+        with Workspace.open(root) as ws:
+            Rankers(ws).set_retrain_every(args.ranker_every, user=SYSTEM_USER)
     writers = [ctx.Process(target=writer, args=(str(root), i, args.labels, doc_ids, str(o),
-                                                ready)) for i, o in enumerate(w_outs)]
+                                                ready, bool(args.ranker_every)))
+               for i, o in enumerate(w_outs)]
     victim: list[int] = []
     killer = threading.Thread(target=lambda: victim.append(kill_a_writer(
         writers, w_outs, args.labels, random.Random(args.seed), log)))
@@ -220,11 +248,24 @@ def run(args: argparse.Namespace, tmp: Path) -> dict:
         for p in readers:
             p.join()
         seconds = time.perf_counter() - started
-        figures = check(ws, folder, job_ids)
+        rounds = ranker_rounds(ws)  # the last rounds may still run: wait for them first
+        figures = {**check(ws, folder, job_ids), "rounds": rounds}
     imported = stress_import.read_result(i_out, importers[0].exitcode) if importers else None
     return {**figures, "seconds": seconds, "log": log, "victim": victim[0], "fixture_docs":
             len(doc_ids), "import": imported,
             "writes": [read_lines(o) for o in w_outs], "reads": sum(map(read_lines, r_outs), [])}
+
+
+def ranker_rounds(ws) -> dict[str, int]:
+    """Ranker round jobs by final status, after waiting for the unfinished ones."""
+    from curation.jobs.queue import list_jobs, wait_for_job
+
+    counts: dict[str, int] = {}
+    for job in list_jobs(ws, "rank", limit=500):
+        status = job.status.value if job.finished else \
+            wait_for_job(ws, job.id, timeout=300).status.value
+        counts[status] = counts.get(status, 0) + 1
+    return counts
 
 
 def check(ws, folder: str, job_ids: list[int]) -> dict:
@@ -302,6 +343,8 @@ def report(fig: dict, args: argparse.Namespace) -> bool:
         ("integrity_check", fig["integrity"]),
         ("index jobs", "; ".join(f"{j.id}: {j.status.value}" for j in fig["jobs"])),
         ("jobs left unfinished", str(fig["unfinished_jobs"] or "none")),
+        ("ranker round jobs by status", ", ".join(f"{k} {n}" for k, n in
+                                                   sorted(fig["rounds"].items())) or "none"),
         *v["import_rows"],
     ]
     width = max(len(k) for k, _ in table)
@@ -321,6 +364,9 @@ def main() -> int:
     parser.add_argument("--import-docs", type=int, default=0, metavar="N",
                         help="also import N synthetic documents while the labelers run "
                              "(default 0: no import)")
+    parser.add_argument("--ranker-every", type=int, default=0, metavar="N",
+                        help="learn as you label: a ranker round of PO after every N labels, "
+                             "started from the writers as the app does (default 0: none)")
     parser.add_argument("--quiet", action="store_true", help="print only the table")
     args = parser.parse_args()
     if args.writers < 2 or args.labels < 1 or args.readers < 0 or args.import_docs < 0:
