@@ -31,6 +31,7 @@ from curation.ranking.versions import RankerVersion
 from curation.search.choices import index_location, parse_retriever_choice
 from curation.search.indexing import corpus_fingerprint, index_ready
 from curation.search.ranked import RankedSearch, open_ranked
+from curation.search.relation_table import curation_order
 from curation.search.session import documents_stamp, evidence_levels
 from curation.store.config import WORKSPACE_ENV
 from curation.store.errors import DATABASE_ERRORS, WorkspaceBusyError, describe_database_error
@@ -235,8 +236,8 @@ def get_ranked(ws: Workspace, schema: Schema, version: RankerVersion,
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _relations(_ws: Workspace, root: str, schema: str, filters: str, source: str,
                stamp: str) -> list[PartialRelation]:
-    rows = Relations(_ws).partial(schema, json.loads(filters), source=source or None,
-                                  limit=2000)
+    rows = curation_order(Relations(_ws).partial(schema, json.loads(filters),
+                                                 source=source or None, limit=2000))
     if not filters.strip("{}"):  # the big unfiltered lists stay for long
         settle_heap()
     return rows

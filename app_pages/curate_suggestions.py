@@ -4,9 +4,11 @@ The tool suggests, the curator decides: a candidate becomes a source-suggestion 
 relation's slots, the answer, a required comment, who confirmed it) only by the curator's click.
 
 What the panel shows (rules: :func:`curation.search.candidates.answer_candidates`): the
-candidates named in a sentence with the query entities, flagged NEW (an answer the KB lacks) or
-marked as a class / generic therapy (never NEW), each with its supporting sentences; below them,
-in one caption, the candidates only mentioned elsewhere in the abstracts.
+candidates named in a sentence with the query entities, one row per entity, flagged NEW (an
+answer the KB lacks), pending / accepted / rejected (a source suggestion of it for this relation
+awaits moderation or was moderated: never NEW again once moderated) or marked as a class /
+generic therapy (never NEW), each with its supporting sentences; below them, in one caption, the
+candidates only mentioned elsewhere in the abstracts.
 """
 
 from __future__ import annotations
@@ -17,10 +19,15 @@ import streamlit as st
 from app_pages.common import AppContext, current_user, flash, short_hash, show_flash
 from app_pages.safe import md
 from curation.search.answer_classes import AnswerKind
-from curation.search.candidates import Candidate, is_pmid
+from curation.search.candidates import Candidate, is_pmid, with_suggestions
 from curation.search.cards import PUBMED_URL
 from curation.search.session import SearchResult
-from curation.search.suggestions import add_suggestion, list_suggestions, suggestions_csv
+from curation.search.suggestions import (
+    SuggestionStatus,
+    add_suggestion,
+    list_suggestions,
+    suggestions_csv,
+)
 from curation.store.relations import PartialRelation
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
@@ -37,7 +44,9 @@ COLUMN_CONFIG = {
     "candidate": st.column_config.TextColumn("candidate", width=115, pinned=True),
     "flag": st.column_config.TextColumn(
         "flag", width=70, help="NEW: a specific answer this relation lacks, named in a "
-        "sentence with the query. class (a drug class: BRAF inhibitor) or generic (a generic "
+        "sentence with the query. pending / accepted / rejected: a source suggestion of it for "
+        "this relation awaits moderation, or was accepted or rejected. class (a drug class: "
+        "BRAF inhibitor; a gene family: ALDH, estrogen receptor) or generic (a generic "
         "therapy: chemotherapy): a kind of answer, never NEW"),
     "PubMed": st.column_config.LinkColumn(
         "PubMed", width=90, help="the best-ranked supporting abstract on PubMed",
@@ -54,10 +63,18 @@ COLUMN_CONFIG = {
 KIND_FLAGS = {AnswerKind.CLASS: "class", AnswerKind.GENERIC_THERAPY: "generic"}
 
 
+#: The flag column's word for a candidate with a source suggestion for this relation.
+SUGGESTION_FLAGS = {SuggestionStatus.NEW: "pending", SuggestionStatus.ACCEPTED: "accepted",
+                    SuggestionStatus.REJECTED: "rejected"}
+
+
 def flag(candidate: Candidate) -> str:
-    """What the flag column says: NEW, class, generic (therapy), or nothing (a known answer)."""
+    """What the flag column says: class or generic (therapy); else pending, accepted or
+    rejected (the relation's source suggestion of it); else NEW, or nothing (a known answer)."""
     if candidate.kind.generic:
         return KIND_FLAGS[candidate.kind]
+    if candidate.suggestion is not None:
+        return SUGGESTION_FLAGS[candidate.suggestion]
     return "NEW" if candidate.new else ""
 
 
@@ -156,8 +173,10 @@ def suggestions_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
                       result: SearchResult) -> None:
     """Candidates named with the query (flags, sentences, PMIDs); mentions; confirm; export."""
     st.markdown(f"**Suggested {md(schema.answer)}** in the top {len(result.docs)} abstracts")
-    suggested = [c for c in result.candidates if c.with_query][:SHOWN]
-    mentioned = [c for c in result.candidates if not c.with_query]
+    # the search may have run before a suggestion was added or moderated: flags as they stand
+    candidates = with_suggestions(ctx.ws, schema.name, partial.query_key, result.candidates)
+    suggested = [c for c in candidates if c.with_query][:SHOWN]
+    mentioned = [c for c in candidates if not c.with_query]
     if not suggested:
         st.caption(f"No {md(schema.answer)} candidate named in a sentence with the query "
                    "entities in these abstracts.")

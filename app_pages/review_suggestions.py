@@ -1,14 +1,17 @@
 """The Suggestions tab of the Review page: the source-suggestion queue, moderated by curators and
-admins (accept or reject with a reason; curation.search.suggestions.moderate_suggestion)."""
+admins (accept or reject with a reason; curation.search.suggestions.moderate_suggestion), and the
+CIViC evidence-item drafts of the accepted ones (curation.search.civic_draft: CSV or JSON for
+CIViC's form, never submitted by the tool)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
 
-from app_pages.common import AppContext, current_user, flash, show_flash
+from app_pages.common import AppContext, current_user, flash, get_matcher, show_flash
 from app_pages.safe import md
 from curation.access.adjudication import REVIEWER_ROLES
+from curation.search.civic_draft import FORMATS, NOTICE, civic_drafts
 from curation.search.suggestions import (
     STATUS_COLUMNS,
     SourceSuggestion,
@@ -84,13 +87,40 @@ def _export(ctx: AppContext, rows: list[SourceSuggestion]) -> None:
                                                                            ctx.ws.schemas()))
 
 
+def draft_text(ctx: AppContext, accepted: list[SourceSuggestion], fmt: str) -> str:
+    """The CIViC drafts of ``accepted`` as ``fmt`` (csv or json) text; a suggestion whose
+    schema the workspace no longer has is left out."""
+    schemas = ctx.ws.schemas()
+    drafts = civic_drafts(ctx.ws, [s for s in accepted if s.schema in schemas],
+                          matcher=get_matcher())
+    return FORMATS[fmt][0](drafts)
+
+
+def _drafts(ctx: AppContext) -> None:
+    """Downloads of the CIViC evidence-item drafts of every accepted suggestion."""
+    accepted = list_suggestions(ctx.ws, status=SuggestionStatus.ACCEPTED)
+    if not accepted:
+        return
+    st.caption(f"CIViC evidence-item drafts of the {len(accepted):,} accepted suggestion(s): "
+               "pre-filled from the relation and the abstract's evidence sentences. " + NOTICE)
+    cols = st.columns(2)
+    for col, fmt in zip(cols, FORMATS, strict=True):
+        _, suffix, mime = FORMATS[fmt]
+        col.download_button(f"CIViC drafts ({fmt.upper()})", key=f"sg_drafts_{fmt}",
+                            file_name=f"civic_evidence_drafts.{suffix}", mime=mime,
+                            on_click="ignore",
+                            data=lambda fmt=fmt: draft_text(ctx, accepted, fmt))
+
+
 def suggestions_panel(ctx: AppContext) -> None:
-    """Source suggestions by status; curators and admins accept or reject them."""
+    """Source suggestions by status; curators and admins accept or reject them; CIViC drafts
+    of the accepted ones."""
     status = st.selectbox("Status", STATUS_CHOICES, key="sg_status")
     rows = list_suggestions(ctx.ws, status=None if status == ALL else status)
     st.caption(f"{len(rows):,} source suggestion(s)")
     show_flash("moderation")
     _export(ctx, rows)
+    _drafts(ctx)
     if not rows:
         return
     st.dataframe(suggestions_frame(rows), hide_index=True, key="sg_table", width="stretch",

@@ -156,3 +156,46 @@ def test_review_export_stays_after_accepting_the_last_new_suggestion(ws_root):
     assert not at.exception and at.selectbox(key="sg_status").value == "new"
     (export,) = [b for b in at.get("download_button") if b.key == "sg_export"]
     assert export.proto.label == "All 1 suggestions as CSV"
+
+
+def test_a_rejected_suggestion_shows_as_rejected_on_the_curate_page(ws_root):
+    """Issue 36 item 11: Nilotinib, rejected for BRAF V600E, was flagged NEW again (failed
+    before: the flag column said NEW). The search ran before the moderation (the page keeps
+    it): the flags follow the suggestions as they stand."""
+    at = braf_page()
+    assert candidates_table(at).value.set_index("candidate").loc["Nilotinib", "flag"] == "NEW"
+    with Workspace.open(ws_root) as ws:
+        (partial,) = Relations(ws).partial("PO", {"gene": "BRAF"})
+        row = add_suggestion(ws, user=User("eve", Role.CURATOR), schema=ws.schemas()["PO"],
+                             partial=partial, pmid=PMID, answer="Nilotinib",
+                             answer_key="drug:nilotinib", comment="named with BRAF V600E")
+        at.run()
+        assert candidates_table(at).value.set_index("candidate").loc[
+            "Nilotinib", "flag"] == "pending"
+        moderate_suggestion(ws, row.id, "rejected", "a cell line", user=User("cur",
+                                                                             Role.CURATOR))
+    frame = candidates_table(at.run()).value.set_index("candidate")
+    assert frame.loc["Nilotinib", "flag"] == "rejected"
+    assert frame.loc["Imatinib", "flag"] == "NEW"
+
+
+def test_review_offers_civic_drafts_of_accepted_suggestions(ws_root):
+    """Issue 36 item 13: the Suggestions tab downloads CIViC drafts (CSV and JSON) once a
+    suggestion is accepted, and none before."""
+    with Workspace.open(ws_root) as ws:
+        (partial,) = Relations(ws).partial("PO", {"gene": "BRAF"})
+        row = add_suggestion(ws, user=User("eve", Role.CURATOR), schema=ws.schemas()["PO"],
+                             partial=partial, pmid=PMID, answer="Nilotinib",
+                             answer_key="drug:nilotinib", comment="named with BRAF V600E")
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "cur")
+    at.switch_page("app_pages/review.py").run()
+    assert not [b for b in at.get("download_button") if b.key.startswith("sg_drafts")]
+    with Workspace.open(ws_root) as ws:
+        moderate_suggestion(ws, row.id, "accepted", "shown", user=User("cur", Role.CURATOR))
+    at.run()
+    assert not at.exception
+    buttons = {b.key: b.proto.label for b in at.get("download_button")
+               if b.key.startswith("sg_drafts")}
+    assert buttons == {"sg_drafts_csv": "CIViC drafts (CSV)",
+                       "sg_drafts_json": "CIViC drafts (JSON)"}
+    assert any("never submitted" in c.value for c in at.caption)

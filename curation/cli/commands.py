@@ -12,6 +12,7 @@ from curation.cli import (
     pubmed_commands,
     rank_commands,
     store_commands,
+    suggestion_commands,
     train_commands,
     vector_commands,
 )
@@ -40,6 +41,7 @@ def dispatch(args: argparse.Namespace) -> int:
         **vector_commands.HANDLERS,
         **rank_commands.HANDLERS,
         **pubmed_commands.HANDLERS,
+        **suggestion_commands.HANDLERS,
         **store_commands.HANDLERS,
     }[args.command]
     return handler(args)

@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     vector_commands.add_parsers(sub, common)
     rank_commands.add_parsers(sub, common)
     pubmed_commands.add_parsers(sub, common)
+    from curation.cli import suggestion_commands
+
+    suggestion_commands.add_parsers(sub, common)
     return parser
 
 

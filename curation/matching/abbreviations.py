@@ -163,6 +163,44 @@ def _distance(abbreviation: Abbreviation) -> int:
     return max(0, abbreviation.long_start - abbreviation.short_end)
 
 
+_INFIX = re.compile(r"\((?P<short>[A-Za-z][A-Za-z0-9]{0,9})\)(?=-?[^\W_])")
+
+
+def infix_abbreviations(text: str, offset: int = 0) -> tuple[Abbreviation, ...]:
+    """Abbreviations defined inside a name: "interleukin (IL)-6", "tumor necrosis factor
+    (TNF)-alpha" (the parenthesis closes right before the name goes on, so the detector of
+    :func:`find_abbreviations` sees no definition).
+
+    The long form is, Schwartz-Hearst style, the nearest run of words before the parenthesis
+    whose first word starts with the short form's first letter and that holds the short form's
+    letters in order, within ``min(len(short) + 5, 2 * len(short))`` words.
+
+    Example:
+        >>> [(a.short, a.long) for a in infix_abbreviations("serum interleukin (IL)-6 rose")]
+        [('IL', 'interleukin')]
+    """
+    out: list[Abbreviation] = []
+    for m in _INFIX.finditer(text):
+        short = m["short"]
+        words = list(_WORD.finditer(text, max(0, m.start() - _LOOKBACK), m.start()))
+        for word in reversed(words[-min(len(short) + 5, 2 * len(short)):]):
+            if _PHRASE_END.search(word.group()):
+                break
+            long = text[word.start():m.start()].rstrip()
+            if word.group()[0].lower() == short[0].lower() and _in_order(short, long):
+                out.append(Abbreviation(short, long, m.start("short") + offset,
+                                        m.end("short") + offset, word.start() + offset,
+                                        word.start() + len(long) + offset))
+                break
+    return tuple(out)
+
+
+def _in_order(short: str, long: str) -> bool:
+    """Whether the short form's letters and digits appear in the long form in order."""
+    rest = iter(long.lower())
+    return all(ch in rest for ch in short.lower() if ch.isalnum())
+
+
 def abbreviation_map(text: str) -> dict[str, str]:
     """Short form -> long form for every abbreviation defined in ``text``."""
     return {a.short: a.long for a in find_abbreviations(text)}

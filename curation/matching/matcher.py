@@ -13,6 +13,9 @@ A text is searched in steps, cheapest first:
 5. abbreviations the text defines next to a match (``abbreviation``; spans only, since a
    definition contains both forms and so never changes g).
 
+A match inside the name of a laboratory technique ("polymerase" of "polymerase chain reaction",
+:mod:`curation.matching.lab_phrases`) is no mention, in :meth:`EntityMatcher.spans` and in g.
+
 A span is a well-formed phrase: one that would open or close a bracket outside itself
 ("EGF) receptor") is dropped (:func:`curation.matching.normalize.is_well_formed`).
 
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field, replace
 
 from curation.matching.abbreviations import find_abbreviations
 from curation.matching.fuzzy import FuzzyVocabulary
+from curation.matching.lab_phrases import in_technique, technique_spans
 from curation.matching.normalize import is_well_formed
 from curation.matching.patterns import (
     PTM_TYPES,
@@ -97,6 +101,13 @@ class _Prepared:
     variants: dict[tuple[str, frozenset[str]], tuple[VariantMention, ...]] = field(
         default_factory=dict)
     windows: dict[tuple[int, int], tuple] = field(default_factory=dict)
+    techniques: tuple[tuple[int, int], ...] | None = None
+
+    def in_technique(self, start: int, end: int) -> bool:
+        """Whether [start, end) is part of a laboratory technique's name (computed once)."""
+        if self.techniques is None:
+            self.techniques = technique_spans(self.text, self.lower)
+        return bool(self.techniques) and in_technique(start, end, self.techniques)
 
 
 _Candidate = tuple[int, int, MatchKind, float]
@@ -130,6 +141,7 @@ class EntityMatcher:
         if hits:
             candidates += [(s, e, MatchKind.FUZZY, r / 100.0)
                            for s, e, r in FuzzyVocabulary.positions(doc.text, hits)]
+        candidates = [c for c in candidates if not doc.in_technique(c[0], c[1])]
         if self.config.abbreviations and candidates:
             candidates += self._abbreviation_candidates(doc, candidates)
         well_formed = [c for c in candidates if is_well_formed(doc.text[c[0]:c[1]])]
@@ -148,11 +160,13 @@ class EntityMatcher:
         ce = compile_entity(entity)
         doc = self._prepare(_text(text))
         for form in ce.patterns:
-            if next(form.finditer(doc.text, doc.lower), None) is not None:
+            if any(not doc.in_technique(s, e) for s, e in form.finditer(doc.text, doc.lower)):
                 return True
         if ce.variant_keys and self._variant_hits(ce, doc):
             return True
-        return bool(self._fuzzy_words(ce, doc))
+        hits = self._fuzzy_words(ce, doc)
+        return bool(hits) and any(not doc.in_technique(s, e)
+                                  for s, e, _ in FuzzyVocabulary.positions(doc.text, hits))
 
     # -- steps -----------------------------------------------------------------------------
     def _prepare(self, text: str) -> _Prepared:

@@ -20,8 +20,18 @@ spaces folded ("EGFR-TKIs" is "egfr tkis"):
   not last, so the name is specific, as is "<code> Compound" ("JQ1 Compound");
 * "anti-<target>" alone ("Anti-CD33", "anti-PD-1") and any "<x>-based ..." name are classes.
 
-For a gene slot (:data:`GENE_TYPES`: the PTM catalyst) a plural enzyme word or "family" last
-("MAP kinases", "Src family") names a class of proteins, not one catalyst.
+For a gene slot (:data:`GENE_TYPES`: the PTM catalyst, disease_gene's gene) a name is a class of
+proteins, not one gene, when it is (name folded as above):
+
+* a plural enzyme word or "family" last ("MAP kinases", "Src family"; :data:`GENE_CLASS_WORDS`);
+* a gene family or protein class named without a member (:data:`GENE_FAMILIES`): a family's
+  symbol stem or word ("ALDH", "claudin", "MMP", "HDAC", "caspase", "interleukin") or a receptor
+  class ("estrogen receptor", "toll-like receptor", "GPCR"); a member ("ALDH1A1", "claudin-4",
+  "estrogen receptor alpha") is specific. "androgen receptor" or "EGF receptor" name one gene
+  each (AR, EGFR) and are not listed;
+* a plural family name: the plural of a :data:`GENE_FAMILIES` name ("claudins", "estrogen
+  receptors"), a symbol in capitals with a plural "s" ("MMPs", "HDACs", "TLRs"), or a plural
+  protein noun (:data:`PROTEIN_NOUN_ENDS`: "integrins", "caspases", "receptors", "cytokines").
 
 Any other name, and any name of another slot type, is specific.
 """
@@ -56,8 +66,49 @@ CLASS_WORDS = frozenset({
     "antibiotic", "oligonucleotide"})
 #: Last words (folded) of a gene-slot name that make it a class of proteins.
 GENE_CLASS_WORDS = frozenset({
-    "kinases", "phosphatases", "ligases", "family", "isoforms", "isozymes", "paralogs",
-    "members"})
+    "kinases", "phosphatases", "ligases", "family", "families", "superfamily", "isoforms",
+    "isozymes", "paralogs", "members", "subunits", "homologs", "homologues", "orthologs"})
+#: Gene families and protein classes (folded, singular) named without a member: each names
+#: several genes ("ALDH": ALDH1A1, ALDH2 ...; "estrogen receptor": ESR1 and ESR2).
+GENE_FAMILIES = frozenset({
+    # symbol stems and family words
+    "aldh", "aldehyde dehydrogenase", "claudin", "cldn", "mmp", "matrix metalloproteinase",
+    "metalloproteinase", "hdac", "histone deacetylase", "sirtuin", "sirt", "caspase", "cyclin",
+    "cdk", "cyclin dependent kinase", "integrin", "cadherin", "keratin", "cytokeratin",
+    "collagen", "annexin", "galectin", "cathepsin", "kallikrein", "serpin", "aquaporin", "aqp",
+    "connexin", "defensin", "mucin", "muc", "histone", "tubulin", "interleukin", "il",
+    "interferon", "ifn", "chemokine", "cytokine", "sox", "fox", "hox", "klf", "smad", "stat",
+    "jak", "wnt", "notch", "adam", "bmp", "fgf", "pdgf", "ephrin", "semaphorin", "hsp",
+    "heat shock protein", "cyp", "cytochrome p450", "ugt", "gst", "glutathione s transferase",
+    "slc", "abc transporter", "ras", "raf", "erk", "jnk", "mapk", "map kinase",
+    "mitogen activated protein kinase", "pkc", "protein kinase c", "pka", "protein kinase a",
+    "pi3k", "phosphoinositide 3 kinase", "phosphatidylinositol 3 kinase", "ampk", "nf kappab",
+    "nf kb", "nfkb", "nf κb", "ap 1", "e2f", "erbb", "ubiquitin ligase", "e3 ligase",
+    "e3 ubiquitin ligase", "deubiquitinase", "polymerase", "dna polymerase", "rna polymerase",
+    "kinase", "phosphatase", "protease", "protein",
+    "enzyme", "gene", "oncogene", "tumor suppressor", "tumour suppressor",
+    "transcription factor", "growth factor", "hormone", "receptor", "transporter", "channel",
+    "ion channel", "tyrosine kinase", "receptor tyrosine kinase", "rtk", "protein kinase",
+    "serine threonine kinase",
+    # receptor classes
+    "estrogen receptor", "oestrogen receptor", "hormone receptor", "steroid receptor",
+    "steroid hormone receptor", "nuclear receptor", "retinoic acid receptor",
+    "retinoid x receptor", "thyroid hormone receptor",
+    "peroxisome proliferator activated receptor", "ppar", "toll like receptor", "tlr",
+    "glutamate receptor", "nmda receptor", "ampa receptor", "gaba receptor", "gabaa receptor",
+    "dopamine receptor", "serotonin receptor", "5 ht receptor", "adrenergic receptor",
+    "adrenoceptor", "muscarinic receptor", "acetylcholine receptor",
+    "nicotinic acetylcholine receptor", "opioid receptor", "cannabinoid receptor",
+    "histamine receptor", "adenosine receptor", "purinergic receptor", "chemokine receptor",
+    "cytokine receptor", "interleukin receptor", "interferon receptor", "fgf receptor", "fgfr",
+    "vegf receptor", "vegfr", "pdgf receptor", "pdgfr", "erbb receptor", "ephrin receptor",
+    "eph receptor", "g protein coupled receptor", "gpcr", "ionotropic receptor",
+    "pattern recognition receptor", "scavenger receptor"})
+#: Singular ends of protein nouns: the plural of such a word last names a class ("integrins",
+#: "caspases", "receptors", "cytokines", "collagens", "transporters").
+PROTEIN_NOUN_ENDS = ("in", "ase", "or", "er", "en", "on", "ine", "ide", "gene")
+#: A gene symbol in capitals with a plural "s": "MMPs", "HDACs", "TLRs", "ERs".
+_PLURAL_SYMBOL = re.compile(r"^[A-Z][A-Z0-9]*[A-Z0-9]s$")
 _FOLD = re.compile(r"[\s\-_/]+")
 _ANTI = re.compile(r"^anti \S+$")
 _BASED = re.compile(r"\S based\b")
@@ -101,8 +152,7 @@ def answer_kind(name: str, slot_type: str) -> AnswerKind:
     if not words:
         return AnswerKind.SPECIFIC
     if slot_type in GENE_TYPES:
-        return AnswerKind.CLASS if words[-1] in GENE_CLASS_WORDS and len(words) > 1 \
-            else AnswerKind.SPECIFIC
+        return AnswerKind.CLASS if is_gene_class(name) else AnswerKind.SPECIFIC
     if slot_type not in THERAPY_TYPES:
         return AnswerKind.SPECIFIC
     last = _singular(words[-1])
@@ -113,3 +163,29 @@ def answer_kind(name: str, slot_type: str) -> AnswerKind:
     if last in CLASS_WORDS or _ANTI.match(folded) or _BASED.search(folded):
         return AnswerKind.CLASS
     return AnswerKind.SPECIFIC
+
+
+def is_gene_class(name: str) -> bool:
+    """Whether a gene-slot name names a class of proteins or a gene family, not one gene
+    (rules: module docstring).
+
+    Example:
+        >>> [is_gene_class(n) for n in ("ALDH", "claudins", "estrogen receptor", "ALDH1A1")]
+        [True, True, True, False]
+    """
+    folded = fold(name)
+    words = folded.split()
+    if not words:
+        return False
+    if words[-1] in GENE_CLASS_WORDS or folded in GENE_FAMILIES:
+        return True
+    last = name.strip().split()[-1] if name.strip() else ""
+    if _PLURAL_SYMBOL.match(last.split("-")[-1]):
+        return True
+    plural = words[-1]
+    if not plural.endswith("s") or plural.endswith(("ss", "us", "is")) or len(plural) < 4:
+        return False
+    singular = " ".join([*words[:-1], _singular(plural)])
+    if singular in GENE_FAMILIES or (len(words) == 1 and plural[:-1] in GENE_FAMILIES):
+        return True
+    return _singular(plural).endswith(PROTEIN_NOUN_ENDS)

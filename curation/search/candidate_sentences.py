@@ -6,14 +6,17 @@ the result cards (:mod:`curation.matching.evidence`: :func:`split_sentences`,
 :func:`select_evidence` over the matcher's spans); here every qualifying sentence is kept, not
 the best two, and a sentence must name an *anchor* query entity (:func:`anchor_slots`): a query
 slot whose type is in :data:`WEAK_QUERY_TYPES` ("phosphorylation", the PTM type) is in most
-sentences of a PTM abstract and so proves nothing alone.
+sentences of a PTM abstract and so proves nothing alone. A candidate's match inside a longer match
+of another candidate ("polymerase" in "DNA polymerase gamma") is part of that name, not a mention
+(:func:`outermost_answers`).
 
 Two kinds of candidate are found in the sentences themselves, for a gene answer slot (the PTM
 catalyst), since neither the KB nor an annotation may name them:
 
 * an enzyme the abstract defines ("leucine-rich repeat kinase 2 (LRRK2)": a long form naming
   an enzyme, :data:`ENZYME_WORDS`), in a sentence with the query entities
-  (:func:`defined_enzymes`);
+  (:func:`defined_enzymes`); a laboratory technique is none ("polymerase chain reaction (PCR)",
+  :mod:`curation.matching.lab_phrases`);
 * the query entity itself when the sentence says it modifies itself ("autophosphorylation of
   FGFR1 at Y653", :data:`SELF_MODIFICATION`): UniProt's "by autocatalysis".
 """
@@ -27,7 +30,8 @@ from functools import lru_cache
 
 from curation.matching.abbreviations import Abbreviation, find_abbreviations
 from curation.matching.evidence import document_sentences, select_evidence, split_sentences
-from curation.matching.matcher import EntityMatcher
+from curation.matching.lab_phrases import mentions_technique
+from curation.matching.matcher import EntityMatcher, Span
 from kb_sources.schema import Schema
 from kb_sources.types import Entity
 
@@ -110,8 +114,9 @@ def supporting_sentences(
         Sentences in text order per candidate key (keys without a sentence are left out).
     """
     anchors = set(anchor_slots(schema))
-    spans = matcher.find_spans({**{s: tuple(e) for s, e in query.items() if e},
-                                schema.answer: tuple(answers.values())}, text)
+    spans = outermost_answers(matcher.find_spans(
+        {**{s: tuple(e) for s, e in query.items() if e}, schema.answer: tuple(answers.values())},
+        text), schema.answer)
     if not any(s.slot in anchors for s in spans):
         return {}
     by_id: dict[str, list[str]] = {}
@@ -137,6 +142,20 @@ def supporting_sentences(
     return out
 
 
+def outermost_answers(spans: list[Span], answer_slot: str) -> list[Span]:
+    """``spans`` without the answer spans that lie inside a longer answer span of another
+    entity: "polymerase" in "DNA polymerase gamma" or "poly(A) polymerase" is part of that
+    gene's name, not a mention of the generic "polymerase"."""
+    answers = [s for s in spans if s.slot == answer_slot]
+
+    def nested(span: Span) -> bool:
+        return any(o.entity_id != span.entity_id and o.start <= span.start
+                   and span.end <= o.end and o.end - o.start > span.end - span.start
+                   for o in answers)
+
+    return [s for s in spans if s.slot != answer_slot or not nested(s)]
+
+
 def _self_modification(doc_id: str, text: str, schema: Schema,
                        query: Mapping[str, Sequence[Entity]], spans, sentences,
                        out: dict[str, list[Support]]) -> None:
@@ -159,7 +178,7 @@ def _self_modification(doc_id: str, text: str, schema: Schema,
 
 
 @lru_cache(maxsize=2048)
-def _abbreviations(text: str) -> tuple[Abbreviation, ...]:
+def cached_abbreviations(text: str) -> tuple[Abbreviation, ...]:
     """:func:`find_abbreviations`, once per text (the same top abstracts come back as the
     curator moves between relations; scispacy takes ~4 ms an abstract)."""
     return find_abbreviations(text)
@@ -168,12 +187,13 @@ def _abbreviations(text: str) -> tuple[Abbreviation, ...]:
 def defined_enzymes(text: str, answer_type: str, excluded: set[str]) -> list[Entity]:
     """Enzymes the text defines by an abbreviation ("leucine-rich repeat kinase 2 (LRRK2)"):
     one entity of ``answer_type`` per short form that looks like a gene symbol, with the long
-    form as its synonym; none whose short or long form (lower case) is in ``excluded``."""
+    form as its synonym; none whose short or long form (lower case) is in ``excluded``, nor a
+    laboratory technique ("polymerase chain reaction (PCR)")."""
     out: dict[str, Entity] = {}
-    for abbr in _abbreviations(text):
+    for abbr in cached_abbreviations(text):
         short, long = abbr.short.strip(), " ".join(abbr.long.split())
         if not (_SYMBOL.fullmatch(short) and any(c.isupper() for c in short)
-                and ENZYME_WORDS.search(long)):
+                and ENZYME_WORDS.search(long)) or mentions_technique(long):
             continue
         if short.lower() in excluded or long.lower() in excluded:
             continue

@@ -16,27 +16,33 @@ A candidate is suggested where it shares a sentence with the query entities; eac
 sentences (:class:`~curation.search.candidate_sentences.Support`: PMID and sentence), the
 abstracts they come from, whether it is a class or generic therapy
 (:mod:`curation.search.answer_classes`) and ``new`` when it is a specific answer, supported by a
-sentence, that the partial relation does not already list. A curator turns one into a source
-suggestion (:mod:`curation.search.suggestions`).
+sentence, that the partial relation does not already list nor a curator rejected. Candidates that
+name one entity are one row (:mod:`curation.search.candidate_merge`: the same normalised id, else
+the same name once abbreviations are read: "IL6" and "interleukin (IL)-6"). A curator turns one
+into a source suggestion (:mod:`curation.search.suggestions`); its moderation status shows on the
+candidate (:attr:`Candidate.suggestion`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from curation.matching.matcher import EntityMatcher
 from curation.search.answer_classes import AnswerKind, answer_kind
+from curation.search.candidate_merge import Found, expansions_in, merge_found
 from curation.search.candidate_sentences import (
     GENE_SLOT_TYPES,
     Support,
+    cached_abbreviations,
     defined_enzymes,
     supporting_sentences,
 )
 from curation.store.documents import AnnotationRow, Documents
 from curation.store.entities import Entities, with_synonyms
 from curation.store.relations import PartialRelation
+from curation.store.suggestions import Suggestions, SuggestionStatus
 from curation.store.workspace import Workspace
 from kb_sources.checks import is_pmid as _is_pmid
 from kb_sources.schema import Schema
@@ -67,22 +73,37 @@ class Candidate:
         entity: The entity with synonyms (for highlighting).
         pmids: The abstracts whose sentences support it (:attr:`sentences`), in ranking order;
             for a candidate without such a sentence, the abstracts that mention it.
-        new: A NEW answer: specific (not a class or generic therapy), supported by a sentence
-            with the query entities, and not yet an answer of this partial relation.
+        novel: Specific (not a class or generic therapy), supported by a sentence with the
+            query entities, and not yet an answer of this partial relation (:attr:`new` also
+            asks that no curator accepted or rejected it).
         sources: Where the candidate came from: "kb", "pubtator", "abstract" (an enzyme the
             abstract defines) and/or "autocatalysis" (the query entity modifies itself).
         sentences: The sentences that name it with the query entities, best abstracts first.
         kind: Specific, or a class / generic therapy (:mod:`curation.search.answer_classes`).
+        suggestion: Where this relation's source suggestions of this answer stand: accepted
+            if one was, else new (pending) if one is, else rejected; None without one
+            (:func:`with_suggestions` refreshes it).
+        merged: The keys of the candidates merged into this row, itself included
+            (:mod:`curation.search.candidate_merge`).
     """
 
     key: str
     text: str
     entity: Entity
     pmids: tuple[str, ...]
-    new: bool
+    novel: bool
     sources: tuple[str, ...]
     sentences: tuple[Support, ...] = ()
     kind: AnswerKind = AnswerKind.SPECIFIC
+    suggestion: SuggestionStatus | None = None
+    merged: tuple[str, ...] = ()
+
+    @property
+    def new(self) -> bool:
+        """A NEW answer: :attr:`novel`, and no curator accepted or rejected it as a source
+        suggestion of this relation."""
+        return self.novel and self.suggestion not in (SuggestionStatus.ACCEPTED,
+                                                      SuggestionStatus.REJECTED)
 
     @property
     def count(self) -> int:
@@ -153,8 +174,11 @@ def answer_candidates(
     (:func:`~curation.search.candidate_sentences.supporting_sentences`: "vemurafenib" in
     "BRAF V600E tumours responded to vemurafenib"); one only mentioned elsewhere in the
     abstracts comes after every suggestion, never NEW. A class or generic therapy ("BRAF
-    Inhibitor", "Chemotherapy": :func:`~curation.search.answer_classes.answer_kind`) is marked
-    so and never NEW.
+    Inhibitor", "Chemotherapy", a gene family such as "ALDH" or "estrogen receptor":
+    :func:`~curation.search.answer_classes.answer_kind`) is marked so and never NEW, nor is the
+    answer of a source suggestion for this relation that a curator accepted or rejected
+    (:attr:`Candidate.suggestion` says which). Candidates naming one entity are merged first
+    (:mod:`curation.search.candidate_merge`).
 
     Args:
         ws: The workspace (KB answer entities, the entity dictionary, PubTator annotations).
@@ -193,8 +217,54 @@ def answer_candidates(
             pmids.extend(d for d, text in docs if d not in pmids and matcher.mentions(entity, text))
     if schema.slot(schema.answer).type in GENE_SLOT_TYPES:
         _add_defined_enzymes(schema, docs, found, query_forms, matcher)
+    found, members = _merged(ws, schema, docs, found)
     support = _support(schema, partial, docs, found, matcher, titles or {})
-    return _ranked(schema, partial, docs, found, support)
+    out = with_suggestions(ws, schema.name, partial.query_key,
+                           _candidates(schema, partial, docs, (found, members), support))
+    out.sort(key=lambda c: (not c.with_query, -c.count, c.kind.generic, -len(c.sentences),
+                            not c.new, c.text.lower()))
+    return out
+
+
+def _merged(ws: Workspace, schema: Schema, docs: Sequence[tuple[str, str]],
+            found: Found) -> tuple[Found, dict[str, set[str]]]:
+    """One row per entity (:func:`~curation.search.candidate_merge.merge_found`): the id-less
+    candidates' names looked up in the entity dictionary, the abstracts' abbreviations."""
+    if len(found) < 2:
+        return found, {k: {k} for k in found}
+    bare = sorted({f.lower() for e, _, _ in found.values() if not e.id
+                   for f in (e.text, *e.synonyms) if f.strip()})
+    dictionary = Entities(ws).dictionary_keys(schema.slot(schema.answer).type, bare, []) \
+        if bare else {}
+    expansions = expansions_in([t for _, t in docs], [e.text for e, _, _ in found.values()],
+                               cached_abbreviations)
+    return merge_found(found, dictionary, expansions)
+
+
+#: Which moderation status a candidate shows when its answer was suggested more than once.
+_STATUS_ORDER = (SuggestionStatus.ACCEPTED, SuggestionStatus.NEW, SuggestionStatus.REJECTED)
+
+
+def with_suggestions(ws: Workspace, schema: str, query_key: str,
+                     candidates: Sequence[Candidate]) -> list[Candidate]:
+    """``candidates`` (same order) with :attr:`Candidate.suggestion` as the relation's source
+    suggestions stand now: a candidate matches a suggestion by key (its own or a merged one)
+    or by name (its text or a synonym); several suggestions of one answer show accepted, else
+    new (pending), else rejected. Cheap (one query): the Curate page calls it on every render,
+    so a moderation shows on a search ranked before it."""
+    statuses: dict[str, SuggestionStatus] = {}
+    for row in Suggestions(ws).stored(schema=schema, query_key=query_key):
+        for mark in (row.answer_key, "text:" + " ".join(row.answer.lower().split())):
+            if mark and mark != "text:" and (mark not in statuses or _STATUS_ORDER.index(
+                    row.status) < _STATUS_ORDER.index(statuses[mark])):
+                statuses[mark] = row.status
+    out = []
+    for c in candidates:
+        marks = [c.key, *c.merged, *("text:" + f for f in _forms(c.entity))]
+        found = [statuses[m] for m in marks if m in statuses]
+        status = min(found, key=_STATUS_ORDER.index) if found else None
+        out.append(c if status is c.suggestion else replace(c, suggestion=status))
+    return out
 
 
 def _add_defined_enzymes(schema: Schema, docs: Sequence[tuple[str, str]],
@@ -224,10 +294,12 @@ def _support(schema: Schema, partial: PartialRelation, docs: Sequence[tuple[str,
     return out
 
 
-def _ranked(schema: Schema, partial: PartialRelation, docs: Sequence[tuple[str, str]],
-            found: Mapping[str, tuple[Entity, list[str], set[str]]],
-            support: Mapping[str, list[Support]]) -> list[Candidate]:
-    """Candidates in the panel's order (rules: :func:`answer_candidates`)."""
+def _candidates(schema: Schema, partial: PartialRelation, docs: Sequence[tuple[str, str]],
+                merged: tuple[Found, Mapping[str, set[str]]],
+                support: Mapping[str, list[Support]]) -> list[Candidate]:
+    """The candidates (rules: :func:`answer_candidates`), before suggestion statuses and the
+    panel's order; ``merged`` is (candidates, kept key -> merged keys)."""
+    found, members = merged
     etype = schema.slot(schema.answer).type
     known_keys, known_forms = _known(partial)
     selves = {e.key: e for ents in partial.query.values() for e in ents}
@@ -241,14 +313,13 @@ def _ranked(schema: Schema, partial: PartialRelation, docs: Sequence[tuple[str, 
         else:
             entity, pmids, sources = selves[key], [], {"autocatalysis"}
         kind = answer_kind(entity.text, etype)
-        known = key in known_keys or bool(_forms(entity) & known_forms)
+        keys = sorted(set(members.get(key, ())) | {key})
+        known = bool(set(keys) & known_keys) or bool(_forms(entity) & known_forms)
         out.append(Candidate(
             key, entity.text, entity,
             _ordered([s.pmid for s in sentences] if sentences else pmids, docs),
             bool(sentences) and not kind.generic and not known, tuple(sorted(sources)),
-            sentences, kind))
-    out.sort(key=lambda c: (not c.with_query, -c.count, c.kind.generic, -len(c.sentences),
-                            not c.new, c.text.lower()))
+            sentences, kind, merged=tuple(keys)))
     return out
 
 

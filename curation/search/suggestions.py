@@ -165,12 +165,12 @@ def accepted_answers(ws: Workspace, schema: Schema | str, query_key: str) -> lis
     kb = {e.key: e for e in kb_answer_entities(ws, sch)}
     out: dict[str, Entity] = {}
     for answer, answer_key in rows:
-        entity = kb.get(answer_key) or _answer_entity(sch, answer, answer_key)
+        entity = kb.get(answer_key) or answer_entity(sch, answer, answer_key)
         out.setdefault(entity.key, entity)
     return list(out.values())
 
 
-def _answer_entity(schema: Schema, answer: str, answer_key: str) -> Entity:
+def answer_entity(schema: Schema, answer: str, answer_key: str) -> Entity:
     """The entity an answer key names (``chemical:D000077484``, ``chemical:vemurafenib``); a
     suggestion without a key gets the answer slot's type."""
     etype, _, ident = answer_key.partition(":")

@@ -16,7 +16,9 @@ its top-k abstracts nobody (or the given user) has labelled yet. Priorities (:cl
 * ``fewest_labels``: fewest current labels on the relation (anyone's) first.
 
 Ties keep the KB list order (most cited PMIDs first, then most records, then the query key), so
-the order is deterministic.
+the order is deterministic. Under every priority a vague relation (a query of position-less
+variants only, "G-to-A -> ?": :func:`~curation.search.relation_table.vague_relation`) comes last:
+it merges unrelated genes.
 
 Cost: every priority key comes from the database without retrieval, so the relations are sorted
 first and ranked in that order, in batches of :data:`BATCH` (``Retriever.search_batch``: one
@@ -46,6 +48,7 @@ import pandas as pd
 
 from curation.matching.matcher import EntityMatcher
 from curation.search.candidates import answer_candidates, kb_answer_entities
+from curation.search.relation_table import vague_relation
 from curation.search.rerank import EntityReranker, RerankConfig
 from curation.search.session import RERANK_DEPTH, relation_label
 from curation.store.documents import DocumentRow, Documents
@@ -259,7 +262,7 @@ def worklist(ws: Workspace, schema: Schema | str, retriever: Retriever, *, k: in
                             "entity matcher; pass matcher=EntityMatcher()")
     counts = _counts(ws, sch.name, user)
     relations = Relations(ws).partial(sch.name, source=options.source)
-    relations.sort(key=lambda p: _pre_key(order, p, counts))  # stable: ties keep list order
+    relations.sort(key=lambda p: (vague_relation(p), *_pre_key(order, p, counts)))  # stable
     rows: list[WorklistRow] = []
     with progress_reporter(len(relations), progress, "worklist", min_bar=BATCH) as advance:
         for start in range(0, len(relations), BATCH):
@@ -278,8 +281,9 @@ def worklist(ws: Workspace, schema: Schema | str, retriever: Retriever, *, k: in
         rows = _with_candidates(ws, sch, rows, {p.query_key: p for p in relations}, matcher,
                                 progress)
         if order is Priority.NEW_ANSWERS:  # stable: the database keys stay first
-            rows.sort(key=lambda r: (-r.new_answers, -r.pending_suggestions,
-                                     -(r.new_candidates or 0)))
+            vague = {p.query_key for p in relations if vague_relation(p)}
+            rows.sort(key=lambda r: (r.query_key in vague, -r.new_answers,
+                                     -r.pending_suggestions, -(r.new_candidates or 0)))
     logger.info("worklist %s by %s: %d rows", sch.name, order.value, len(rows))
     return rows
 
