@@ -334,7 +334,7 @@ def search(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
             else:
                 cache[key] = run_search(ctx.ws, get_retriever(ctx.ws, name), schema, partial,
                                         text, k, matcher=get_matcher(), rerank=rerank)
-            cache[key] = with_badges(ctx, cache[key])
+            cache[key] = with_badges(ctx, cache[key], partial)
         settle_heap(collect=False)  # the matcher's new cache entries live on
         while len(cache) > CACHED_SEARCHES:
             cache.pop(next(iter(cache)))

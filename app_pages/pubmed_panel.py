@@ -9,8 +9,12 @@ unreachable, an E-utilities error) is a warning in the panel, nothing more.
 
 Once a search has imported, the BM25 index covers the old corpus until the job has refreshed
 it: meanwhile the page shows the results cached before (:func:`stale_result`) with a caption,
-instead of waiting on the index. Cards of abstracts a search imported carry "from PubMed, DATE"
-(:func:`with_badges`).
+instead of waiting on the index. Cards of abstracts a search imported carry "from PubMed, DATE",
+and those a watch of the relation found new "NEW since DATE" (:func:`with_badges`).
+
+"Watch this relation" (curators and admins) adds or removes the user's watch of the relation in
+view with the query in the box (:mod:`curation.pubmed.watch`); its runs (``kbcurate watch run``
+from cron, or a ``watch`` job) list what is new on the Worklist.
 """
 
 from __future__ import annotations
@@ -34,20 +38,25 @@ from curation.jobs.queue import JobStatus, list_jobs
 from curation.pubmed.jobs import JOB_KIND, relation_slots, search_job, submit_pubmed_search
 from curation.pubmed.ncbi import ncbi_contact
 from curation.pubmed.query import partial_pubmed_query
-from curation.search.cards import with_fetch_dates
+from curation.pubmed.watch import add_watch, remove_watch
+from curation.pubmed.watch_digest import new_since
+from curation.search.cards import with_fetch_dates, with_new_since
 from curation.search.ranked import is_ranked_choice
 from curation.search.session import SearchResult
 from curation.store.pubmed_hits import PubmedHits
 from curation.store.relations import PartialRelation
+from curation.store.watches import Watches
 from kb_sources.errors import CurationError
 from kb_sources.fetch import ESEARCH_MAX
 from kb_sources.schema import Schema
 
 PANEL = "pubmed"  # the flash place of the panel's messages
+VIEW_KEY = "pubmed_view"  # (schema, query key) of the relation in view, for with_badges
 
 
 def pubmed_panel(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str) -> None:
     """The "Search PubMed" expander for the relation in view (see the module docstring)."""
+    st.session_state[VIEW_KEY] = (schema.name, partial.query_key)
     slots = relation_slots(schema, partial)
     if not slots:
         return
@@ -99,6 +108,7 @@ def _search_form(ctx: AppContext, schema: Schema, partial: PartialRelation,
             st.warning(f"The PubMed query could not be built: {md(exc)}")
             return
     st.text_area("PubMed query (edit freely)", key=key, height=90)
+    watch_toggle(ctx, schema, partial, slots, st.session_state[key])
     cols = st.columns([1, 3], vertical_alignment="bottom")
     hits = cols[0].number_input("Take", 1, ESEARCH_MAX, 200, step=100, key="pubmed_max",
                                 help="PubMed ids to take, in PubMed's relevance order")
@@ -140,7 +150,56 @@ def stale_result(ctx: AppContext, schema: Schema, partial: PartialRelation, text
     st.stop()
 
 
-def with_badges(ctx: AppContext, result: SearchResult) -> SearchResult:
-    """``result`` with the fetch date on the cards of abstracts a PubMed search imported."""
-    dates = PubmedHits(ctx.ws).fetch_dates(d.doc_id for d in result.docs)
-    return replace(result, docs=with_fetch_dates(result.docs, dates)) if dates else result
+def watch_toggle(ctx: AppContext, schema: Schema, partial: PartialRelation,
+                 slots: dict[str, str], query: str) -> None:
+    """"Watch this relation": the user's watch of the relation in view, on or off (the toggle
+    follows the database when a watch changed elsewhere, e.g. ``kbcurate watch remove``)."""
+    watches = Watches(ctx.ws).of_relation(schema.name, partial.query_key)
+    mine = next((w for w in watches if w.owner == ctx.user.name), None)
+    key = f"watch_{schema.name}_{short_hash(partial.query_key)}"
+    if st.session_state.get(f"{key}_seen") != (mine is not None):
+        st.session_state[key] = st.session_state[f"{key}_seen"] = mine is not None
+    cols = st.columns([1, 3], vertical_alignment="center")
+    wanted = cols[0].toggle("Watch this relation", key=key,
+                            help="Each run of the watch (daily from cron: `kbcurate watch run`) "
+                                 "fetches and ranks what PubMed added since the last run, "
+                                 "with the query above; the Worklist lists what is new")
+    others = sorted(w.owner for w in watches if w.owner != ctx.user.name)
+    note = [f"watched since {mine.created_at[:10]}, next run from {mine.mindate}"] if mine \
+        else []
+    if others:
+        note.append("also watched by " + ", ".join(others))
+    if note:
+        cols[1].caption(md("; ".join(note)))
+    if wanted == (mine is not None):
+        return
+    st.session_state[f"{key}_seen"] = None  # show the database's state after the change
+    try:
+        if wanted:
+            add_watch(ctx.ws, ctx.user, schema.name, slots=slots, query=query)
+            flash("success", "Watching this relation: its new abstracts will be listed on the "
+                             "Worklist after each run.", PANEL)
+        elif mine is not None:
+            remove_watch(ctx.ws, ctx.user, mine.id)
+            flash("info", "No longer watching this relation.", PANEL)
+    except CurationError as exc:
+        flash("error", md(exc), PANEL)
+    st.rerun()
+
+
+def with_badges(ctx: AppContext, result: SearchResult,
+                partial: PartialRelation | None = None) -> SearchResult:
+    """``result`` with the fetch date on the cards of abstracts a PubMed search imported and
+    "NEW since DATE" on those a watch of the relation found new (the relation is ``partial``,
+    else the one :func:`pubmed_panel` last showed)."""
+    docs = result.docs
+    dates = PubmedHits(ctx.ws).fetch_dates(d.doc_id for d in docs)
+    if dates:
+        docs = with_fetch_dates(docs, dates)
+    view = (partial.schema, partial.query_key) if partial is not None else \
+        st.session_state.get(VIEW_KEY)
+    if view:
+        new = new_since(ctx.ws, view[0], view[1], (d.doc_id for d in docs))
+        if new:
+            docs = with_new_since(docs, new)
+    return result if docs is result.docs else replace(result, docs=docs)

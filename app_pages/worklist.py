@@ -7,6 +7,12 @@ controls (shared keys), so the worklist ranks exactly what Curate will show. Sel
 "Open in Curate", which sets Curate's relation picker and switches page. The ranking runs in
 :func:`curation.search.worklist.worklist` (batched, capped by "Relations"); its rows are kept in
 the session until labels, suggestions, relations or the options change.
+
+"Watched relations" (above the table) lists the schema's watches
+(:func:`curation.pubmed.watch_digest.watch_digest`): per watched relation "N new abstracts since
+DATE" (new abstracts nobody has labelled yet), the best new abstract's score first, with *Open in
+Curate*; a watch whose last run failed says why, that the next run catches up, and offers its
+owner or an admin "Run again now" (a ``watch`` job).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import streamlit as st
 from app_pages.common import (
     AppContext,
     fingerprint,
+    flash,
     get_matcher,
     get_retriever,
     run_page,
@@ -24,6 +31,9 @@ from app_pages.common import (
 )
 from app_pages.curate import ALL_KBS, MODES, ensure_ready, pick_schema, retriever_controls
 from app_pages.safe import html_frame, html_text, md
+from curation.pubmed.watch import may_manage
+from curation.pubmed.watch_digest import DigestRow, watch_digest
+from curation.pubmed.watch_jobs import submit_watch_run
 from curation.search.activity import label_activity, progress_by_user
 from curation.search.worklist import (
     Priority,
@@ -34,6 +44,7 @@ from curation.search.worklist import (
     worklist,
     worklist_frame,
 )
+from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
 
 CURATE_PAGE = "app_pages/curate.py"
@@ -41,6 +52,7 @@ PRIORITY_LABELS = {Priority.EVIDENCE: "KB evidence level",
                    Priority.NEW_ANSWERS: "Most suggested new answers",
                    Priority.FEWEST_LABELS: "Fewest labels"}
 CACHE_KEY = "wl_cache"
+WATCH_ROWS = 20  # watched relations listed
 CACHED = 4  # worklists kept per session
 FORCED_HELP = ("Most suggested new answers counts the new answer candidates in each listed "
                "relation's top abstracts (slower: about 6-9 s for 200 relations on the demo "
@@ -111,16 +123,66 @@ def new_answers_note(rows: list[WorklistRow], limit: int) -> None:
                   "order): raise Relations to count further."))
 
 
-def _open_in_curate(schema: Schema, row: WorklistRow) -> None:
-    """Curate's relation picker on ``row`` (its search and filters cleared so the relation is
-    listed), then the Curate page."""
+def _open_in_curate(schema: Schema, query_key: str) -> None:
+    """Curate's relation picker on the KB relation ``query_key`` (its search and filters
+    cleared so the relation is listed), then the Curate page."""
     st.session_state["query_mode"] = MODES[0]
     st.session_state["rel_search"] = ""
     for slot in schema.slot_names:
         st.session_state.pop(f"flt_{schema.name}_{slot}", None)
     st.session_state.pop(f"flt_{schema.name}_level", None)
-    st.session_state[f"relation_pick_{schema.name}"] = row.query_key
+    st.session_state[f"relation_pick_{schema.name}"] = query_key
     st.switch_page(CURATE_PAGE)
+
+
+def _open_watched(schema: Schema, row: DigestRow) -> None:
+    """A watched relation in Curate: the KB relation, or its entities typed in."""
+    if row.in_kb:
+        _open_in_curate(schema, row.query_key)
+    st.session_state["query_mode"] = MODES[1]
+    for slot in schema.query_slots:
+        st.session_state[f"typed_{schema.name}_{slot}"] = row.slots.get(slot, "")
+    st.switch_page(CURATE_PAGE)
+
+
+def _run_again(ctx: AppContext, row: DigestRow) -> None:
+    """A failed watch's "Run again now" (its owner or an admin): a ``watch`` job."""
+    if not may_manage(ctx.user, row.watch):
+        return
+    if st.button("Run again now", key=f"wl_watch_run_{row.watch.id:d}"):
+        try:
+            job = submit_watch_run(ctx.ws, row.watch.id, user=ctx.user)
+        except CurationError as exc:
+            flash("error", md(exc))
+        else:
+            flash("info", f"Running watch {row.watch.id:d} in the background (job {job.id:d}).")
+        st.rerun()
+
+
+def watched(ctx: AppContext, schema: Schema, rows: list[DigestRow]) -> None:
+    """Per watched relation "N new abstracts since DATE" (best new score first) with *Open in
+    Curate*, and why a watch's last run failed (with "Run again now")."""
+    st.markdown("**Watched relations**")
+    warned: set[int] = set()
+    for i, row in enumerate(rows[:WATCH_ROWS]):
+        cols = st.columns([4, 1], vertical_alignment="center")
+        best = (f" · best score {row.best_score:.3g} (PMID {md(row.best_pmid)})"
+                if row.best_score is not None else "")
+        cols[0].markdown(f"**{md(row.relation)}** · {md(row.headline())}{best} · watch "
+                         f"{row.watch.id:d} by {md(row.watch.owner)}")
+        if row.new and cols[1].button("Open in Curate", key=f"wl_watch_open_{i}"):
+            _open_watched(schema, row)
+        if row.failed and row.watch.id not in warned and row.last_run is not None:
+            warned.add(row.watch.id)
+            run = row.last_run
+            st.warning(f"The last run of watch {row.watch.id:d} ({md(row.watch.label)}), "
+                       f"{md(run.finished_at[:16].replace('T', ' '))} UTC, failed: "
+                       f"{md(run.error)}. The next run catches up from "
+                       f"{md(row.watch.mindate)}.")
+            _run_again(ctx, row)
+    if len(rows) > WATCH_ROWS:
+        st.caption(f"The first {WATCH_ROWS:d} of {len(rows):,} watched relations; "
+                   "`kbcurate watch list` lists them all.")
 
 
 def table(schema: Schema, rows: list[WorklistRow], candidates: bool) -> None:
@@ -148,7 +210,7 @@ def table(schema: Schema, rows: list[WorklistRow], candidates: bool) -> None:
     cols = st.columns([3, 1], vertical_alignment="center")
     cols[0].markdown(f"**{md(row.label)}** · {md(row.query_text)} · {row.todo:d} to label")
     if cols[1].button("Open in Curate", key="wl_open", type="primary"):
-        _open_in_curate(schema, row)
+        _open_in_curate(schema, row.query_key)
 
 
 def activity(ctx: AppContext, schema: Schema, rows: list[WorklistRow]) -> None:
@@ -178,6 +240,9 @@ def render(ctx: AppContext) -> None:
     retriever = retriever_controls(ctx, schema)
     st.subheader("Worklist")
     show_flash()
+    digest = watch_digest(ctx.ws, schema.name)
+    if digest:
+        watched(ctx, schema, digest)
     choice = _controls()
     ensure_ready(ctx, retriever[0])  # stops with progress or a build button until it is
     rows = rows_for(ctx, schema, retriever, choice)

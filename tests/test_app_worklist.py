@@ -1,5 +1,7 @@
 """The Worklist page (AppTest): the relations table with progress, the priority radio, "Open in
-Curate", the labels-per-day chart and progress per user, a missing index."""
+Curate", the labels-per-day chart and progress per user, a missing index; the watched relations
+(issue 37 item 2: "N new abstracts since DATE", best new score first, Open in Curate, a failed
+run's error, the NEW badge on Curate's cards, the "Watch this relation" toggle)."""
 
 from __future__ import annotations
 
@@ -7,14 +9,17 @@ import json
 
 import pytest
 from app_helpers import APP, add_users, build_app_workspace, shown, sign_in
+from eutils_server import eutils_server_fixture  # noqa: F401 (fixture)
 from streamlit.testing.v1 import AppTest
 
 from curation.access.users import Role, User
-from curation.jobs.queue import list_jobs
+from curation.jobs.queue import list_jobs, wait_for_job
+from curation.pubmed.watch import add_watch
 from curation.search.suggestions import add_suggestion
 from curation.search.worklist import Priority
 from curation.store.labels import Labels
 from curation.store.relations import Relations
+from curation.store.watches import RunCounts, Watches
 from curation.store.workspace import Workspace
 
 WORKLIST = "app_pages/worklist.py"
@@ -163,3 +168,114 @@ def test_a_missing_dense_index_offers_a_background_build_only(ws_root):
     assert "wl_table" not in [d.key for d in at.dataframe]
     with Workspace.open(ws_root) as ws:
         assert list_jobs(ws, "index") == []
+
+
+ALICE = User("alice", Role.CURATOR)
+
+
+def record(ws: Workspace, watch_id: int, since: str, hits: list, error: str = "") -> None:
+    Watches(ws).record_run(watch_id, RunCounts("q", since, "2026-02-01", 1, len(hits),
+                                               len(hits), len(hits), error),
+                           actor="alice", started_at="2026-02-01T06:00:00+00:00",
+                           finished_at="2026-02-01T06:01:00+00:00", hits=hits)
+
+
+@pytest.fixture
+def watched_root(ws_root):
+    """alice watches BRAF V600E (a workspace abstract new, score 0.9), EGFR L858R (best new
+    score 5.0, but bob labelled it; the next one 1.5) and ALK (its last run failed)."""
+    with Workspace.open(ws_root) as ws:
+        braf = add_watch(ws, ALICE, "PO", slots={"gene": "BRAF", "variant": "V600E"},
+                         since="2019-01-01")
+        egfr = add_watch(ws, ALICE, "PO", slots={"gene": "EGFR", "variant": "L858R"},
+                         since="2010-01-01")
+        alk = add_watch(ws, ALICE, "PO", slots={"gene": "ALK", "variant": "EML4-ALK"},
+                        since="2021-01-01")
+        record(ws, braf.id, "2019-01-01", [(BRAF, "25265492", 0.9, 3), (BRAF, "99200002", None,
+                                                                        None)])
+        record(ws, egfr.id, "2010-01-01", [(EGFR, "15118073", 5.0, 1),
+                                           (EGFR, "99200011", 1.5, 2)])
+        record(ws, alk.id, "2021-01-01", [], error="E-utilities esearch.fcgi failed <b>x</b>")
+    return ws_root
+
+
+def watched_lines(at: AppTest) -> list[str]:
+    return [shown(m.value) for m in at.markdown if " by alice" in m.value]
+
+
+def test_watched_relations_best_new_first_open_in_curate_and_new_badge(watched_root):
+    at = worklist_page()
+    assert "**Watched relations**" in [m.value for m in at.markdown]
+    assert watched_lines(at) == [
+        "**EGFR · L858R** · 1 new abstract since 2010-01-01 · best score 1.5 (PMID 99200011) · "
+        "watch 2 by alice",
+        "**BRAF · V600E** · 2 new abstracts since 2019-01-01 · best score 0.9 (PMID 25265492) · "
+        "watch 1 by alice",
+        "**ALK · EML4-ALK** · no new abstract since 2021-01-01 · watch 3 by alice"]
+    (warning,) = at.warning
+    assert shown(warning.value) == (
+        "The last run of watch 3 (ALK · EML4-ALK), 2026-02-01 06:01 UTC, failed: E-utilities "
+        "esearch.fcgi failed <b>x</b>. The next run catches up from 2021-01-01.")
+    assert "<b>" not in warning.value  # escaped, shown literally
+    assert [b.key for b in at.button if b.key.startswith("wl_watch_open")] == [
+        "wl_watch_open_0", "wl_watch_open_1"]  # nothing new on ALK: nothing to open
+    at.session_state["rel_search"] = "egfr"  # would hide BRAF from Curate's picker
+    at.button(key="wl_watch_open_1").click().run()
+    assert not at.exception
+    assert at.subheader[0].value == "Curate"
+    assert at.selectbox(key="relation_pick_PO").value == BRAF
+    cards = [m.value for m in at.markdown if m.value.startswith('<div class="kb-meta">')]
+    badge = '<span class="kb-badge kb-new">NEW since 2019-01-01</span>'
+    assert [("25265492" in c) for c in cards if badge in c] == [True]
+
+
+def test_watch_this_relation_toggle_on_curate(ws_root, monkeypatch):
+    monkeypatch.setenv("NCBI_EMAIL", "alice@lab.org")
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    at.text_input(key="rel_search").set_value("BRAF").run()
+    (toggle,) = [t for t in at.toggle if t.label == "Watch this relation"]
+    assert toggle.value is False
+    (area,) = [t for t in at.text_area if t.label == "PubMed query (edit freely)"]
+    area.set_value('"BRAF"[tiab] AND "V600E"[tiab]')
+    toggle.set_value(True).run()
+    assert not at.exception
+    with Workspace.open(ws_root) as ws:
+        (watch,) = Watches(ws).watches()
+    assert (watch.owner, watch.target, watch.pubmed_query) == (
+        "alice", BRAF, '"BRAF"[tiab] AND "V600E"[tiab]')
+    assert any("Watching this relation" in s.value for s in at.success)
+    (toggle,) = [t for t in at.toggle if t.label == "Watch this relation"]
+    assert toggle.value is True
+    with Workspace.open(ws_root) as ws:  # removed elsewhere (kbcurate watch remove)
+        Watches(ws).remove(watch.id)
+    at.run()
+    (toggle,) = [t for t in at.toggle if t.label == "Watch this relation"]
+    assert toggle.value is False  # the toggle follows the database
+    toggle.set_value(True).run()
+    toggle = next(t for t in at.toggle if t.label == "Watch this relation")
+    toggle.set_value(False).run()
+    with Workspace.open(ws_root) as ws:
+        assert Watches(ws).watches() == []
+    assert any("No longer watching" in i.value for i in at.info)
+    bob = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "bob")  # an annotator
+    bob.text_input(key="rel_search").set_value("BRAF").run()
+    assert not [t for t in bob.toggle if t.label == "Watch this relation"]
+
+
+def test_a_failed_watch_runs_again_as_a_job_for_its_owner(watched_root, eutils_server,
+                                                         monkeypatch):
+    monkeypatch.setenv("NCBI_EMAIL", "alice@lab.org")  # the worker inherits it and the URL
+    assert not [b for b in worklist_page("bob").button if b.key.startswith("wl_watch_run")]
+    at = worklist_page("alice")
+    at.button(key="wl_watch_run_3").click().run()
+    assert not at.exception
+    assert any("Running watch 3 in the background" in i.value for i in at.info)
+    with Workspace.open(watched_root) as ws:
+        (job,) = list_jobs(ws, "watch")
+        assert (job.params, job.created_by) == ({"watch_id": 3}, "alice")
+        done = wait_for_job(ws, job.id)
+        assert done.status.value == "done", done.error
+        assert Watches(ws).runs(3)[0].status == "done"
+    at.run()
+    assert not at.warning  # the last run of ALK is fine now
+    assert eutils_server.requests("esearch.fcgi")[0].params["mindate"] == ["2021/01/01"]

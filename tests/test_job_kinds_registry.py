@@ -41,6 +41,9 @@ TODAY = {
                       "search PubMed for a relation, fetch and import the new abstracts, rank "
                       "them", False, ("schema", "slots", "query", "max_hits", "rank_text"),
                       "curation.pubmed.jobs:check_pubmed_params"),
+    "watch": ("curation.pubmed.watch_jobs:run_watch_job",
+              "run a watch: fetch, import and rank what PubMed added since its last run", False,
+              ("watch_id",), "curation.pubmed.watch_jobs:check_watch_params"),
     "simulate": ("curation.training.jobs:run_simulation",
                  "simulate labelling and retraining rounds in a copy of the workspace", True,
                  ("schema", "config", "options"), None),
@@ -85,7 +88,7 @@ def test_each_wing_declares_its_kinds_through_the_entry_points():
                      "search": "curation.search.job_kinds:JOB_KINDS",
                      "training": "curation.training.job_kinds:JOB_KINDS"}
     names = {wing: [kind.name for kind in load_target(target)] for wing, target in group.items()}
-    assert names == {"evaluation": ["evaluate"], "search": ["index"], "pubmed": ["pubmed_search"],
+    assert names == {"evaluation": ["evaluate"], "search": ["index"], "pubmed": ["pubmed_search", "watch"],
                      "training": ["train", "retrain", "activate", "rank", "simulate"]}
     for target in group.values():
         assert all(isinstance(kind, JobKind) for kind in load_target(target))
@@ -94,7 +97,7 @@ def test_each_wing_declares_its_kinds_through_the_entry_points():
 def test_an_unknown_kind_lists_the_available_ones():
     with pytest.raises(UnknownNameError, match=r"Unknown job kind 'train-everything'. Available "
                        "options: activate, evaluate, index, pubmed_search, rank, retrain, "
-                       "selftest, simulate, train$"):
+                       "selftest, simulate, train, watch$"):
         get_kind("train-everything")
     assert find_kind("train-everything") is None
 

@@ -212,6 +212,7 @@ def test_every_kind_declares_its_parameters():
         "simulate": ("schema", "config", "options"),
         "selftest": ("steps",),
         "pubmed_search": ("schema", "slots", "query", "max_hits", "rank_text"),
+        "watch": ("watch_id",),
     }
     for kind in job_kinds():  # every target and validator names a real function
         assert callable(kind.load())

@@ -34,6 +34,7 @@ from curation.store.rankers import Rankers, RankingChoice
 from curation.store.relations import Relations
 from curation.store.settings import Settings
 from curation.store.suggestions import Suggestions, SuggestionStatus
+from curation.store.watches import RunCounts, Watches
 from curation.store.web_sessions import WebSessions
 from curation.store.workspace import Workspace
 from kb_sources.types import Entity
@@ -44,7 +45,7 @@ ADMIN = User("root", Role.ADMIN)
 #: The repositories: one class per table (or per group of settings), each holding its SQL.
 REPOSITORIES = (Adjudications, BaselineFiles, Citations, Documents, Entities, Jobs, Labels,
                 Mesh, Models, PubmedHits, RankerVersions, Rankers, Relations, Settings,
-                Suggestions, WebSessions)
+                Suggestions, Watches, WebSessions)
 RANKER_MANIFEST = {"kind": "logistic", "features": ["bm25_score"], "file": "model.json",
                    "created_by": "root"}
 Q = {"schema": "disease_gene", "query_key": "disease=disease:melanoma",
@@ -117,6 +118,34 @@ def scenario(ws: Workspace, model_dir: Path) -> None:
                                "2026-01-03T00:00:00+00:00", "right")
     # NLM's files: a revision, an older version left out, deletions (issue 37)
     import_baseline(ws, FIXTURES / "pubmed_baseline", progress=False)
+    watch_scenario(ws)
+
+
+def watch_scenario(ws: Workspace) -> None:
+    """A relation watch with a done and a failed run; a filter watch added and removed."""
+    watches = Watches(ws)
+    common = {"schema": Q["schema"], "max_hits": 200, "every_days": 1, "mindate": "2026-01-01",
+              "at": "2026-01-01T00:00:00+00:00"}
+    first = watches.add(owner="ann", kind="relation", target=Q["query_key"],
+                        spec={"slots": {"disease": "melanoma"}}, label="melanoma",
+                        pubmed_query='"melanoma"[tiab]', **common)
+    gone = watches.add(owner="bob", kind="filter", target='{"filters": {"disease": "mel"}}',
+                       spec={"filters": {"disease": "mel"}}, label="disease_gene where "
+                       "disease=mel", pubmed_query="", **common)
+    watches.record_run(first, RunCounts('"melanoma"[tiab]', "2026-01-01", "2026-02-01", 1, 3, 2,
+                                        1), actor="ann", started_at="2026-02-01T09:00:00+00:00",
+                       finished_at="2026-02-01T10:00:00+00:00",
+                       hits=[(Q["query_key"], "102", None, None),
+                             (Q["query_key"], "99000001", 2.5, 1)])
+    watches.record_run(first, RunCounts('"melanoma"[tiab]', "2026-02-01", "2026-02-02",
+                                        error="E-utilities down"), actor="cli",
+                       started_at="2026-02-02T09:00:00+00:00",
+                       finished_at="2026-02-02T09:01:00+00:00",
+                       hits=[(Q["query_key"], "102", 9.0, 1)])  # found before: kept first
+    watches.record_run(gone, RunCounts("q", "2026-01-01", "2026-02-01"), actor="bob",
+                       started_at="2026-02-01T09:00:00+00:00",
+                       finished_at="2026-02-01T09:00:00+00:00", hits=[("k", "101", 1.0, 1)])
+    assert watches.remove(gone) and not watches.remove(gone)
 
 
 def reads(ws: Workspace) -> dict[str, object]:
@@ -193,6 +222,26 @@ def reads(ws: Workspace) -> dict[str, object]:
                                 r.md5_checked) for r in BaselineFiles(ws).rows()],
         "baselinefiles.deletions": BaselineFiles(ws).deletions(),
         "baselinefiles.versions": BaselineFiles(ws).versions(),
+        **watch_reads(ws),
+    }
+
+
+def watch_reads(ws: Workspace) -> dict[str, object]:
+    watches = Watches(ws)
+    return {
+        "watches.watches": [(w.id, w.owner, w.kind, w.target, w.spec, w.mindate, w.last_run_at)
+                            for w in watches.watches()],
+        "watches.get": (watches.get(1).label, watches.get(2)),
+        "watches.find": (watches.find("ann", Q["schema"], Q["query_key"]).id,
+                         watches.find("bob", Q["schema"], Q["query_key"])),
+        "watches.of_relation": [w.id for w in watches.of_relation(Q["schema"], Q["query_key"])],
+        "watches.runs": [(r.status, r.actor, r.mindate, r.maxdate, r.found, r.fetched,
+                          r.imported, r.new_pmids, r.best_score, r.error)
+                         for r in watches.runs(1)],
+        "watches.last_runs": {k: r.status for k, r in watches.last_runs([1, 2]).items()},
+        "watches.known": sorted(watches.known(1)),
+        "watches.hits": [(h.pmid, h.since, h.score, h.rank)
+                         for h in watches.hits(schema=Q["schema"], query_key=Q["query_key"])],
     }
 
 
@@ -278,6 +327,19 @@ def test_the_repositories_answer_what_the_scenario_wrote(both):
                                       ("99000001", 2, "2026-02-01T10:00:00+00:00"),
                                       ("101", 3, None)]
     assert got["pubmedhits.fetch_dates"] == {"99000001": "2026-02-01T10:00:00+00:00"}
+    # the failed run left the date; the PMID found before kept its first run and score
+    assert got["watches.watches"] == [(1, "ann", "relation", Q["query_key"],
+                                       {"slots": {"disease": "melanoma"}}, "2026-02-01",
+                                       "2026-02-01T10:00:00+00:00")]
+    assert got["watches.get"] == ("melanoma", None)
+    assert got["watches.find"] == (1, None) and got["watches.of_relation"] == [1]
+    assert got["watches.runs"] == [
+        ("failed", "cli", "2026-02-01", "2026-02-02", 0, 0, 0, 1, 9.0, "E-utilities down"),
+        ("done", "ann", "2026-01-01", "2026-02-01", 3, 2, 1, 2, 2.5, "")]
+    assert got["watches.last_runs"] == {1: "failed"}
+    assert got["watches.known"] == [(Q["query_key"], "102"), (Q["query_key"], "99000001")]
+    assert got["watches.hits"] == [("99000001", "2026-01-01", 2.5, 1),
+                                   ("102", "2026-01-01", None, None)]
 
 
 def test_the_repository_modules_hold_classes_not_loose_database_functions():

@@ -26,7 +26,8 @@ TABLES = {"adjudications", "annotations", "audit_log", "citations", "documents",
           "import_undo", "imports", "jobs", "labels", "mesh_tree", "meta", "models",
           "relation_pmids", "relation_slots", "relations", "source_suggestions", "synonyms",
           "web_sessions", "ranker_versions", "ranker_rounds", "baseline_files",
-          "baseline_deletions", "baseline_versions", "pubmed_searches", "pubmed_hits"}
+          "baseline_deletions", "baseline_versions", "pubmed_searches", "pubmed_hits",
+          "watches", "watch_runs", "watch_hits"}
 Q = {"schema": "PO", "query_key": "gene=gene:673|variant=variant:v600e",
      "query_text": "Treatment for gene BRAF and variant V600E?"}
 

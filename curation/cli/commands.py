@@ -15,6 +15,7 @@ from curation.cli import (
     suggestion_commands,
     train_commands,
     vector_commands,
+    watch_commands,
 )
 from curation.cli.common import print_json, workspace_path
 from curation.cli.vector_commands import dense_options
@@ -43,6 +44,7 @@ def dispatch(args: argparse.Namespace) -> int:
         **pubmed_commands.HANDLERS,
         **suggestion_commands.HANDLERS,
         **store_commands.HANDLERS,
+        **watch_commands.HANDLERS,
     }[args.command]
     return handler(args)
 

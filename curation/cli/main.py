@@ -115,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     from curation.cli import suggestion_commands
 
     suggestion_commands.add_parsers(sub, common)
+    from curation.cli import watch_commands  # issue 37 item 2
+
+    watch_commands.add_parsers(sub, common)
     return parser
 
 

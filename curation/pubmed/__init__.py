@@ -4,7 +4,10 @@ forms papers write it, ORed within ``[tiab]``, the slots ANDed; :mod:`curation.p
 forms per slot type and the query syntax) and who the workspace is to NCBI
 (:mod:`curation.pubmed.ncbi`: contact email and API key, admin-only settings); the search of
 PubMed for a relation, its job kind and the ranking of what it imported (the Curate page's
-ranking, hence curation.search).
+ranking, hence curation.search); watches of relations (:mod:`curation.pubmed.watch`: add,
+remove, what a watch searches; :mod:`curation.pubmed.watch_run`: a run since the last one;
+:mod:`curation.pubmed.watch_digest`: what is new per relation; the ``watch`` job in
+:mod:`curation.pubmed.watch_jobs`).
 
 May import: curation.store, curation.matching, curation.access, curation.search, curation.jobs,
 kb_sources, retrievers, curation.templates.

@@ -21,6 +21,10 @@ search`` call it):
 
 The request rate stays under NCBI's limit through one :class:`~kb_sources.eutils.Throttle`
 shared by every request of the search.
+
+Steps 1 to 3 are :func:`find_and_import` (optionally between two Entrez dates), which a watch's
+run (:mod:`curation.pubmed.watch_run`) calls for each relation it watches before ranking them
+all after one index refresh.
 """
 
 from __future__ import annotations
@@ -155,6 +159,38 @@ class PubmedSearchResult:
 Report = Callable[[SearchProgress], None]
 
 
+class SearchTracker:
+    """The progress of one search: every report carries all counts so far
+    (:class:`SearchProgress`), handed to ``progress`` when given."""
+
+    def __init__(self, progress: Report | None = None) -> None:
+        self.state = SearchProgress("found")
+        self.progress = progress
+
+    def report(self, **changes: Any) -> None:
+        """Change the state and report it."""
+        self.state = replace(self.state, **changes)
+        if self.progress is not None:
+            self.progress(self.state)
+
+
+@dataclass(frozen=True)
+class ImportedSearch:
+    """Steps 1 to 3 of a search (found, fetched, imported), before any ranking.
+
+    Attributes:
+        found: PubMed's answer (its ids in relevance order).
+        fetched: Records fetched (the ids the workspace lacked).
+        imported: New documents imported.
+        search_id: The search's row in ``pubmed_searches``.
+    """
+
+    found: EsearchResult
+    fetched: int
+    imported: int
+    search_id: int
+
+
 def search_pubmed(
     ws: Workspace, schema: Schema, slots: Mapping[str, str], *, settings: EntrezSettings,
     actor: str, query: str | None = None, max_hits: int = 200, rank_text: str | None = None,
@@ -179,39 +215,58 @@ def search_pubmed(
         FetchError: PubMed unreachable or answering errors (nothing is imported).
         WorkspaceBusyError: Another import kept running through every retry.
     """
-    if not 1 <= max_hits <= ESEARCH_MAX:
-        raise CurationError(f"max hits {max_hits} is out of range; expected 1 to {ESEARCH_MAX:,}")
+    check_max_hits(max_hits)
     partial = typed_partial(ws, schema, slots)
     term = (query or "").strip() or build_pubmed_query(ws, schema.name, slots).text
-    throttle = throttle or Throttle.for_settings(settings)
-    state = SearchProgress("found")
-
-    def report(**changes: Any) -> None:
-        nonlocal state
-        state = replace(state, **changes)
-        if progress is not None:
-            progress(state)
-
-    found = esearch(term, settings, throttle=throttle, retmax=max_hits)
-    known = set(Documents(ws).titles(found.ids))
-    missing = [p for p in found.ids if p not in known]
-    report(stage="found", count=found.count, taken=len(found.ids), to_fetch=len(missing))
-    docs = fetch_missing(found, missing, settings, throttle,
-                         lambda n: report(stage="fetched", fetched=n))
-    report(stage="fetched", fetched=len(docs))
-    search_id, imported = retry_busy(  # another import, a long label write: wait it out
-        lambda: import_search(ws, schema.name, partial.query_key, found, docs, actor),
-        "PubMed search: import")
-    report(stage="imported", imported=imported)
+    tracker = SearchTracker(progress)
+    done = find_and_import(ws, schema.name, partial.query_key, term, settings=settings,
+                           actor=actor, max_hits=max_hits, tracker=tracker,
+                           throttle=throttle or Throttle.for_settings(settings))
     union = rank_union(ws, schema, partial, rank_text or partial.render(schema).text, max_hits,
-                       progress=lambda name: report(stage="indexed", indexed=name))
-    report(stage="ranked")
+                       progress=lambda name: tracker.report(stage="indexed", indexed=name))
+    tracker.report(stage="ranked")
+    found = done.found
     taken = set(found.ids)
     hits = tuple(RankedHit(h.doc_id, h.rank, h.score, h.doc_id in taken) for h in union.hits)
-    logger.info("PubMed search %d for %s %s: %s", search_id, schema.name, partial.query_key,
-                state.message())
-    return PubmedSearchResult(term, found.count, found.ids, len(docs), imported, hits,
-                              union.label, union.configuration, search_id, found.translation)
+    logger.info("PubMed search %d for %s %s: %s", done.search_id, schema.name, partial.query_key,
+                tracker.state.message())
+    return PubmedSearchResult(term, found.count, found.ids, done.fetched, done.imported, hits,
+                              union.label, union.configuration, done.search_id,
+                              found.translation)
+
+
+def check_max_hits(max_hits: int) -> None:
+    """Raise :class:`CurationError` unless 1 <= ``max_hits`` <= 10,000."""
+    if not 1 <= max_hits <= ESEARCH_MAX:
+        raise CurationError(f"max hits {max_hits} is out of range; expected 1 to {ESEARCH_MAX:,}")
+
+
+def find_and_import(ws: Workspace, schema: str, query_key: str, term: str, *,
+                    settings: EntrezSettings, actor: str, max_hits: int, tracker: SearchTracker,
+                    throttle: Throttle, mindate: str | None = None, maxdate: str | None = None
+                    ) -> ImportedSearch:
+    """Steps 1 to 3 of a search: esearch ``term`` (between the Entrez dates ``mindate`` and
+    ``maxdate``, ``YYYY/MM/DD``, when given), fetch what the workspace lacks, import it with
+    the search's record in one transaction. The indexes are not refreshed.
+
+    Raises:
+        FetchError: PubMed unreachable or answering errors (nothing is imported).
+        WorkspaceBusyError: Another import kept running through every retry.
+    """
+    found = esearch(term, settings, throttle=throttle, retmax=max_hits, mindate=mindate,
+                    maxdate=maxdate)
+    known = set(Documents(ws).titles(found.ids))
+    missing = [p for p in found.ids if p not in known]
+    tracker.report(stage="found", count=found.count, taken=len(found.ids),
+                   to_fetch=len(missing))
+    docs = fetch_missing(found, missing, settings, throttle,
+                         lambda n: tracker.report(stage="fetched", fetched=n))
+    tracker.report(stage="fetched", fetched=len(docs))
+    search_id, imported = retry_busy(  # another import, a long label write: wait it out
+        lambda: import_search(ws, schema, query_key, found, docs, actor),
+        "PubMed search: import")
+    tracker.report(stage="imported", imported=imported)
+    return ImportedSearch(found, len(docs), imported, search_id)
 
 
 def fetch_missing(found: EsearchResult, missing: Sequence[str], settings: EntrezSettings,

@@ -46,6 +46,8 @@ class RankedDoc:
             words (plain text; empty for other retrievers).
         from_pubmed: When a "Search PubMed" imported it (UTC, ISO 8601; "" for documents
             that came otherwise): the card says "from PubMed, DATE".
+        new_since: The day since which a watch of the relation found it new (``YYYY-MM-DD``;
+            "" for none): the card says "NEW since DATE".
     """
 
     doc_id: str
@@ -61,6 +63,7 @@ class RankedDoc:
     evidence: tuple[Evidence, ...] = ()
     reasons: tuple[str, ...] = ()
     from_pubmed: str = ""
+    new_since: str = ""
 
     @property
     def text(self) -> str:
@@ -110,7 +113,8 @@ def card_html(doc: RankedDoc, highlighted: str, grade: str | None = None, *,
               colours: Mapping[str, str] | None = None,
               enabled_slots: Collection[str] | None = None) -> str:
     """One result card as escaped HTML: a first line (rank, PubMed link, year, journal, score,
-    the current label, a badge when the KB cites it, one when a PubMed search fetched it) above
+    the current label, a badge when the KB cites it, one when a PubMed search fetched it, one
+    when a watch found it new) above
     ``highlighted`` (the output of :func:`curation.matching.highlight.render_highlighted`), then
     the evidence sentences (:func:`curation.matching.evidence.render_evidence`) and, for the
     learned ranker, why it ranks the document here.
@@ -142,6 +146,9 @@ def card_html(doc: RankedDoc, highlighted: str, grade: str | None = None, *,
     if doc.from_pubmed:
         parts.append('<span class="kb-badge kb-pubmed">from PubMed, '
                      f"{html.escape(doc.from_pubmed[:10])}</span>")
+    if doc.new_since:
+        parts.append('<span class="kb-badge kb-new">NEW since '
+                     f"{html.escape(doc.new_since[:10])}</span>")
     header = f'<div class="kb-meta">{" · ".join(parts)}</div>'
     if colours is None:
         colours = mark_colours(highlighted)
@@ -159,4 +166,12 @@ def with_fetch_dates(docs: Sequence[RankedDoc], dates: Mapping[str, str]
     """``docs`` with :attr:`RankedDoc.from_pubmed` set from ``dates`` (doc id -> when a PubMed
     search imported it, :meth:`curation.store.pubmed_hits.PubmedHits.fetch_dates`)."""
     return tuple(replace(d, from_pubmed=dates[d.doc_id]) if d.doc_id in dates else d
+                 for d in docs)
+
+
+def with_new_since(docs: Sequence[RankedDoc], dates: Mapping[str, str]
+                   ) -> tuple[RankedDoc, ...]:
+    """``docs`` with :attr:`RankedDoc.new_since` set from ``dates`` (doc id -> the day since
+    which a watch found it new, :func:`curation.pubmed.watch_digest.new_since`)."""
+    return tuple(replace(d, new_since=dates[d.doc_id]) if d.doc_id in dates else d
                  for d in docs)

@@ -401,6 +401,58 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX pubmed_hits_pmid ON pubmed_hits(pmid)
     """,
+    # Watch a relation for new abstracts (issue 37, item 2; curation/store/watches.py): a
+    # watch (one relation, or a schema's relations filtered like the relation table) owned by
+    # a curator, with the date its next run searches from (``mindate``, edat); every run (when,
+    # query, date range, counts, best score, error); the PMIDs each run found new, per relation,
+    # with their score in the relation's ranking.
+    """
+    CREATE TABLE watches (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        owner TEXT NOT NULL,
+        schema TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('relation', 'filter')),
+        target TEXT NOT NULL,
+        spec TEXT NOT NULL,
+        label TEXT NOT NULL,
+        pubmed_query TEXT NOT NULL DEFAULT '',
+        max_hits INTEGER NOT NULL,
+        every_days INTEGER NOT NULL,
+        mindate TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        last_run_at TEXT,
+        UNIQUE (owner, schema, target)
+    );
+    CREATE TABLE watch_runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        watch_id INTEGER NOT NULL REFERENCES watches(id) ON DELETE CASCADE,
+        started_at TEXT NOT NULL,
+        finished_at TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('done', 'failed')),
+        pubmed_query TEXT NOT NULL,
+        mindate TEXT NOT NULL,
+        maxdate TEXT NOT NULL,
+        relations INTEGER NOT NULL,
+        found INTEGER NOT NULL,
+        fetched INTEGER NOT NULL,
+        imported INTEGER NOT NULL,
+        new_pmids INTEGER NOT NULL,
+        best_score REAL,
+        error TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX watch_runs_watch ON watch_runs(watch_id, id);
+    CREATE TABLE watch_hits (
+        watch_id INTEGER NOT NULL REFERENCES watches(id) ON DELETE CASCADE,
+        query_key TEXT NOT NULL,
+        pmid TEXT NOT NULL,
+        run_id INTEGER NOT NULL REFERENCES watch_runs(id) ON DELETE CASCADE,
+        score REAL,
+        hit_rank INTEGER,
+        PRIMARY KEY (watch_id, query_key, pmid)
+    );
+    CREATE INDEX watch_hits_relation ON watch_hits(query_key)
+    """,
 ]
 
 #: Schema version this code writes and reads.
