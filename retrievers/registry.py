@@ -20,12 +20,13 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 from kb_sources.plugins import Registry, load_target
 from retrievers.base import Retriever, read_manifest
-from retrievers.errors import unknown_name
+from retrievers.errors import RetrieverError, unknown_name
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,20 @@ _SPECS: tuple[RetrieverSpec, ...] = (
 )
 
 
+#: Retrievers whose engine is an optional extra, with (module, extra): listed only where the
+#: module is installed, so menus never offer what cannot run (docs/SCALING.md).
+_OPTIONAL: tuple[tuple[RetrieverSpec, str, str], ...] = (
+    (RetrieverSpec("tantivy", "retrievers.tantivy_index:TantivyRetriever",
+                   "BM25 on Tantivy: on disk, merged incrementally, for millions of documents "
+                   "(pip install 'kbcurate[scale]')",
+                   ("stopwords", "split_compounds", "heap_mb", "threads", "work_dir")),
+     "tantivy", "scale"),
+)
+
 #: The registry of retrievers (the entry-point group ``kbcurate.retrievers`` adds plug-ins).
 RETRIEVERS: Registry[RetrieverSpec] = Registry(
-    "retriever", _SPECS, group="kbcurate.retrievers",
+    "retriever", _SPECS + tuple(s for s, module, _ in _OPTIONAL if find_spec(module)),
+    group="kbcurate.retrievers",
     accept=lambda e: None if isinstance(e, RetrieverSpec) else "expected a RetrieverSpec",
     error=unknown_name)
 
@@ -85,8 +97,13 @@ def get_spec(name: str) -> RetrieverSpec:
     """Look up a retriever by name.
 
     Raises:
-        RetrieverError: No such retriever; the message lists the available ones.
+        RetrieverError: No such retriever; the message lists the available ones (or names the
+            extra that installs an optional one).
     """
+    for spec, module, extra in _OPTIONAL:
+        if name == spec.name and name not in RETRIEVERS.names():
+            raise RetrieverError(f"retriever {name!r} needs the {module} package, which the "
+                                 f"default install leaves out: pip install 'kbcurate[{extra}]'")
     return RETRIEVERS.get(name)
 
 

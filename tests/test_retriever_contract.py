@@ -32,7 +32,8 @@ NEW_DOC = ("d7", "KRAS G12C sotorasib pancreatic adenocarcinoma")
 
 def options_for(name: str, model: Path, cache: Path) -> dict[str, object]:
     dense = {"model": str(model), "cache_dir": str(cache)}
-    return {"bm25": {}, "dense": dense, "hybrid": {"dense": dense}}[name]
+    # tantivy: registered only where its extra is installed (pip install 'kbcurate[scale]')
+    return {"bm25": {}, "dense": dense, "hybrid": {"dense": dense}, "tantivy": {}}[name]
 
 
 @pytest.fixture(params=retriever_names())

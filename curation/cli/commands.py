@@ -9,6 +9,7 @@ import sys
 import pandas as pd
 
 from curation.cli import (
+    baseline_commands,
     pubmed_commands,
     rank_commands,
     store_commands,
@@ -60,6 +61,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from curation.store.importer import import_citations, import_mesh_tree
 
+    if args.what == "docs" and args.reader == baseline_commands.READER:
+        return baseline_commands.cmd_import_baseline(args)
     with Workspace.open(workspace_path(args)) as ws:
         progress = not args.quiet
         if args.what == "mesh":

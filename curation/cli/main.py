@@ -132,10 +132,14 @@ def _import_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
     pk.add_argument("file")
     pk.add_argument("--mapping", help="column-mapping TOML (reader 'tsv')")
     pk.add_argument("--source", help="source name to record (readers 'pubtator', 'tsv')")
+    from curation.cli import baseline_commands as base
+
     pd = isub.add_parser("docs", parents=[common], formatter_class=fmt, help="documents",
-                         epilog=f"readers:\n{_reader_help('docs')}")
-    pd.add_argument("reader", help="one of: " + ", ".join(s.name for s in readers("docs")))
-    pd.add_argument("file")
+                         epilog=f"readers:\n{_reader_help('docs')}\n  {base.READER:<12} "
+                                f"{base.HELP}")
+    pd.add_argument("reader", help="one of: " + ", ".join(
+        [*(s.name for s in readers("docs")), base.READER]))
+    pd.add_argument("file", help="the file (a folder for pubmed-baseline)")
     pd.add_argument("--source", help="source name to record")
     for name, text in (("mesh", "MeSH tree file (mtrees Term;TreeNumber)"),
                        ("mesh-headings", "MeSH headings per PMID TSV (pmid, descriptor)"),
