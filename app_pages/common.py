@@ -300,9 +300,20 @@ def store_label(ws: Workspace, *, user: User, **label: Any) -> Label | None:
 
     Returns the stored label, or None when it is pending (kept in the workspace's outbox and
     saved later: a warning says so) or was refused (an error says why)."""
+    stored = _stored(ws, user, lambda: [Labels(ws).record(user=user.name, **label)])
+    return stored[0] if stored else None
+
+
+def store_labels(ws: Workspace, *, user: User, **batch: Any) -> list[Label] | None:
+    """A bulk grade (:meth:`~curation.store.labels.Labels.record_many`: one batch, which one
+    undo takes back) for a widget callback, flashed like :func:`store_label`."""
+    return _stored(ws, user, lambda: Labels(ws).record_many(user=user.name, **batch))
+
+
+def _stored(ws: Workspace, user: User, write: Callable[[], list[Label]]) -> list[Label] | None:
     try:
         waiting = len(Labels(ws).pending())  # written first by Labels.record
-        stored = Labels(ws).record(user=user.name, **label)
+        stored = write()
     except LabelPending as exc:
         flash("warning", md(exc))
         return None
@@ -311,7 +322,7 @@ def store_label(ws: Workspace, *, user: User, **label: Any) -> Label | None:
         return None
     if waiting:
         flash("success", f"{waiting:d} pending label(s) saved.")
-    learn_from_labels(ws, stored.schema, user)
+    learn_from_labels(ws, stored[0].schema, user)
     return stored
 
 

@@ -1,113 +1,85 @@
-"""The ranked abstracts of the Curate page: highlights, labels, undo and progress.
+"""The ranked abstracts of the Curate page: highlights, labels, notes, undo and progress.
 
 Drawn as nested fragments over the session's cached search result (no search again): the panel
-(:data:`RESULTS_FRAGMENT`), its toolbar (:data:`TOOLBAR_FRAGMENT`: messages, progress, undo)
-and one fragment per card. A label click writes one row in the label control's callback and
+(:data:`RESULTS_FRAGMENT`), its toolbar (:data:`TOOLBAR_FRAGMENT`: messages, progress, undo, the
+keyboard and bulk grades of :mod:`app_pages.curate_list_keys`) and one fragment per card. Every
+card shows its current label's note (:mod:`app_pages.curate_cards`); a regrade keeps it unless
+the curator changed it. A label click writes one row in the label control's callback and
 re-draws only that card and the toolbar (``st.rerun`` with their keys), not every card of the
 list: the browser then updates a few elements instead of all of them.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 import streamlit as st
 
-from app_pages.common import AppContext, current_user, flash, short_hash, show_flash, store_label
+from app_pages.common import AppContext, show_flash
+from app_pages.curate_cards import (
+    GRADE_OPTIONS,
+    RESULTS_FRAGMENT,
+    SHOWN_CARDS,
+    TOOLBAR_FRAGMENT,
+    CardLabel,
+    Cards,
+    card_label,
+    card_suffix,
+    doc_key,
+    grade_card,
+    note_key,
+    pending_grades,
+    rerun_cards,
+    undo_labels,
+)
+from app_pages.curate_list_keys import focus_after, keys_row, select_changed, selected_ids
 from app_pages.safe import md
 from curation.matching.highlight import render_legend, slot_colours
 from curation.search.cards import highlighted_html
+from curation.search.ranking_names import ranking_label
 from curation.search.session import RankedDoc, SearchResult, card_html, label_progress, queue_order
 from curation.store.labels import Grade, Labels
 from curation.store.relations import PartialRelation
 from curation.store.workspace import Workspace
-from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
 
-GRADES = (Grade.COMPLETE, Grade.PARTIAL, Grade.IRRELEVANT, Grade.SKIP)
-GRADE_OPTIONS = tuple(g.value for g in GRADES)
-_UNSAFE_KEY = re.compile(r"[^A-Za-z0-9_-]+")
-RESULTS_FRAGMENT = "curate_results"
-TOOLBAR_FRAGMENT = "curate_toolbar"
-SHOWN_CARDS = "shown_cards"  # the card suffixes the panel drew last (their fragments exist)
 
-
-@dataclass(frozen=True)
-class Cards:
-    """What every abstract card of one result list shares."""
-
-    ctx: AppContext
-    schema: Schema
-    partial: PartialRelation
-    query_text: str
-    colours: dict[str, str]
-    enabled: frozenset[str]
-
-
-def doc_key(doc_id: str) -> str:
-    """A widget-key-safe form of a document id (PMIDs stay as they are)."""
-    safe = _UNSAFE_KEY.sub("_", doc_id)
-    return safe if safe == doc_id and len(safe) <= 40 else f"{safe[:30]}_{short_hash(doc_id)}"
-
-
-def card_suffix(doc_id: str, query_key: str) -> str:
-    """The widget-key suffix of one card: document and partial relation."""
-    return f"{doc_key(doc_id)}_{short_hash(query_key)}"
-
-
-def _rerun_cards(*suffixes: str) -> None:
-    """From a callback: re-draw only the toolbar and these cards (those drawn last run)."""
-    drawn = st.session_state.get(SHOWN_CARDS, ())
-    st.rerun([TOOLBAR_FRAGMENT, *(f"card_{s}" for s in suffixes if s in drawn)])
-
-
-def _label(ws: Workspace, cards: Cards, doc: RankedDoc, keys: tuple[str, str]) -> None:
-    """Record the grade just chosen in a card's label control (with the card's note)."""
-    grade_key, note_key = keys
-    grade = st.session_state.get(grade_key)
-    user = current_user(ws)
+def _label(ws: Workspace, cards: Cards, doc: RankedDoc, docs: list[RankedDoc],
+           drawn: CardLabel) -> None:
+    """Record the grade just chosen in a card's label control, with the note
+    :func:`~app_pages.curate_cards.regrade_note` gives; the keyboard focus moves to the next
+    card."""
+    suffix = card_suffix(doc.doc_id, cards.partial.query_key)
+    grade = st.session_state.get(f"grade_{suffix}")
     if grade is None:  # the chosen grade was clicked again: the label stays as it is
         return
-    if user is None:
-        flash("error", "Your session ended; sign in again to label.")
-    else:
-        had_pending = bool(Labels(ws).pending())
-        stored = store_label(ws, user=user, schema=cards.schema.name,
-                             query_key=cards.partial.query_key, query_text=cards.query_text,
-                             doc_id=doc.doc_id, grade=grade,
-                             note=st.session_state.get(note_key, ""),
-                             model_version=doc.model_version)
-        if stored is None or had_pending:  # the sidebar's pending count changed: whole page
-            st.rerun()
-    _rerun_cards(card_suffix(doc.doc_id, cards.partial.query_key))
+    stored = grade_card(ws, cards, doc, Grade(grade), drawn=drawn,
+                        typed=st.session_state.get(note_key(suffix, drawn)))
+    if stored is not None:
+        focus_after(cards.partial.query_key, docs, doc.doc_id)
+    rerun_cards(suffix)
 
 
-def _note_changed(ws: Workspace, cards: Cards, doc: RankedDoc, keys: tuple[str, str],
-                  shown: str | None) -> None:
-    """A note typed after the label: store it with the same grade (a relabel, audited). When
-    the grade changes in the same click, :func:`_label` stores both."""
-    if shown is not None and st.session_state.get(keys[0]) == shown:
-        _label(ws, cards, doc, keys)
+def _note_changed(ws: Workspace, cards: Cards, doc: RankedDoc, drawn: CardLabel) -> None:
+    """Enter (or leaving the field) after a note was typed. On a labelled card: the note is
+    stored with the same grade (a relabel, audited). On an unlabelled card it labels nothing: it
+    waits in the field for the grade. A card whose label changed since it was drawn (an undo, a
+    label from another tab) stores nothing: it is drawn again with the current label's note."""
+    key = cards.partial.query_key
+    suffix = card_suffix(doc.doc_id, key)
+    now = card_label(ws, cards.ctx.user.name, cards.schema.name, key, doc.doc_id)
+    note = str(st.session_state.get(note_key(suffix, drawn)) or "").strip()
+    if now.ident == drawn.ident and drawn.grade is not None and note != drawn.note:
+        grade_card(ws, cards, doc, drawn.grade, typed=note, drawn=drawn)
+        rerun_cards(suffix)  # with the toolbar; otherwise the card alone re-draws
 
 
-def _undo(ws: Workspace) -> None:
-    user = current_user(ws)
-    try:  # pending labels are saved first, which needs the write lock
-        label = Labels(ws).undo_last(user.name) if user else None
-    except CurationError as exc:
-        flash("error", f"Nothing was undone: {md(exc)}")
-        return
-    if label is None:
-        flash("info", "Nothing to undo.")
-        return
-    flash("info", f"Undid your label '{md(label.grade.value)}' on {md(label.doc_id)}.")
-    # the card's note field shows the note of the label now current (the one the undone label
-    # had replaced, or none), so the next click cannot re-save the undone note
-    restored = Labels(ws).current(label.user, label.schema, label.query_key, label.doc_id)
-    suffix = card_suffix(label.doc_id, label.query_key)
-    st.session_state[f"note_{suffix}"] = restored.note if restored else ""
-    _rerun_cards(suffix)
+def _undo(ws: Workspace, cards: Cards, docs: list[RankedDoc]) -> None:
+    """Undo your last label (a bulk grade's labels together); the focus goes back to it."""
+    undone = undo_labels(ws)
+    key = cards.partial.query_key
+    shown = {d.doc_id for d in docs}
+    if undone and undone[-1].doc_id in shown:
+        focus_after(key, docs, undone[-1].doc_id, step=0, scroll=True)
+    rerun_cards(*(card_suffix(lab.doc_id, lab.query_key) for lab in undone))
 
 
 def _reorder() -> None:
@@ -116,9 +88,10 @@ def _reorder() -> None:
 
 
 @st.fragment(key=TOOLBAR_FRAGMENT)
-def _toolbar(ctx: AppContext, schema: Schema, partial: PartialRelation,
-             result: SearchResult) -> None:
-    """Messages, progress (recounted whenever a card's label changes), undo and the order."""
+def _toolbar(cards: Cards, result: SearchResult) -> None:
+    """Messages, progress (recounted whenever a card's label changes), undo, the order, and the
+    keyboard and bulk grades (:mod:`app_pages.curate_list_keys`)."""
+    ctx, schema, partial = cards.ctx, cards.schema, cards.partial
     show_flash()
     pending = pending_grades(ctx.ws, ctx.user.name, schema.name, partial.query_key)
     grades = {**Labels(ctx.ws).grades(schema.name, partial.query_key, ctx.user.name),
@@ -126,14 +99,16 @@ def _toolbar(ctx: AppContext, schema: Schema, partial: PartialRelation,
     labelled = label_progress(result.docs, grades).labelled
     waiting = sum(d.doc_id in pending for d in result.docs)
     total = len(result.docs)
+    docs = ordered_docs(ctx.user.name, partial, result, grades)
     with st.container(horizontal=True, vertical_alignment="bottom", key="results_toolbar"):
         st.progress(labelled / total if total else 0.0,
                     text=f"Labelled {labelled:d} of {total:d} shown"
                          + (f" ({waiting:d} pending, not saved yet)" if waiting else "")
-                         + f" · ranked by {md(result.model_version)}")
-        st.button("Undo last label", key="undo", on_click=_undo, args=(ctx.ws,), shortcut="U",
-                  icon=":material/undo:")
+                         + f" · ranked by {md(ranking_label(result.model_version))}")
+        st.button("Undo last label", key="undo", on_click=_undo, args=(ctx.ws, cards, docs),
+                  shortcut="U", icon=":material/undo:")
         st.toggle("Unlabelled first", key="unlabelled_first", on_change=_reorder, wrap=True)
+    keys_row(cards, docs, grades)
 
 
 def highlight_controls(schema: Schema) -> tuple[dict[str, str], frozenset[str]]:
@@ -147,51 +122,48 @@ def highlight_controls(schema: Schema) -> tuple[dict[str, str], frozenset[str]]:
     return colours, enabled
 
 
-def _card(cards: Cards, doc: RankedDoc) -> None:
+def _card(cards: Cards, doc: RankedDoc, docs: list[RankedDoc]) -> None:
     """One abstract as its own fragment (key ``card_<suffix>``): a label click re-draws it
     alone (with the toolbar)."""
     suffix = card_suffix(doc.doc_id, cards.partial.query_key)
-    st.fragment(_card_body, key=f"card_{suffix}")(cards, doc, suffix)
+    st.fragment(_card_body, key=f"card_{suffix}")(cards, doc, suffix, docs)
 
 
-def _card_grade(cards: Cards, doc_id: str) -> tuple[Grade | None, bool]:
-    """The user's current grade of one card and whether it is pending (in the outbox)."""
-    ctx = cards.ctx
-    pending = pending_grades(ctx.ws, ctx.user.name, cards.schema.name, cards.partial.query_key)
-    if doc_id in pending:
-        return pending[doc_id], True
-    label = Labels(ctx.ws).current(ctx.user.name, cards.schema.name, cards.partial.query_key,
-                                   doc_id)
-    return (label.grade if label else None), False
-
-
-def _card_body(cards: Cards, doc: RankedDoc, suffix: str) -> None:
+def _card_body(cards: Cards, doc: RankedDoc, suffix: str, docs: list[RankedDoc]) -> None:
     """One abstract: one HTML block (first line + highlighted text, rendered once per document
-    and highlight setting), the label control and a note. The grade is read here, not passed
-    in, since the card re-draws alone after its label changed. A pending grade (kept in the
-    outbox, not in the database yet) is marked as such."""
-    grade, pending = _card_grade(cards, doc.doc_id)
-    grade_key, note_key = f"grade_{suffix}", f"note_{suffix}"
-    st.session_state[grade_key] = grade.value if grade else None  # the stored label
+    and highlight setting), the label control, the note of the current label and the Select box
+    of bulk grades. The label is read here, not passed in, since the card re-draws alone after
+    its label changed. A pending label (kept in the outbox, not in the database yet) is marked
+    as such. The note field's key follows the current label (:func:`note_key`)."""
+    ctx, key = cards.ctx, cards.partial.query_key
+    label = card_label(ctx.ws, ctx.user.name, cards.schema.name, key, doc.doc_id)
+    grade_key, select_key, notes = f"grade_{suffix}", f"sel_{suffix}", note_key(suffix, label)
+    st.session_state[grade_key] = label.grade.value if label.grade else None  # the stored label
+    st.session_state[select_key] = doc.doc_id in selected_ids(key)
+    draft = "" if label.grade else str(st.session_state.get(notes) or "").strip()
     with st.container(border=True, key=f"doc_{doc_key(doc.doc_id)}"):
-        label = grade.value if grade else None
-        if label and pending:
-            label += " (pending)"
+        shown = label.grade.value if label.grade else None
+        if shown and label.pending:
+            shown += " (pending)"
         highlighted = highlighted_html(doc, cards.colours, cards.enabled)
-        st.markdown(card_html(doc, highlighted, label, colours=cards.colours,
+        st.markdown(card_html(doc, highlighted, shown, colours=cards.colours,
                               enabled_slots=cards.enabled), unsafe_allow_html=True)
         with st.container(horizontal=True, vertical_alignment="center"):
+            st.checkbox("Select", key=select_key, on_change=select_changed,
+                        args=(key, doc.doc_id, select_key, suffix), label_visibility="collapsed",
+                        help="Select abstracts to grade them together with the toolbar's grade "
+                             "buttons (one undo takes a bulk grade back)")
             st.segmented_control("Label", GRADE_OPTIONS, key=grade_key,
                                  format_func=str.capitalize, label_visibility="collapsed",
-                                 on_change=_label, args=(cards.ctx.ws, cards, doc,
-                                                         (grade_key, note_key)))
-            st.text_input("Note", key=note_key, placeholder="note (optional)",
-                          label_visibility="collapsed", width=320, on_change=_note_changed,
-                          args=(cards.ctx.ws, cards, doc, (grade_key, note_key),
-                                grade.value if grade else None))
-            if pending:
+                                 on_change=_label, args=(ctx.ws, cards, doc, docs, label))
+            st.text_input("Note", value=label.note, key=notes, placeholder="note (optional)",
+                          label_visibility="collapsed", width="stretch",
+                          on_change=_note_changed, args=(ctx.ws, cards, doc, label))
+            if label.pending:
                 st.caption(":material/schedule: pending: not saved yet, kept and saved "
                            "automatically")
+            elif draft:
+                st.caption("Note kept: it is saved with the grade you give this abstract")
 
 
 @st.fragment(key=RESULTS_FRAGMENT)
@@ -205,7 +177,7 @@ def results_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
     pending = pending_grades(ctx.ws, ctx.user.name, schema.name, partial.query_key)
     grades = {**Labels(ctx.ws).grades(schema.name, partial.query_key, ctx.user.name),
               **pending}
-    _toolbar(ctx, schema, partial, result)
+    _toolbar(Cards(ctx, schema, partial, result.query_text, {}, frozenset()), result)
     no_mention_warning(schema, partial, result)
     colours, enabled = highlight_controls(schema)
     cards = Cards(ctx, schema, partial, result.query_text, colours, enabled)
@@ -213,7 +185,7 @@ def results_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
     st.session_state[SHOWN_CARDS] = frozenset(card_suffix(d.doc_id, partial.query_key)
                                               for d in docs)
     for doc in docs:
-        _card(cards, doc)
+        _card(cards, doc, docs)
 
 
 def no_mention_warning(schema: Schema, partial: PartialRelation, result: SearchResult) -> None:
@@ -226,13 +198,6 @@ def no_mention_warning(schema: Schema, partial: PartialRelation, result: SearchR
                "by a known synonym): they rank by the rest of the query only. The corpus may "
                "not hold evidence for this relation, or it names the entities differently; "
                "import more abstracts or add a synonym.")
-
-
-def pending_grades(ws: Workspace, user: str, schema: str, query_key: str) -> dict[str, Grade]:
-    """doc_id -> grade of the user's labels for one partial relation that wait in the outbox
-    (the latest wins)."""
-    return {p.doc_id: p.grade for p in Labels(ws).pending(user)
-            if p.schema == schema and p.query_key == query_key}
 
 
 def ordered_docs(user: str, partial: PartialRelation, result: SearchResult,

@@ -1,11 +1,13 @@
 """Screening mode of the Curate page: one abstract at a time, large, labelled from the keyboard.
 
 Keys (shown on the buttons): ``1`` complete, ``2`` partial, ``3`` irrelevant, ``0`` skip; ``N``
-opens a note for the abstract (Enter saves it), ``U`` undoes your last label and goes back to
-that abstract, ``J`` / ``K`` next / previous. A grade records the label and shows the next
-abstract in the list's order (next unlabelled first, as in the list view). Streamlit reserves
-the ``C`` and ``R`` keys (clear cache, rerun), so the letter set C/P/I/S cannot be bound; the
-digits are the grade keys. Shortcuts do not fire while the note field has the focus.
+opens a note for the abstract with its current note (Enter saves it), ``U`` undoes your last label
+(a bulk grade's labels together) and goes back to that abstract, ``J`` / ``K`` next / previous.
+The abstract's current note is shown above it, and a new grade keeps it unless a note was
+typed. A grade records the label and shows the next abstract in the list's order (next
+unlabelled first, as in the list view). Streamlit reserves the ``C`` and ``R`` keys (clear
+cache, rerun), so the letter set C/P/I/S cannot be bound; the digits are the grade keys.
+Shortcuts do not fire while the note field has the focus.
 
 Drawn as a fragment like the list: a key press writes one row in the button's callback and
 re-draws only this panel from the session's cached search result.
@@ -24,26 +26,26 @@ from collections.abc import Mapping
 import streamlit as st
 
 from app_pages.common import AppContext, current_user, flash, show_flash, store_label
-from app_pages.curate_results import (
+from app_pages.curate_cards import (
+    GRADE_KEYS,
     Cards,
+    card_label,
     doc_key,
-    highlight_controls,
-    no_mention_warning,
-    ordered_docs,
     pending_grades,
+    undo_labels,
 )
+from app_pages.curate_results import highlight_controls, no_mention_warning, ordered_docs
 from app_pages.place import remember_place, take_pending_doc
 from app_pages.safe import md
 from curation.search.cards import highlighted_html
+from curation.search.ranking_names import ranking_label
 from curation.search.session import RankedDoc, SearchResult, card_html, label_progress
 from curation.store.labels import Grade, Labels
 from curation.store.relations import PartialRelation
 from curation.store.workspace import Workspace
-from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
 
-#: Grade -> key; the keys also appear on the buttons.
-GRADE_KEYS = {Grade.COMPLETE: "1", Grade.PARTIAL: "2", Grade.IRRELEVANT: "3", Grade.SKIP: "0"}
+__all__ = ["GRADE_KEYS", "screening_panel", "shown_doc"]
 KEYS_HELP = ("Keys: 1 complete · 2 partial · 3 irrelevant · 0 skip · N note · U undo · J next "
              "· K previous")
 POSITION = "screen_pos"  # {"key": the list's identity, "pos": index in its order, "doc": id}
@@ -86,9 +88,13 @@ def _grade(ws: Workspace, cards: Cards, doc: RankedDoc, grade: Grade) -> None:
         flash("error", "Your session ended; sign in again to label.", where="screen")
         return
     drafts: dict[str, str] = st.session_state.setdefault(NOTE_DRAFT, {})
+    note = drafts.get(doc.doc_id)
+    if note is None:  # a regrade keeps the current label's note
+        note = card_label(ws, user.name, cards.schema.name, cards.partial.query_key,
+                          doc.doc_id).note
     stored = store_label(ws, user=user, schema=cards.schema.name,
                          query_key=cards.partial.query_key, query_text=cards.query_text,
-                         doc_id=doc.doc_id, grade=grade.value, note=drafts.get(doc.doc_id, ""),
+                         doc_id=doc.doc_id, grade=grade.value, note=note,
                          model_version=doc.model_version)
     kept = doc.doc_id in pending_grades(ws, user.name, cards.schema.name, cards.partial.query_key)
     if stored is not None or kept:  # refused: stay, the error says why
@@ -98,10 +104,14 @@ def _grade(ws: Workspace, cards: Cards, doc: RankedDoc, grade: Grade) -> None:
 
 def _note_saved(ws: Workspace, cards: Cards, doc: RankedDoc, grade: Grade | None) -> None:
     """Enter in the note field: an abstract already labelled is relabelled with the note (same
-    grade, audited); otherwise the note waits for the grade key."""
+    grade, audited; nothing when the note is unchanged); otherwise the note waits for the grade
+    key."""
     note = st.session_state.get(NOTE_INPUT, "").strip()
     st.session_state[NOTE_OPEN] = False
     user = current_user(ws)
+    if grade is not None and user is not None and note == card_label(
+            ws, user.name, cards.schema.name, cards.partial.query_key, doc.doc_id).note:
+        return
     if grade is None or user is None:
         st.session_state.setdefault(NOTE_DRAFT, {})[doc.doc_id] = note
         if note:
@@ -113,24 +123,19 @@ def _note_saved(ws: Workspace, cards: Cards, doc: RankedDoc, grade: Grade | None
                 model_version=doc.model_version)
 
 
-def _undo(ws: Workspace, docs: list[RankedDoc]) -> None:
-    """Undo your last label and go back to its abstract when it is in this list."""
-    user = current_user(ws)
-    try:
-        label = Labels(ws).undo_last(user.name) if user else None
-    except CurationError as exc:
-        flash("error", f"Nothing was undone: {md(exc)}", where="screen")
-        return
-    if label is None:
-        flash("info", "Nothing to undo.", where="screen")
-        return
-    flash("info", f"Undid your label '{md(label.grade.value)}' on {md(label.doc_id)}.",
-          where="screen")
-    if label.note:  # the note typed for it waits for the grade given again
-        st.session_state.setdefault(NOTE_DRAFT, {})[label.doc_id] = label.note
+def _undo(ws: Workspace, cards: Cards, docs: list[RankedDoc]) -> None:
+    """Undo your last label (a bulk grade's labels together) and go back to its abstract when it
+    is in this list. An abstract left without a label keeps the undone note waiting for its next
+    grade; one whose earlier label came back shows that label's note."""
+    undone = undo_labels(ws, where="screen")
     ids = [d.doc_id for d in docs]
-    if label.doc_id in ids:
-        st.session_state[POSITION]["pos"] = ids.index(label.doc_id)
+    for label in undone:
+        if label.note and card_label(ws, label.user, label.schema, label.query_key,
+                                     label.doc_id).grade is None:
+            st.session_state.setdefault(NOTE_DRAFT, {})[label.doc_id] = label.note
+    back = [ids.index(lab.doc_id) for lab in undone if lab.doc_id in ids]
+    if back:
+        st.session_state[POSITION]["pos"] = min(back)
     st.session_state[NOTE_OPEN] = False
 
 
@@ -170,31 +175,34 @@ def screening_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
     progress = label_progress(result.docs, grades)
     st.progress(progress.labelled / len(result.docs),
                 text=f"Abstract {pos + 1:d} of {len(docs):d} · rank #{doc.rank:d} · labelled "
-                     f"{progress.labelled:d} · ranked by {md(result.model_version)}")
+                     f"{progress.labelled:d} · ranked by "
+                     f"{md(ranking_label(result.model_version))}")
     colours, enabled = highlight_controls(schema)
     cards = Cards(ctx, schema, partial, result.query_text, colours, enabled)
+    current = card_label(ctx.ws, ctx.user.name, schema.name, partial.query_key, doc.doc_id)
+    draft = st.session_state.get(NOTE_DRAFT, {}).get(doc.doc_id)
     with st.container(horizontal=True, vertical_alignment="center", key="screen_keys"):
         for g, key in GRADE_KEYS.items():
             st.button(md(g.value.capitalize()), key=f"screen_{g.value}", shortcut=key,
                       type="primary" if grade is g else "secondary",
                       on_click=_grade, args=(ctx.ws, cards, doc, g))
         st.button("Note", key="screen_note_btn", shortcut="N", icon=":material/edit_note:",
-                  on_click=_open_note,
-                  args=(st.session_state.get(NOTE_DRAFT, {}).get(doc.doc_id, ""),))
+                  on_click=_open_note, args=(draft if draft is not None else current.note,))
         st.button("Undo", key="screen_undo", shortcut="U", icon=":material/undo:",
-                  on_click=_undo, args=(ctx.ws, docs))
+                  on_click=_undo, args=(ctx.ws, cards, docs))
         st.button("Previous", key="screen_prev", shortcut="K", on_click=_move, args=(-1,),
                   disabled=pos == 0, icon=":material/arrow_back:")
         st.button("Next", key="screen_next", shortcut="J", on_click=_move, args=(+1,),
                   disabled=pos >= len(docs) - 1, icon=":material/arrow_forward:")
     show_flash("screen")
-    draft = st.session_state.get(NOTE_DRAFT, {}).get(doc.doc_id, "")
     if st.session_state.get(NOTE_OPEN):
         st.text_input("Note for this abstract (Enter saves it)", key=NOTE_INPUT,
                       on_change=_note_saved, args=(ctx.ws, cards, doc, grade))
         _focus_note()
     elif draft:
         st.caption(f"Note waiting for a grade: {md(draft)}")
+    elif current.note:
+        st.caption(f":material/sticky_note_2: Note: {md(current.note)}")
     label = grade.value + (" (pending)" if doc.doc_id in pending else "") if grade else None
     highlighted = highlighted_html(doc, colours, enabled)
     with st.container(border=True, key=f"screen_doc_{doc_key(doc.doc_id)}"):

@@ -11,10 +11,15 @@ are). Two measurements on BRAF V600E (PO, the default ranking, top ``--k``, 10 b
 * ``apptest``: ``streamlit.testing.v1.AppTest`` sets a card's label control and runs what the click
   runs: the callback (the label is written) and the fragments it re-draws (that card and the
   toolbar); the whole page is drawn again after each, untimed;
+  The same for the list view's keyboard grade (the toolbar's grade button, key ``2``, on the
+  focused card) and for a bulk grade of every card shown (``--k`` cards, one batch);
 * ``--browser``: ``kbcurate serve`` + Playwright + Debian's Chromium: from the click (a DOM
   event in the page) until the clicked abstract's card shows "labelled partial", one click a
-  second (what a curator sees; only that card's fragment and the toolbar rerun); and first, in
-  screening mode, from the key press ``1`` until the next abstract is on screen.
+  second (what a curator sees; only that card's fragment and the toolbar rerun); first, in
+  screening mode, from the key press ``1`` until the next abstract is on screen; then, in the
+  list view, from the key press ``3`` until the focused card shows "labelled irrelevant" (issue
+  36, item 12), and from the click on a grade button with every card selected ("Select all")
+  until all ``--k`` cards show the new grade (a bulk grade; ``--bulk`` rounds).
 
 Target (issue): <= 300 ms with a warm cache.
 """
@@ -37,7 +42,7 @@ PAUSE = 1.0  # seconds between clicks in the browser
 #: labelled: a MutationObserver checks the card (found by its container key class
 #: ``st-key-doc_<id>``) after every DOM change, so Playwright's polling interval does not count;
 #: -1 after 30 s.
-WATCH = """([cardClass, text]) => {
+WATCH = """([cardClass, text, event]) => {
   window.__kbLatency = new Promise(resolve => {
     let start = null;
     const shown = () => [...document.getElementsByClassName(cardClass)]
@@ -45,7 +50,7 @@ WATCH = """([cardClass, text]) => {
     const observer = new MutationObserver(() => {
       if (start !== null && shown()) { observer.disconnect(); resolve(performance.now() - start); }
     });
-    document.addEventListener("click", () => { start = performance.now(); },
+    document.addEventListener(event || "click", () => { start = performance.now(); },
                               {capture: true, once: true});
     observer.observe(document.body, {subtree: true, childList: true, characterData: true,
                                      attributes: true});
@@ -70,6 +75,24 @@ NEXT = """(current) => {
     observer.observe(document.body, {subtree: true, childList: true, characterData: true,
                                      attributes: true});
     setTimeout(() => { observer.disconnect(); resolve(-1); }, 30000);
+  });
+}"""
+#: A bulk grade: milliseconds from the click until every card of the list says ``text``.
+WATCH_ALL = """([count, text]) => {
+  window.__kbBulk = new Promise(resolve => {
+    let start = null;
+    const done = () => {
+      const cards = [...document.querySelectorAll("[class*='st-key-doc_']")];
+      return cards.length === count && cards.every(el => el.textContent.includes(text));
+    };
+    const observer = new MutationObserver(() => {
+      if (start !== null && done()) { observer.disconnect(); resolve(performance.now() - start); }
+    });
+    document.addEventListener("click", () => { start = performance.now(); },
+                              {capture: true, once: true});
+    observer.observe(document.body, {subtree: true, childList: true, characterData: true,
+                                     attributes: true});
+    setTimeout(() => { observer.disconnect(); resolve(-1); }, 60000);
   });
 }"""
 SCREEN_DOC = """() => [...document.querySelector("[class*='st-key-screen_doc_']").classList]
@@ -111,6 +134,69 @@ def bench_apptest(root: Path, clicks: int, k: int = 10) -> list[float]:
     return times
 
 
+def bench_apptest_list(root: Path, rounds: int, k: int = 10) -> tuple[list[float], list[float]]:
+    """(keyboard grade of the focused card, bulk grade of all ``k`` cards) in AppTest: the
+    button's callback and the fragments it re-draws."""
+    from streamlit.testing.v1 import AppTest
+
+    os.environ["KBCURATE_WORKSPACE"] = str(root)
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=300).run()
+    at.slider(key="top_k").set_value(k).run()
+    at.text_input(key="rel_search").set_value("BRAF").run()
+    at.selectbox(key="relation_pick_PO").set_value(RELATION).run()
+    at.run()
+    keys, bulk = [], []
+    for i in range(rounds):
+        start = time.perf_counter()
+        at.button(key=("list_irrelevant", "list_skip")[i % 2]).click().run()
+        keys.append(time.perf_counter() - start)
+        at.run()
+    for i in range(rounds):
+        at.button(key="list_select").click().run()  # "Select all"
+        start = time.perf_counter()
+        at.button(key=("list_skip", "list_irrelevant")[i % 2]).click().run()
+        bulk.append(time.perf_counter() - start)
+        assert not at.exception, at.exception
+        at.run()
+    return keys, bulk
+
+
+def _list_keys(page, presses: int) -> list[float]:
+    """List view: key 3 (0 when the card is irrelevant already) grades the focused card -> that
+    card shows its new label."""
+    times = []
+    for _ in range(presses):
+        time.sleep(PAUSE)
+        page.evaluate("() => document.activeElement && document.activeElement.blur()")
+        doc = page.locator(".kb-focus").get_attribute("data-doc")
+        was = page.locator(f".st-key-doc_{doc} .kb-meta").first.inner_text()
+        key, grade = ("0", "skip") if "labelled irrelevant" in was else ("3", "irrelevant")
+        page.evaluate(WATCH, [f"st-key-doc_{doc}", f"labelled {grade}", "keydown"])
+        page.keyboard.press(key)
+        elapsed = page.evaluate("window.__kbLatency")
+        if elapsed < 0:
+            raise RuntimeError(f"{doc} never showed its new label after the key press")
+        times.append(elapsed / 1000)
+    return times
+
+
+def _bulk(page, rounds: int, k: int) -> list[float]:
+    """List view: every card selected, one click on a grade button -> all cards show it."""
+    times = []
+    for i in range(rounds):
+        grade = ("skip", "partial")[i % 2]
+        time.sleep(PAUSE)
+        page.get_by_role("button", name="Select all").click()
+        page.get_by_text(f"Grade {k:d} selected as").first.wait_for(timeout=60_000)
+        page.evaluate(WATCH_ALL, [k, f"labelled {grade}"])
+        page.get_by_role("button", name=grade.capitalize()).click()
+        elapsed = page.evaluate("window.__kbBulk")
+        if elapsed < 0:
+            raise RuntimeError(f"the bulk grade '{grade}' never showed on all {k} cards")
+        times.append(elapsed / 1000)
+    return times
+
+
 def _screening_keys(page, presses: int, k: int) -> list[float]:
     """Screening mode: key 1 (complete) -> the next abstract is on screen, one press a second;
     then back to the list view (its clicks relabel these abstracts as partial)."""
@@ -131,8 +217,10 @@ def _screening_keys(page, presses: int, k: int) -> list[float]:
     return times
 
 
-def bench_browser(root: Path, clicks: int, k: int = 10) -> tuple[list[float], list[float]]:
-    """(screening key press -> next abstract, list click -> the card shows its label)."""
+def bench_browser(root: Path, clicks: int, k: int = 10,
+                  bulk_rounds: int = 3) -> dict[str, list[float]]:
+    """Screening key press -> next abstract, list click -> the card shows its label, list key
+    press -> the focused card shows its label, bulk grade -> every card shows it."""
     sys.path.insert(0, str(REPO / "tests"))
     import subprocess
 
@@ -165,8 +253,10 @@ def bench_browser(root: Path, clicks: int, k: int = 10) -> tuple[list[float], li
                 if elapsed < 0:
                     raise RuntimeError(f"{card} never showed its new label")
                 times.append(elapsed / 1000)
+            list_keys = _list_keys(page, min(clicks, k))
+            bulk = _bulk(page, bulk_rounds, k)
             browser.close()
-        return keys, times
+        return {"screening": keys, "clicks": times, "list_keys": list_keys, "bulk": bulk}
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=20)
@@ -179,6 +269,8 @@ def main() -> int:
     parser.add_argument("--browser", action="store_true", help="also measure in Chromium")
     parser.add_argument("--k", type=int, default=10, choices=range(5, 55, 5), metavar="5..50",
                         help="abstracts shown (the sidebar's 'Abstracts to show')")
+    parser.add_argument("--bulk", type=int, default=3, metavar="N",
+                        help="bulk grades of all --k cards to time (and key grades in AppTest)")
     args = parser.parse_args()
     src = Path(args.workspace).expanduser().resolve()
     if not (src / "workspace.sqlite").is_file():
@@ -189,10 +281,18 @@ def main() -> int:
         root = copy_workspace(src, Path(tmp) / "ws")
         print(summary("apptest (label click: callback + re-drawn card and toolbar)",
                       bench_apptest(root, args.clicks, args.k)))
+        keys, bulk = bench_apptest_list(root, args.bulk, args.k)
+        print(summary("apptest, list (keyboard grade of the focused card)", keys))
+        print(summary(f"apptest, list (bulk grade of {args.k:d} cards)", bulk))
         if args.browser:
-            keys, clicks = bench_browser(root, args.clicks, args.k)
-            print(summary("browser, screening (key 1 -> the next abstract shown)", keys))
-            print(summary("browser, list (click -> the card shows its label)", clicks))
+            found = bench_browser(root, args.clicks, args.k, args.bulk)
+            print(summary("browser, screening (key 1 -> the next abstract shown)",
+                          found["screening"]))
+            print(summary("browser, list (click -> the card shows its label)", found["clicks"]))
+            print(summary("browser, list (key 3 -> the focused card shows its label)",
+                          found["list_keys"]))
+            print(summary(f"browser, list (bulk grade of {args.k:d} cards -> all show it)",
+                          found["bulk"]))
     return 0
 
 

@@ -14,6 +14,8 @@ from curation.store.models import Models
 from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 
+QUERY_KEY = "gene=gene:673|variant=variant:v600e"
+
 
 @pytest.fixture
 def ws_root(tmp_path, monkeypatch):
@@ -98,6 +100,7 @@ def test_label_writes_one_row_with_user_and_model_version_and_undo_removes_it(ws
     assert row["note"] == "names both drugs"
     assert "Labelled 1 of 4 shown" in at.get("progress")[0].proto.text
     assert control(at, "grade", "25265492").value == "complete"
+    at.run()  # the click re-drew only its card and the toolbar: the whole page back
     position = next(i for i, c in enumerate(cards(at)) if ">PMID 25265492</a>" in c)
     assert position == 3 and "labelled <b>complete</b>" in cards(at)[3]  # it stays in place
     at.toggle(key="unlabelled_first").set_value(False).run()
@@ -393,3 +396,99 @@ def test_a_label_click_redraws_its_card_and_the_progress_only(ws_root):
     assert "Labelled 1 of 4 shown" in at.get("progress")[0].proto.text
     at.run()  # the whole page, as the browser still shows it
     assert len(cards(at)) == 4 and "labelled <b>partial</b>" in doc_html(at, "90100001")
+
+
+# -- issue 36: notes follow the current label, keyboard and bulk grades, the ranking's name ----
+def _current(root, doc_id: str) -> list[tuple[str, str]]:
+    return [(r["grade"], r["note"]) for r in label_rows(root)
+            if r["doc_id"] == doc_id and r["superseded_by"] is None]
+
+
+def test_a_note_given_on_the_review_page_shows_on_the_card_and_a_regrade_keeps_it(ws_root):
+    """Item 2: the card's note field showed nothing for a stored note, and another grade on the
+    card stored a label without it."""
+    at = braf_page(ws_root)
+    control(at, "grade", "25265492").set_value("partial").run()
+    at.switch_page("app_pages/review.py").run()
+    (label_id,) = [r["id"] for r in label_rows(ws_root)]
+    at.selectbox(key="rv_label").set_value(label_id).run()
+    at.selectbox(key="rv_new_grade").set_value("partial").run()
+    at.text_input(key="rv_new_note").input("names both drugs")
+    at.button(key="rv_relabel").click().run()
+    assert _current(ws_root, "25265492") == [("partial", "names both drugs")]
+    at.switch_page("app_pages/curate.py").run()
+    at.selectbox(key="relation_pick_PO").set_value(QUERY_KEY).run()
+    assert control(at, "note", "25265492").value == "names both drugs"
+    control(at, "grade", "25265492").set_value("complete").run()
+    assert _current(ws_root, "25265492") == [("complete", "names both drugs")]
+    assert control(at, "note", "25265492").value == "names both drugs"
+
+
+def test_a_regrade_keeps_a_note_given_meanwhile_in_another_tab(ws_root):
+    """The card was drawn before the note was given elsewhere: the curator did not touch the
+    field, so the new grade keeps the stored note (not the empty field it was drawn with)."""
+    from curation.store.labels import Labels
+
+    at = braf_page(ws_root)
+    control(at, "grade", "90100001").set_value("partial").run()
+    with Workspace.open(ws_root) as ws:
+        Labels(ws).record(user="alice", schema="PO", query_key=QUERY_KEY, doc_id="90100001",
+                          query_text="Treatment for gene BRAF and variant V600E?",
+                          grade="partial", note="given in the other tab")
+    control(at, "grade", "90100001").set_value("irrelevant").run()
+    assert _current(ws_root, "90100001") == [("irrelevant", "given in the other tab")]
+
+
+def test_undo_after_a_note_edit_restores_the_note_and_a_note_alone_labels_nothing(ws_root):
+    """Item 1: after the undo the field shows the re-activated label's note (a new field: the
+    undone note cannot be sent again); a note typed once the card has no label stores nothing."""
+    at = braf_page(ws_root)
+    control(at, "grade", "25265492").set_value("partial").run()
+    control(at, "note", "25265492").input("dose unclear").run()
+    first_key = control(at, "note", "25265492").key
+    at.button(key="undo").click().run()
+    assert _current(ws_root, "25265492") == [("partial", "")]
+    assert control(at, "note", "25265492").value == ""
+    assert control(at, "note", "25265492").key != first_key
+    at.button(key="undo").click().run()
+    assert label_rows(ws_root) == []
+    control(at, "note", "25265492").input("just a thought").run()
+    assert label_rows(ws_root) == []  # kept in the field for the next grade, no label
+    assert any("Note kept" in c.value for c in at.caption)
+    control(at, "grade", "25265492").set_value("skip").run()
+    assert _current(ws_root, "25265492") == [("skip", "just a thought")]
+
+
+def test_keys_grade_the_focused_card_and_selected_cards_get_one_bulk_grade(ws_root):
+    """Item 12: the toolbar's grade buttons (keys 1 2 3 0) grade the focused card and move the
+    focus on; with cards selected they grade all of them as one batch, and one undo takes the
+    batch back. Item 10: the toolbar names the ranking in words."""
+    at = braf_page(ws_root)
+    assert "ranked by BM25 + entity rerank" in shown(at.get("progress")[0].proto.text)
+    shortcuts = {b.key: b.proto.shortcut.lower() for b in at.button
+                 if b.key and b.key.startswith("list_")}
+    assert {k: shortcuts[k] for k in ("list_complete", "list_partial", "list_irrelevant",
+                                      "list_skip", "list_note", "list_prev", "list_next")} == {
+        "list_complete": "1", "list_partial": "2", "list_irrelevant": "3", "list_skip": "0",
+        "list_note": "n", "list_prev": "k", "list_next": "j"}
+    order = [re.search(r">PMID (\d+)</a>", c).group(1) for c in cards(at)]
+    at.button(key="list_complete").click().run()
+    at.button(key="list_next").click().run()
+    at.button(key="list_irrelevant").click().run()
+    assert [(r["doc_id"], r["grade"]) for r in label_rows(ws_root)] == [
+        (order[0], "complete"), (order[2], "irrelevant")]
+    at.run()
+    for doc in (order[1], order[3]):
+        at.checkbox(key=next(c.key for c in at.checkbox
+                             if c.key and c.key.startswith(f"sel_{doc}_"))).check().run()
+        at.run()
+    at.button(key="list_skip").click().run()
+    rows = label_rows(ws_root)
+    assert [(r["doc_id"], r["grade"]) for r in rows[2:]] == [(order[1], "skip"),
+                                                             (order[3], "skip")]
+    assert rows[2]["batch"] == rows[3]["batch"] is not None and rows[0]["batch"] is None
+    assert not any(c.value for c in at.checkbox if c.key and c.key.startswith("sel_"))
+    at.button(key="undo").click().run()
+    assert any("Undid your bulk grade: 2 labels 'skip'" in shown(i.value) for i in at.info)
+    assert [(r["doc_id"], r["grade"]) for r in label_rows(ws_root)] == [
+        (order[0], "complete"), (order[2], "irrelevant")]

@@ -15,6 +15,8 @@ from streamlit.testing.v1 import AppTest
 from app_pages.curate_screening import GRADE_KEYS
 from curation.store.labels import Grade
 
+QUERY_KEY = "gene=gene:673|variant=variant:v600e"
+
 
 @pytest.fixture
 def ws_root(tmp_path, monkeypatch):
@@ -159,3 +161,33 @@ def test_undo_brings_back_the_note_typed_for_the_abstract(ws_root):
     at.button(key="screen_irrelevant").click().run()
     assert [(r["doc_id"], r["grade"], r["note"]) for r in label_rows(ws_root)] == [
         (first, "irrelevant", "dose unclear")]
+
+
+def test_a_stored_note_shows_opens_in_the_note_field_and_a_new_grade_keeps_it(ws_root):
+    """Issue 36, item 2: screening showed nothing of a stored note, N opened an empty field and
+    the next grade key stored the label without the note."""
+    from curation.store.labels import Labels
+    from curation.store.workspace import Workspace
+
+    at = screening(ws_root)
+    first = shown_doc(at)
+    with Workspace.open(ws_root) as ws:  # as the Review page stores it
+        Labels(ws).record(user="alice", schema="PO", query_key=QUERY_KEY, doc_id=first,
+                          query_text="Treatment for gene BRAF and variant V600E?",
+                          grade="partial", note="names both drugs")
+    at.run()
+    assert shown_doc(at) == first
+    assert any("Note: names both drugs" in c.value for c in at.caption)
+    assert "ranked by BM25 \\+ entity rerank" in at.get("progress")[0].proto.text
+    at.button(key="screen_note_btn").click().run()
+    assert at.text_input(key="screen_note").value == "names both drugs"
+    at.text_input(key="screen_note").input("names both drugs").run()  # Enter, unchanged
+    assert len(label_rows(ws_root)) == 1
+    at.button(key="screen_complete").click().run()
+    rows = [(r["grade"], r["note"], r["superseded_by"] is None) for r in label_rows(ws_root)]
+    assert rows == [("partial", "names both drugs", False), ("complete", "names both drugs", True)]
+    # undo: the earlier label comes back with its note, shown as its note (no draft waiting)
+    at.button(key="screen_undo").click().run()
+    assert shown_doc(at) == first
+    assert any("Note: names both drugs" in c.value for c in at.caption)
+    assert not any("Note waiting for a grade" in c.value for c in at.caption)

@@ -297,3 +297,80 @@ def test_a_pending_label_older_than_the_current_one_enters_the_history(tmp_works
     assert [tuple(r) for r in rows] == [(newer.id, "irrelevant", "second look", None),
                                         (newer.id + 1, "complete", "first look", newer.id)]
     assert Labels(ws).grades(Q["schema"], Q["query_key"], "ann") == {"9": Grade.IRRELEVANT}
+
+
+# -- bulk grades: one transaction, one batch, one undo (issue 36, item 12) ----------------------
+def bulk(ws, user, docs, grade, **kw):
+    return Labels(ws).record_many(user=user, doc_ids=docs, grade=grade, **{**Q, **kw})
+
+
+def test_a_bulk_grade_is_one_batch_and_one_undo_takes_it_back(tmp_workspace):
+    ws = tmp_workspace
+    first = label(ws, "ann", "1", "partial", note="dose unclear")
+    label(ws, "ann", "9", "complete")  # given before the batch: stays after its undo
+    stored = bulk(ws, "ann", ["1", "2", "3", "2"], "irrelevant", notes={"3": "no drug"},
+                  model_version="bm25+rerank")
+    assert [(s.doc_id, s.grade, s.note) for s in stored] == [
+        ("1", Grade.IRRELEVANT, "dose unclear"),  # a regrade keeps the item's note
+        ("2", Grade.IRRELEVANT, ""), ("3", Grade.IRRELEVANT, "no drug")]
+    assert len({s.batch for s in stored}) == 1 and stored[0].batch
+    assert {s.model_version for s in stored} == {"bm25+rerank"}
+    assert Labels(ws).get(first.id).superseded_by == stored[0].id
+    undone = Labels(ws).undo("ann")
+    assert sorted(u.doc_id for u in undone) == ["1", "2", "3"]
+    assert Labels(ws).grades(Q["schema"], Q["query_key"], "ann") == {
+        "1": Grade.PARTIAL, "9": Grade.COMPLETE}
+    assert Labels(ws).current("ann", Q["schema"], Q["query_key"], "1").note == "dose unclear"
+    assert [e.action for e in ws.audit_log("label")].count("undo") == 3
+    assert Labels(ws).undo_last("ann").doc_id == "9"  # the next undo: the label before it
+    assert Labels(ws).undo("ann")[0].id == first.id and Labels(ws).undo("ann") == []
+
+
+def test_a_label_given_after_a_batch_is_undone_alone_first(tmp_workspace):
+    ws = tmp_workspace
+    bulk(ws, "ann", ["1", "2"], "skip")
+    label(ws, "ann", "2", "complete")  # relabels one item of the batch
+    label(ws, "bob", "5", "partial")  # another user's label is never undone by ann
+    assert [u.doc_id for u in Labels(ws).undo("ann")] == ["2"]
+    assert Labels(ws).grades(Q["schema"], Q["query_key"], "ann") == {"1": Grade.SKIP,
+                                                                      "2": Grade.SKIP}
+    assert sorted(u.doc_id for u in Labels(ws).undo("ann")) == ["1", "2"]
+    assert [lab.user for lab in Labels(ws).find()] == ["bob"]
+
+
+def test_a_bulk_grade_needs_a_user_and_a_document(tmp_workspace):
+    with pytest.raises(CurationError, match="Select at least one abstract"):
+        bulk(tmp_workspace, "ann", [], "skip")
+    with pytest.raises(CurationError, match="sign in first"):
+        bulk(tmp_workspace, " ", ["1"], "skip")
+    with pytest.raises(CurationError, match="grade"):
+        bulk(tmp_workspace, "ann", ["1"], "maybe")
+    assert Labels(tmp_workspace).find() == []
+
+
+def test_a_bulk_grade_during_a_long_write_is_kept_whole_and_saved_as_one_batch(tmp_workspace,
+                                                                             no_wait):
+    ws = tmp_workspace
+    other = hold_write_lock(ws)
+    with pytest.raises(LabelPending, match=r"3 labels 'irrelevant' \(1 and others\) are pending, "
+                       r"not saved yet: .*They are kept") as info:
+        bulk(ws, "ann", ["1", "2", "3"], "irrelevant")
+    assert info.value.count == 3
+    pending = Labels(ws).pending()
+    assert [p.doc_id for p in pending] == ["1", "2", "3"] and len({p.batch for p in pending}) == 1
+    other.rollback()
+    other.close()
+    assert Labels(ws).flush_pending() == 3
+    assert len({lab.batch for lab in Labels(ws).find()}) == 1
+    assert len(Labels(ws).undo("ann")) == 3 and Labels(ws).find() == []
+
+
+def test_an_outbox_record_from_before_batches_is_still_read(tmp_workspace):
+    ws = tmp_workspace
+    record = {"outbox_id": "x2", "created_at": "2024-01-01T00:00:00+00:00", "user": "ann",
+              **Q, "doc_id": "4", "grade": "partial", "note": "", "model_version": "",
+              "train_size": None}  # written by an older kbcurate: no "batch"
+    (ws.root / "pending_labels.jsonl").write_text(json.dumps(record) + "\n")
+    assert [p.doc_id for p in Labels(ws).pending()] == ["4"]
+    assert Labels(ws).flush_pending() == 1
+    assert Labels(ws).find()[0].batch is None

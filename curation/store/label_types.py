@@ -1,13 +1,19 @@
-"""The label value types: grades, stored labels, and labels waiting in the outbox."""
+"""The label value types: grades, stored labels, and labels waiting in the outbox (and the
+outbox's reading and appending of them)."""
 
 from __future__ import annotations
 
+import json
+import logging
 from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
 from typing import Any
 
 from curation.store.errors import WorkspaceBusyError
+from curation.store.outbox import Outbox
 from kb_sources.errors import CurationError, parse_choice
+
+logger = logging.getLogger(__name__)
 
 
 class Grade(StrEnum):
@@ -41,6 +47,9 @@ class Label:
     superseded_by: int | None = None
     #: The ``models`` row of the dense version named in ``model_version`` (None: it names none).
     model_version_id: int | None = None
+    #: The bulk grade it was given in (:meth:`~curation.store.labels.Labels.record_many`): one
+    #: undo takes back every label of the batch; None for a label given alone.
+    batch: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> Label:
@@ -69,6 +78,8 @@ class PendingLabel:
     note: str
     model_version: str
     train_size: int | None
+    #: The bulk grade it belongs to ("" when given alone; older outbox records have none).
+    batch: str = ""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -79,11 +90,11 @@ class PendingLabel:
     def from_json(cls, data: dict[str, Any]) -> PendingLabel:
         """Raises ValueError when ``data`` is not a complete pending label."""
         names = [f.name for f in fields(cls)]
-        missing = [n for n in names if n not in data]
-        texts = [n for n in names if n not in ("grade", "train_size")]
+        missing = [n for n in names if n not in data and n != "batch"]
+        texts = [n for n in names if n not in ("grade", "train_size") and n in data]
         if missing or any(not isinstance(data[n], str) for n in texts):
             raise ValueError(f"not a pending label (missing {missing}): {data}")
-        values = {n: data[n] for n in names}
+        values = {n: data[n] for n in names if n in data}
         values["grade"] = Grade(values["grade"])
         return cls(**values)
 
@@ -92,16 +103,47 @@ class LabelPending(CurationError):
     """The label was not written now but kept in the outbox; it is saved later, never lost.
 
     Attributes:
-        pending: The kept label.
+        pending: The kept label (the first of a bulk grade's).
         cause: Why the database did not take it (busy, disk full).
+        count: How many labels were kept (a bulk grade keeps all of its labels).
     """
 
-    def __init__(self, pending: PendingLabel, cause: CurationError) -> None:
+    def __init__(self, pending: PendingLabel, cause: CurationError, count: int = 1) -> None:
         self.pending = pending
         self.cause = cause
+        self.count = count
         why = ("another import or job is writing to the workspace"
                if isinstance(cause, WorkspaceBusyError) else "the disk is full")
+        what = (f"Label '{pending.grade.value}' on {pending.doc_id} is" if count == 1 else
+                f"{count:d} labels '{pending.grade.value}' ({pending.doc_id} and others) are")
         super().__init__(
-            f"Label '{pending.grade.value}' on {pending.doc_id} is pending, not saved yet: {why}. "
-            "It is kept in the workspace's outbox and saved automatically with your next label "
+            f"{what} pending, not saved yet: {why}. {'It is' if count == 1 else 'They are'} "
+            "kept in the workspace's outbox and saved automatically with your next label "
             "or the next retry; nothing is lost")
+
+
+def queued_labels(outbox: Outbox) -> list[PendingLabel]:
+    """The outbox's labels (lock held); records that are not labels are set aside, so one bad
+    record cannot block the others."""
+    good, bad = [], []
+    for record in outbox.read():
+        try:
+            good.append(PendingLabel.from_json(record))
+        except (ValueError, TypeError) as exc:
+            logger.warning("%s: %s", outbox.path, exc)
+            bad.append(record)
+    if bad:
+        outbox.set_aside([json.dumps(r, ensure_ascii=False) for r in bad])
+        outbox.replace([p.to_json() for p in good])
+    return good
+
+
+def keep_label(outbox: Outbox, label: PendingLabel, cause: CurationError) -> None:
+    """Append ``label`` to the outbox (lock held); an outbox that cannot take it either raises
+    a :class:`CurationError` naming the label and ``cause``."""
+    try:
+        outbox.append(label.to_json())
+    except OSError as exc:
+        raise CurationError(f"{cause} The label '{label.grade.value}' on {label.doc_id} could "
+                            f"not be kept in {outbox.path} either ({exc.strerror}); give it "
+                            "again when the workspace is writable") from exc

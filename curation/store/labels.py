@@ -4,7 +4,8 @@ Every label stores who gave it, when, for which partial relation and query, whic
 grade, an optional note, and which model version (and training-set size) ranked the document.
 A relabel never overwrites: the new row supersedes the old one, and the audit log keeps both.
 Undo removes the user's latest label (its full row goes to the audit log first) and re-activates
-the label it had superseded, so no label is ever lost.
+the label it had superseded, so no label is ever lost. A bulk grade (:meth:`Labels.record_many`)
+writes its labels in one transaction under one ``batch`` id; one undo takes back the batch.
 
 A label the database cannot take right now (another process holds the write lock past
 :data:`LABEL_LOCK_WAIT_S`, or the disk is full) is kept in the workspace's outbox
@@ -19,14 +20,20 @@ got through first) enters the history already superseded: the latest label stays
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from curation.store.label_types import Grade, Label, LabelPending, PendingLabel
+from curation.store.label_agreement import Agreement, agreement_of
+from curation.store.label_types import (
+    Grade,
+    Label,
+    LabelPending,
+    PendingLabel,
+    keep_label,
+    queued_labels,
+)
 from curation.store.label_versions import labels_learned, version_row_id
 from curation.store.outbox import Outbox
 from curation.store.workspace import (
@@ -46,42 +53,6 @@ logger = logging.getLogger(__name__)
 LABEL_LOCK_WAIT_S = 5.0
 #: The outbox file in the workspace folder.
 OUTBOX_NAME = "pending_labels.jsonl"
-
-
-def _queued(outbox: Outbox) -> list[PendingLabel]:
-    """The outbox's labels (lock held); records that are not labels are set aside, so one bad
-    record cannot block the others."""
-    good, bad = [], []
-    for record in outbox.read():
-        try:
-            good.append(PendingLabel.from_json(record))
-        except (ValueError, TypeError) as exc:
-            logger.warning("%s: %s", outbox.path, exc)
-            bad.append(record)
-    if bad:
-        outbox.set_aside([json.dumps(r, ensure_ascii=False) for r in bad])
-        outbox.replace([p.to_json() for p in good])
-    return good
-
-
-def _keep(outbox: Outbox, label: PendingLabel, cause: CurationError) -> None:
-    try:
-        outbox.append(label.to_json())
-    except OSError as exc:
-        raise CurationError(f"{cause} The label '{label.grade.value}' on {label.doc_id} could "
-                            f"not be kept in {outbox.path} either ({exc.strerror}); give it "
-                            "again when the workspace is writable") from exc
-
-
-@dataclass(frozen=True)
-class Agreement:
-    """Agreement of two annotators on the items both labelled (skips excluded)."""
-
-    user_a: str
-    user_b: str
-    shared: int
-    observed: float
-    kappa: float
 
 
 #: One current label: (user, query_key, doc_id, grade, created_at).
@@ -123,24 +94,70 @@ class Labels:
             train_size = labels_learned(self.ws.root, model_version)
         label = PendingLabel(uuid.uuid4().hex, utcnow(), user, schema, query_key, query_text,
                              doc_id, grade, note.strip(), model_version, train_size)
+        return self._store([label])[0]
+
+    def record_many(
+        self, *,
+        user: str,
+        schema: str,
+        query_key: str,
+        query_text: str,
+        doc_ids: Sequence[str],
+        grade: str | Grade,
+        notes: Mapping[str, str] | None = None,
+        model_version: str = "",
+    ) -> list[Label]:
+        """A bulk grade: the same grade for several documents of one query, in one transaction
+        and one batch, so :meth:`undo` takes all of them back at once. A relabelled item keeps
+        its current note unless ``notes`` gives one for it.
+
+        Raises:
+            CurationError: Unknown grade, no user or no document.
+            LabelPending: As :meth:`record`; every label of the batch is kept in the outbox.
+        """
+        grade = Grade.parse(grade)
+        if not user.strip():
+            raise CurationError("A label needs a user; sign in first")
+        ids = list(dict.fromkeys(doc_ids))
+        if not ids:
+            raise CurationError("Select at least one abstract to grade")
+        notes = notes or {}
+        train_size = labels_learned(self.ws.root, model_version)
+        batch, now = uuid.uuid4().hex, utcnow()
+        labels = []
+        for doc_id in ids:
+            note = notes.get(doc_id)
+            if note is None:
+                kept = self._active(user, schema, query_key, doc_id)
+                note = kept.note if kept else ""
+            labels.append(PendingLabel(uuid.uuid4().hex, now, user, schema, query_key,
+                                       query_text, doc_id, grade, note.strip(), model_version,
+                                       train_size, batch))
+        return self._store(labels)
+
+    def _store(self, labels: list[PendingLabel]) -> list[Label]:
+        """Write ``labels`` in one transaction (after the outbox's), or keep them all in the
+        outbox when the database cannot take them (:class:`LabelPending`)."""
         self.ws.check_writable()
         outbox = self._outbox()
         if not outbox.exists():  # the usual case: straight to the database, writers queue there
             try:
                 with self.ws.lock_wait(LABEL_LOCK_WAIT_S), self.ws.transaction():
-                    new_id = self._insert_label(label)
+                    new_ids = [self._insert_label(label) for label in labels]
             except (WorkspaceBusyError, WorkspaceFullError) as exc:
                 with outbox.locked():
-                    _keep(outbox, label, exc)
-                raise LabelPending(label, exc) from exc
-            return self.get(new_id)
+                    for label in labels:
+                        keep_label(outbox, label, exc)
+                raise LabelPending(labels[0], exc, len(labels)) from exc
+            return [self.get(i) for i in new_ids]
         with outbox.locked():  # labels wait in the outbox: they are written first
             try:
-                _, new_id = self._write_queued(outbox, label)
+                _, new_ids = self._write_queued(outbox, labels)
             except (WorkspaceBusyError, WorkspaceFullError) as exc:
-                _keep(outbox, label, exc)
-                raise LabelPending(label, exc) from exc
-        return self.get(new_id)
+                for label in labels:
+                    keep_label(outbox, label, exc)
+                raise LabelPending(labels[0], exc, len(labels)) from exc
+        return [self.get(i) for i in new_ids]
 
     def pending(self, user: str | None = None) -> list[PendingLabel]:
         """Labels waiting in the outbox, oldest first (only ``user``'s when given)."""
@@ -148,7 +165,7 @@ class Labels:
         if not outbox.exists():
             return []
         with outbox.locked():
-            queued = _queued(outbox)
+            queued = queued_labels(outbox)
         return [p for p in queued if user is None or p.user == user]
 
     def flush_pending(self, *, wait_s: float | None = None) -> int:
@@ -166,27 +183,25 @@ class Labels:
         if not outbox.exists():
             return 0
         with outbox.locked():
-            written, _ = self._write_queued(outbox, None, wait_s=wait_s)
+            written, _ = self._write_queued(outbox, [], wait_s=wait_s)
         return written
 
     def _outbox(self) -> Outbox:
         return Outbox(self.ws.root / OUTBOX_NAME)
 
-    def _write_queued(self, outbox: Outbox, label: PendingLabel | None, *,
-                      wait_s: float | None = None) -> tuple[int, int]:
-        """Write the outbox's labels, then ``label`` (if any), in one transaction; call with the
-        outbox lock held. Returns (outbox labels written, id of the last label; 0 when none)."""
-        queued = _queued(outbox)
-        new_id = 0
+    def _write_queued(self, outbox: Outbox, labels: Sequence[PendingLabel], *,
+                      wait_s: float | None = None) -> tuple[int, list[int]]:
+        """Write the outbox's labels, then ``labels``, in one transaction; call with the outbox
+        lock held. Returns (outbox labels written, the ids of ``labels``)."""
+        queued = queued_labels(outbox)
         wait = LABEL_LOCK_WAIT_S if wait_s is None else wait_s
         with self.ws.lock_wait(wait), self.ws.transaction():
             for item in queued:
-                new_id = self._insert_label(item, was_pending=True)
-            if label is not None:
-                new_id = self._insert_label(label)
+                self._insert_label(item, was_pending=True)
+            new_ids = [self._insert_label(label) for label in labels]
         if queued:
             outbox.replace([])
-        return len(queued), new_id
+        return len(queued), new_ids
 
     def _insert_label(self, label: PendingLabel, *, was_pending: bool = False) -> int:
         """Insert one label (inside a transaction), superseding the user's active label for the
@@ -231,11 +246,12 @@ class Labels:
         """Insert one label row (linked to the model version its text names); its id."""
         cur = self.ws.conn.execute(
             "INSERT INTO labels(created_at, user, schema, query_key, query_text, doc_id, grade, "
-            "note, model_version, train_size, superseded_by, model_version_id) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "note, model_version, train_size, superseded_by, model_version_id, batch) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (label.created_at, label.user, label.schema, label.query_key, label.query_text,
              label.doc_id, label.grade.value, label.note, label.model_version, label.train_size,
-             superseded_by, version_row_id(self.ws.conn, label.model_version)))
+             superseded_by, version_row_id(self.ws.conn, label.model_version),
+             label.batch or None))
         return int(cur.lastrowid)
 
     def _active(self, user: str, schema: str, query_key: str, doc_id: str) -> Label | None:
@@ -257,7 +273,14 @@ class Labels:
         return Label.from_row(row)
 
     def undo_last(self, user: str) -> Label | None:
-        """Remove the user's most recent label; returns it, or None when there is nothing to undo.
+        """:meth:`undo`; returns the most recent label undone, or None when there was none."""
+        undone = self.undo(user)
+        return undone[0] if undone else None
+
+    def undo(self, user: str) -> list[Label]:
+        """Remove the user's most recent label, or every label of its bulk grade when it was
+        given in one (:meth:`record_many`), re-activating the labels they had superseded.
+        Returns the labels removed, newest first (empty when there is nothing to undo).
 
         Pending labels are written first, so the most recent one is the one undone.
         """
@@ -267,13 +290,18 @@ class Labels:
                 "SELECT * FROM labels WHERE user = ? AND superseded_by IS NULL ORDER BY id DESC "
                 "LIMIT 1", (user,)).fetchone()
             if row is None:
-                return None
-            label = Label.from_row(row)
-            self.ws.conn.execute("UPDATE labels SET superseded_by = NULL WHERE superseded_by = ?",
-                                 (label.id,))
-            self.ws.conn.execute("DELETE FROM labels WHERE id = ?", (label.id,))
-            self.ws.audit(user, "undo", "label", str(label.id), before=label.to_json())
-        return label
+                return []
+            undone = [Label.from_row(row)]
+            if undone[0].batch:
+                undone = [Label.from_row(r) for r in self.ws.conn.execute(
+                    "SELECT * FROM labels WHERE user = ? AND batch = ? AND superseded_by IS NULL "
+                    "ORDER BY id DESC", (user, undone[0].batch))]
+            for label in undone:
+                self.ws.conn.execute(
+                    "UPDATE labels SET superseded_by = NULL WHERE superseded_by = ?", (label.id,))
+                self.ws.conn.execute("DELETE FROM labels WHERE id = ?", (label.id,))
+                self.ws.audit(user, "undo", "label", str(label.id), before=label.to_json())
+        return undone
 
     def find(
         self, *,
@@ -308,20 +336,11 @@ class Labels:
 
     def agreement(self, user_a: str, user_b: str) -> Agreement:
         """Cohen's kappa between two annotators over their shared (query, document) items."""
-        from sklearn.metrics import cohen_kappa_score
-
         def grades(user: str) -> dict[tuple[str, str, str], str]:
             return {(lab.schema, lab.query_key, lab.doc_id): lab.grade.value
                     for lab in self.find(user=user) if lab.grade is not Grade.SKIP}
 
-        a, b = grades(user_a), grades(user_b)
-        shared = sorted(set(a) & set(b))
-        if not shared:
-            return Agreement(user_a, user_b, 0, float("nan"), float("nan"))
-        ya, yb = [a[k] for k in shared], [b[k] for k in shared]
-        observed = sum(x == y for x, y in zip(ya, yb, strict=True)) / len(shared)
-        kappa = 1.0 if len(set(ya) | set(yb)) == 1 else float(cohen_kappa_score(ya, yb))
-        return Agreement(user_a, user_b, len(shared), observed, kappa)
+        return agreement_of(user_a, grades(user_a), user_b, grades(user_b))
 
     def current_rows(self, schema: str | None, user: str | None) -> list[LabelRow]:
         """Current labels as :data:`LabelRow`, in label order; only ``schema``'s and ``user``'s

@@ -156,6 +156,12 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX watch_hits_relation ON watch_hits(query_key)
     """,
+    # Bulk grading in the Curate list (issue 36, item 12; curation/store/labels.py
+    # Labels.record_many): the labels given in one bulk grade share a ``batch`` id, so one undo
+    # takes all of them back; NULL for a label given alone (every older label).
+    """
+    ALTER TABLE labels ADD COLUMN batch TEXT
+    """,
 ]
 
 #: Schema version this code writes and reads.
