@@ -6,6 +6,14 @@ request in session state; the page hands every request to
 refuses a non-admin whatever the widgets or the session state say. Jobs live in the workspace, so
 their state and results survive a page refresh; the page polls a running job in a fragment and keeps
 working meanwhile. Training and retraining jobs (a later issue) plug into the same job list.
+
+Besides the registered retrievers the page offers ``ranked`` (the schema's active learned-ranker
+version, when one can be used) and ``best`` (issue 36 item 6): ``best`` measures every
+configuration the workspace can run on the test split and records the best as the schema's
+default ranking, as ``kbcurate evaluate --retriever best`` does (admins only, checked in the
+library: :func:`curation.evaluation.best.choose_default`); it runs while the page waits (tens of
+seconds: BM25, the entity rerank and the ranker over the test queries) and says what it chose,
+with a warning when the split has fewer than 20 queries.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import streamlit as st
 from app_pages.common import AppContext, flash, poll_job, run_page, show_flash
 from app_pages.safe import html_frame, html_text, md
 from app_pages.training_panel import handle_training_request, training_panel
+from curation.evaluation.best import BEST, choose_default
 from curation.evaluation.reporting import (
     EVAL_SPLITS,
     evaluation_choices,
@@ -24,7 +33,11 @@ from curation.evaluation.reporting import (
     start_evaluation,
 )
 from curation.jobs.queue import Job, list_jobs
+from curation.ranking.pipeline import RANKED
+from curation.ranking.versions import active_ranker
 from curation.search.choices import version_choices
+from curation.search.ranked import describe
+from curation.store.rankers import RankingChoice
 from curation.store.relations import Relations
 from kb_sources.errors import CurationError
 from retrievers.errors import RetrieverError
@@ -52,15 +65,18 @@ def start_form(ctx: AppContext) -> None:
     st.session_state["eval_retrievers"] = [c for c in chosen if c in choices]
     cols[1].multiselect("Retrievers", choices, key="eval_retrievers",
                         help="dense · VERSION / hybrid · VERSION: the schema's trained model "
-                             "versions (Models page)")
+                             "versions (Models page); ranked: its active learned ranker; "
+                             "best: measure them all and make the best the default ranking")
     cols[2].selectbox("Split", EVAL_SPLITS, key="eval_split")
     cols[3].button("Start evaluation", key="eval_start", type="primary", on_click=_request)
 
 
 def retriever_options(ctx: AppContext, schema: str) -> list[str]:
     """Registered retrievers (plain and entity-reranked), then dense and hybrid over each of the
-    schema's candidate and active model versions ("dense · disease_gene-edel@2")."""
-    return [*evaluation_choices(), *version_choices(ctx.ws, schema)]
+    schema's candidate and active model versions ("dense · disease_gene-edel@2"), ``ranked``
+    (when the schema has an active ranker version that can be used) and ``best``."""
+    ranked = [RANKED] if active_ranker(ctx.ws, schema).version is not None else []
+    return [*evaluation_choices(), *version_choices(ctx.ws, schema), *ranked, BEST]
 
 
 def handle_request(ctx: AppContext) -> None:
@@ -68,6 +84,9 @@ def handle_request(ctx: AppContext) -> None:
     request = st.session_state.get("eval_request")
     st.session_state["eval_request"] = None
     if not request:
+        return
+    if BEST in (request.get("retrievers") or []):
+        run_best(ctx, request)
         return
     try:
         job = start_evaluation(ctx.ws, ctx.user, request.get("schema") or "",
@@ -77,6 +96,46 @@ def handle_request(ctx: AppContext) -> None:
         return
     st.session_state["eval_job"] = job.id
     flash("success", f"Evaluation job {job.id:d} started; it runs in the background.")
+
+
+def run_best(ctx: AppContext, request: dict) -> None:
+    """Measure every runnable configuration and record the best as the schema's default (the
+    library refuses a non-admin); the outcome shows in :func:`best_view`."""
+    if request.get("retrievers") != [BEST]:
+        st.error("best compares the configurations itself; choose it alone, without other "
+                 "retrievers")
+        return
+    schema = request.get("schema") or ""
+    try:
+        with st.spinner(f"Measuring every ranking of {schema} on its test split ..."):
+            report, record = choose_default(ctx.ws, schema, user=ctx.user,
+                                            split=request.get("split") or "test",
+                                            progress=False)
+    except (CurationError, RetrieverError) as exc:
+        st.error(md(exc))
+        return
+    st.session_state["eval_best"] = {"schema": schema, "report": report.to_json(),
+                                     "record": record.to_json()}
+
+
+def best_view() -> None:
+    """What the last ``best`` run of this session chose, and the scores it compared."""
+    shown_best = st.session_state.get("eval_best")
+    if not shown_best:
+        return
+    record = RankingChoice.from_json(shown_best["record"])
+    if record is None:
+        return
+    st.success(f"Default ranking of {md(shown_best['schema'])}: {md(record.best)}, "
+               f"{md(describe(record))}.")
+    for warning in record.warnings:
+        st.warning(md(warning))
+    for note in record.notes:
+        st.caption(md(note))
+    means = metrics_frame(shown_best["report"])
+    if not means.empty:
+        st.dataframe(means.pivot(index="retriever", columns="metric", values="value").round(3),
+                     key="eval_best_table", width="stretch")
 
 
 def charts(job: Job) -> None:
@@ -138,6 +197,7 @@ def render(ctx: AppContext) -> None:
     handle_request(ctx)
     handle_training_request(ctx)
     show_flash()
+    best_view()
     jobs = list_jobs(ctx.ws, "evaluate")
     if not jobs:
         st.caption("No evaluation run yet.")

@@ -1,5 +1,7 @@
-"""Sidebar, every page: the running retraining round (everyone sees its progress) and, for
-admins, per schema: the active version, labels given since it was trained, and Retrain.
+"""Sidebar, every page: the running retraining round (everyone sees its progress), the last
+learned-ranker rounds per schema (everyone: a curator whose labels started a round sees what it
+did, promoted or kept and why; issue 36 item 5) and, for admins, per schema: the active version,
+labels given since it was trained, and Retrain.
 
 The Retrain button only records a request; :func:`curation.training.jobs.start_retrain` refuses
 anyone but an admin (server side) and returns the running job instead of starting a second one.
@@ -10,6 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages.common import AppContext, flash, poll_job
+from app_pages.ranker_panel import round_line
 from app_pages.safe import md
 from curation.jobs.queue import Job, JobStatus, list_jobs
 from curation.store.labels import Grade
@@ -18,6 +21,7 @@ from curation.store.relations import Relations
 from curation.training.jobs import start_retrain
 from curation.training.recipes import get_recipe, options_class, recipe_names
 from curation.training.retrain import RetrainOptions, labels_since_active
+from curation.training.round_history import last_rounds_per_schema
 from kb_sources.errors import CurationError
 
 
@@ -61,6 +65,7 @@ def retrain_sidebar(ctx: AppContext) -> None:
             poll_job(ctx, running[0].id, "retrain")
         else:
             ended_lately(jobs)
+        ranker_rounds(ctx)
         if not ctx.user.is_admin:
             return
         with st.expander("Retraining", expanded=False):
@@ -87,6 +92,27 @@ def retrain_sidebar(ctx: AppContext) -> None:
                                "unless an admin writes why (audited)")
             st.button("Retrain", key="retrain_start", type="primary", on_click=_request,
                       disabled=bool(running))
+
+
+#: Ranker rounds listed per schema in the sidebar.
+SIDEBAR_ROUNDS = 3
+
+
+def ranker_rounds(ctx: AppContext) -> None:
+    """The learned ranker's rounds: one running now (per schema), and the last rounds per schema
+    (when, labels, held-out scores, promoted or kept and why)."""
+    running = [j for j in list_jobs(ctx.ws, "rank", limit=10) if not j.finished]
+    for job in running:
+        st.caption(f"Ranker round of {md(job.params.get('schema'))} "
+                   f"{md(job.status.value)} (job {job.id:d}): {md(job.message or 'queued')}")
+    rounds = last_rounds_per_schema(ctx.ws, SIDEBAR_ROUNDS)
+    if not rounds:
+        return
+    with st.expander("Ranker rounds", expanded=False, key="ranker_rounds_sidebar"):
+        for schema, records in rounds.items():
+            st.caption(f"**{md(schema)}**")
+            for rec in records:
+                st.caption(md(round_line(rec)))
 
 
 #: Seconds a cancelled or failed round stays said in the sidebar.

@@ -128,7 +128,8 @@ def test_the_schemas_model_versions_are_offered_as_retrievers(ws_root, tiny_mode
     at = evaluate_page("boss")
     at.selectbox(key="eval_schema").set_value("PO").run()
     options = at.multiselect(key="eval_retrievers").options
-    assert options[-2:] == [f"dense · {version}", f"hybrid · {version}"]
+    # then "best" (issue 36 item 6; "ranked" too once the schema has an active ranker)
+    assert options[-3:] == [f"dense · {version}", f"hybrid · {version}", "best"]
     assert "bm25" in options and "dense+rerank" in options
     at.multiselect(key="eval_retrievers").set_value(["bm25", f"dense · {version}"]).run()
     assert at.multiselect(key="eval_retrievers").value == ["bm25", f"dense · {version}"]
@@ -160,3 +161,52 @@ def test_a_model_version_is_evaluated_under_its_menu_name(ws_root, tiny_model_pa
     assert done.status is JobStatus.DONE, done.error
     assert set(done.result["retrievers"]) == {"bm25", f"dense · {version}"}
     assert 0 <= done.result["retrievers"][f"dense · {version}"]["ndcg@10"] <= 1
+
+
+def test_ranked_and_best_run_from_the_page_and_best_says_it_rests_on_few_queries(tmp_path,
+                                                                                 monkeypatch):
+    """Issue 36 items 4 and 6: the page offers ``ranked`` and ``best``; best records the
+    default ranking and warns that 2 test queries are too few to choose by."""
+    from loop_fixtures import make_loop_workspace
+
+    from curation.access.users import Role, User
+    from curation.ranking.model import RankerOptions
+    from curation.search.indexing import get_index
+    from curation.store.rankers import Rankers
+    from curation.training.ranker import promote_ranker, train_ranker
+
+    boss = User("boss", Role.ADMIN)
+    root = tmp_path / "ws"
+    with Workspace.init(root) as ws:
+        make_loop_workspace(ws)
+        get_index(ws, "bm25", progress=False)
+        version = train_ranker(ws, "disease_gene", user=boss, progress=False,
+                               options=RankerOptions(n_estimators=20, min_child_samples=1)
+                               ).version.id
+    add_users(root, boss="admin")
+    monkeypatch.setenv("KBCURATE_WORKSPACE", str(root))
+    at = evaluate_page("boss")
+    at.selectbox(key="eval_schema").set_value("disease_gene").run()
+    assert at.multiselect(key="eval_retrievers").options[-1] == "best"
+    assert "ranked" not in at.multiselect(key="eval_retrievers").options  # none active yet
+    with Workspace.open(root) as ws:
+        promote_ranker(ws, version, user=boss, reason="hand-made KB")
+    at.run()
+    assert at.multiselect(key="eval_retrievers").options[-2:] == ["ranked", "best"]
+    at.multiselect(key="eval_retrievers").set_value(["best", "bm25"])
+    at.button(key="eval_start").click().run()
+    assert any("choose it alone" in e.value for e in at.error)
+    at.multiselect(key="eval_retrievers").set_value(["best"])
+    at.selectbox(key="eval_split").set_value("test")
+    at.button(key="eval_start").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    (done,) = at.success
+    assert shown(done.value).startswith("Default ranking of disease_gene: ")
+    assert "warning: measured on only 2 test queries (< 20)" in shown(done.value)
+    assert any(shown(w.value).startswith("Scored on only 2 test queries (< 20)")
+               for w in at.warning)
+    with Workspace.open(root) as ws:
+        record = Rankers(ws).default_ranking("disease_gene")
+        assert record.by == "boss" and set(record.scores) == {"bm25", "bm25+rerank", "ranked"}
+        assert record.ranker_version == version and record.warnings
+        assert [j for j in list_jobs(ws) if j.kind == "evaluate"] == []  # measured at once

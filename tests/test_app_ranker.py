@@ -20,6 +20,28 @@ from tests.loop_fixtures import make_loop_workspace
 
 PMID = re.compile(r">PMID (\d+)</a>")
 BOSS = User("boss", Role.ADMIN)
+SMALL = {"n_estimators": 20, "min_child_samples": 1}
+
+
+def train_versions(ws, seeds=(13,), active: int | None = 1) -> None:
+    """One ranker version per seed (another seed, another model file: identical ones are not
+    kept twice), version ``active`` activated by an admin with a reason (the gate keeps every
+    first version on this KB, where bm25+rerank is perfect: issue 36 item 4)."""
+    from curation.ranking.model import RankerOptions
+    from curation.training.ranker import promote_ranker, train_ranker
+
+    for seed in seeds:
+        train_ranker(ws, "disease_gene", user=BOSS, progress=False,
+                     options=RankerOptions(**SMALL, seed=seed))
+    if active is not None:
+        promote_ranker(ws, f"disease_gene-ranker@{active}", user=BOSS,
+                       reason="hand-made KB: as good as bm25+rerank")
+
+
+def sidebar_rounds(at: AppTest) -> list[str]:
+    """The captions of the sidebar's "Ranker rounds" expander."""
+    (box,) = [e for e in at.sidebar.expander if e.label == "Ranker rounds"]
+    return [shown(c.value) for c in box.caption]
 
 
 @pytest.fixture
@@ -82,9 +104,27 @@ def test_twenty_labels_train_a_ranker_that_the_next_search_uses(ws_root):
     with Workspace.open(ws_root) as ws:
         job = wait_for_job(ws, job.id, timeout=120)
     assert job.status is JobStatus.DONE, job.error
-    assert job.result["version"] == "disease_gene-ranker@1" and job.result["activated"]
-    assert job.result["labels_used"] > 0
-    # the next search: the ranked entries are offered, and "ranked · active" ranks with @1
+    assert job.result["version"] == "disease_gene-ranker@1"
+    assert job.result["labels_used"] == 20  # every label, whatever its relation's split
+    # issue 36 item 4: bm25+rerank is perfect on this KB: the first version is kept, and the
+    # round says so in the sidebar (item 5) instead of silently ranking with a useless model
+    assert not job.result["activated"]
+    from curation.ranking.versions import get_version
+    from curation.training.ranker_round import learned_from
+    with Workspace.open(ws_root) as ws:  # the Models page's "learned from"
+        assert learned_from(get_version(ws, "disease_gene-ranker@1").manifest).startswith(
+            "20 labels: alice 20 · ")
+    at.run()
+    assert "ranked · active" not in at.selectbox(key="retriever").options
+    (line,) = [c for c in sidebar_rounds(at) if "disease_gene-ranker@1" in c]
+    assert "20 labels (alice) · held-out NDCG@10 1.000 vs 1.000 for bm25+rerank (4 queries)" in line
+    assert line.endswith("kept disease_gene-ranker@1 as a candidate: no metric improved: a "
+                         "first version must beat the measured default (bm25+rerank) on the "
+                         "held-out queries")
+    # an admin activates it with a written reason: the next search uses it
+    from curation.training.ranker import promote_ranker
+    with Workspace.open(ws_root) as ws:
+        promote_ranker(ws, "disease_gene-ranker@1", user=BOSS, reason="as good here")
     at.run()
     assert at.selectbox(key="retriever").options[:2] == ["ranked · active",
                                                          "ranked · disease_gene-ranker@1"]
@@ -93,7 +133,7 @@ def test_twenty_labels_train_a_ranker_that_the_next_search_uses(ws_root):
     html = cards(at)
     assert html and all("Why this rank:" in c for c in html)
     progress = shown(at.get("progress")[0].proto.text)
-    assert "ranked by ranked · disease_gene-ranker@1" in progress
+    assert "ranked by" in progress and "disease_gene-ranker@1" in progress
     # relabel the first card: the new row names the ranker version that ranked it
     doc = PMID.search(html[0]).group(1)
     grade_control(at, doc).set_value("partial").run()
@@ -102,12 +142,9 @@ def test_twenty_labels_train_a_ranker_that_the_next_search_uses(ws_root):
 
 def test_the_sidebar_names_the_measured_default(ws_root):
     from curation.evaluation.best import choose_default
-    from curation.ranking.model import RankerOptions
-    from curation.training.ranker import train_ranker
 
     with Workspace.open(ws_root) as ws:
-        train_ranker(ws, "disease_gene", user=BOSS, progress=False,
-                     options=RankerOptions(n_estimators=20, min_child_samples=1))
+        train_versions(ws)
         _, record = choose_default(ws, "disease_gene", user=BOSS, progress=False)
         # make the ranker the measured best, as it is on the BioRED tasks
         record = replace(record, best="ranked", scores={**record.scores, "ranked": 0.99})
@@ -118,6 +155,9 @@ def test_the_sidebar_names_the_measured_default(ws_root):
     runner_up = max(v for k, v in record.scores.items() if k != "ranked")
     assert ("Default: ranked · disease_gene-ranker@1, chosen by test NDCG@10 0.990 "
             f"(disease_gene-ranker@1) vs {runner_up:.3f} for") in captions
+    # issue 36 item 4: chosen on 2 test queries, and the sidebar says so
+    assert ("; warning: measured on only 2 test queries (< 20): too few to choose between "
+            "rankings") in captions
     # a link that names a retriever wins over the default
     at2 = AppTest.from_file(APP, default_timeout=60)
     at2.query_params.update({"schema": "disease_gene", "retriever": "bm25", "rerank": "0"})
@@ -132,15 +172,18 @@ def ranker_table(at: AppTest):
     return table
 
 
+def settings_box(at: AppTest):
+    """The Models page's "Ranker settings (admin)" expander."""
+    (box,) = [e for e in at.expander if e.label == "Ranker settings (admin)"]
+    return box
+
+
 def test_models_page_lists_ranker_versions_and_admins_roll_back(ws_root):
     from curation.access.users import PermissionDenied, Role, User
-    from curation.ranking.model import RankerOptions
-    from curation.training.ranker import promote_ranker, train_ranker
+    from curation.training.ranker import promote_ranker
 
     with Workspace.open(ws_root) as ws:
-        for gate in (True, False):
-            train_ranker(ws, "disease_gene", user=BOSS, progress=False, gate=gate,
-                         options=RankerOptions(n_estimators=20, min_child_samples=1))
+        train_versions(ws, seeds=(13, 14))
         with pytest.raises(PermissionDenied, match="needs the admin role"):
             promote_ranker(ws, "disease_gene-ranker@2", user=User("alice", Role.CURATOR),
                            reason="try")
@@ -150,13 +193,26 @@ def test_models_page_lists_ranker_versions_and_admins_roll_back(ws_root):
     table = ranker_table(at)
     assert list(table["version"]) == ["disease_gene-ranker@2", "disease_gene-ranker@1"]
     assert list(table["active"]) == [False, True]
+    assert list(table["learned from"]) == ["KB only (no label yet)"] * 2
+    # the rounds (issue 36 item 5): newest first, kept and why
+    rounds = next(d.value for d in at.dataframe if "outcome" in d.value.columns)
+    assert list(rounds["outcome"]) == ["kept", "kept"]
+    assert list(rounds["compared with"]) == ["bm25+rerank"] * 2
+    assert rounds["why"][0].endswith("a first version must beat the measured default "
+                                     "(bm25+rerank) on the held-out queries")
     at.selectbox(key="ranker_version").set_value("disease_gene-ranker@2")
-    at.button(key="ranker_activate").click().run()  # no reason: refused, said why
-    assert any("Say why this ranker version should rank" in e.value for e in at.error)
+    at.button(key="ranker_activate").click().run()  # no reason: refused, said why ...
+    box = settings_box(at)  # ... in the settings, which stay open (item 9)
+    assert any("Say why this ranker version should rank" in e.value for e in box.error)
+    assert box.proto.expanded
     at.selectbox(key="ranker_version").set_value("disease_gene-ranker@2")
     at.text_input(key="ranker_reason").set_value("rollforward for the test")
     at.button(key="ranker_activate").click().run()
     assert list(ranker_table(at)["active"]) == [True, False]
+    # the message shows here, now (it was flashed onto the next page drawn)
+    box = settings_box(at)
+    assert [shown(m.value) for m in box.success] == [
+        "disease_gene-ranker@2 now ranks disease_gene."] and box.proto.expanded
     at.number_input(key="ranker_every").set_value(5)
     at.button(key="ranker_every_save").click().run()
     with Workspace.open(ws_root) as ws:
@@ -175,14 +231,10 @@ def test_a_missing_active_ranker_falls_back_and_admins_recover_on_the_models_pag
     the version), and the Models page lists the other versions so an admin activates one."""
     import shutil
 
-    from curation.ranking.model import RankerOptions
     from curation.store.rankers import RankingChoice
-    from curation.training.ranker import train_ranker
 
     with Workspace.open(ws_root) as ws:
-        for gate in (True, False):
-            train_ranker(ws, "disease_gene", user=BOSS, progress=False, gate=gate,
-                         options=RankerOptions(n_estimators=20, min_child_samples=1))
+        train_versions(ws, seeds=(13, 14))
         Rankers(ws).set_default_ranking("disease_gene", RankingChoice(
             best="ranked", scores={"bm25": 0.5, "bm25+rerank": 0.6, "ranked": 0.7},
             ranker_version="disease_gene-ranker@1"), user=BOSS)

@@ -44,6 +44,7 @@ from curation.store.rankers import Rankers, RankingChoice, RoundRunning
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from tests.loop_fixtures import make_loop_workspace
+from tests.ranker_fixtures import make_learnable_workspace
 
 ADMIN = User("root", Role.ADMIN)
 ANN = User("ann", Role.CURATOR)
@@ -186,8 +187,9 @@ def test_a_missing_active_version_falls_back_with_a_notice_and_a_round_replaces_
     from curation.cli.main import main
     from curation.training.ranker import train_ranker
 
-    ws = make_loop_workspace(tmp_workspace)
+    ws = make_learnable_workspace(tmp_workspace)  # the ranker beats bm25+rerank here
     first = train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL)
+    assert first.activated
     Rankers(ws).set_default_ranking("disease_gene", RankingChoice(
         best="ranked", scores={"bm25": 0.5, "bm25+rerank": 0.6, "ranked": 0.7},
         ranker_version=first.version.id), user=ADMIN)
@@ -208,7 +210,8 @@ def test_a_missing_active_version_falls_back_with_a_notice_and_a_round_replaces_
                                             "disease_gene is saved"):
         Rankers(ws).set_active("disease_gene", "disease_gene-ranker@9", user=ADMIN)
     second = train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL)
-    assert second.activated
+    # the same model as @1, but @1 cannot be used: saved anew, and it beats bm25+rerank
+    assert second.activated and second.identical_to is None
     assert second.decision.reasons[0].startswith("the active version disease_gene-ranker@1 "
                                                  "cannot be used")
     assert active_ranker(ws, "disease_gene").version.id == "disease_gene-ranker@2"
@@ -295,11 +298,14 @@ def test_a_round_never_undoes_an_activation_made_while_it_ran(tmp_workspace, mon
     from curation.training import ranker as rounds
     from curation.training.ranker import promote_ranker, train_ranker
 
-    ws = make_loop_workspace(tmp_workspace)
+    ws = make_learnable_workspace(tmp_workspace)  # the ranker beats bm25+rerank here
     first = train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL)
-    train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL, gate=False)
-    versions.update_metrics(ws, first.version.id,
-                            {"dev": {"ndcg@10": 0.0, "entity_recall@10": 0.0}})  # easy to beat
+    assert first.activated
+    train_ranker(ws, "disease_gene", user=ADMIN, progress=False, gate=False,
+                 options=RankerOptions(n_estimators=20, min_child_samples=1, seed=14))
+    easy = {qid: {"ndcg@10": 0.0, "entity_recall@10": 0.0}  # @1 easy to beat
+            for qid in first.version.manifest["heldout_per_query"]}
+    versions.update_manifest(ws, first.version.id, {"heldout_per_query": easy})
     real = rounds.save_version
 
     def save_then_admin_acts(*args, **kwargs):
@@ -309,7 +315,8 @@ def test_a_round_never_undoes_an_activation_made_while_it_ran(tmp_workspace, mon
         return version
 
     monkeypatch.setattr(rounds, "save_version", save_then_admin_acts)
-    third = train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL)
+    third = train_ranker(ws, "disease_gene", user=ADMIN, progress=False,
+                         options=RankerOptions(n_estimators=20, min_child_samples=1, seed=15))
     assert not third.activated and not third.decision.promote
     assert third.decision.reasons[-1].startswith("not activated: disease_gene-ranker@2 was "
                                                  "made active while this round ran (it started "

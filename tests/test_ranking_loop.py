@@ -37,6 +37,19 @@ from tests.loop_fixtures import make_loop_workspace
 ALICE = User("alice", Role.CURATOR)
 ADMIN = User("admin", Role.ADMIN)
 SMALL = RankerOptions(n_estimators=20, min_child_samples=1)
+#: Another seed: another model file, so a second version is kept (identical ones are not).
+OTHER = RankerOptions(n_estimators=20, min_child_samples=1, seed=14)
+
+
+def train_active(ws, **kwargs):
+    """A round whose version an admin activates (on this hand-made KB bm25+rerank is perfect,
+    so the gate keeps every first version: issue 36 item 4)."""
+    from curation.training.ranker import promote_ranker
+
+    result = train_ranker(ws, "disease_gene", user=ADMIN, progress=False,
+                          options=kwargs.pop("options", SMALL), **kwargs)
+    promote_ranker(ws, result.version.id, user=ADMIN, reason="hand-made KB: as good")
+    return result
 
 
 def label(ws, i: int, grade: str = "irrelevant", schema: str = "disease_gene"):
@@ -69,7 +82,8 @@ def test_retrain_setting_and_label_claims(tmp_workspace):
     assert [(a[0], a[1]) for a in audit] == [("admin", "set")] and '"value": 3' in audit[0][2]
 
 
-def test_maybe_learn_submits_one_round_per_k_labels_and_the_round_promotes(tmp_workspace):
+def test_maybe_learn_submits_one_round_per_k_labels_and_the_round_keeps_a_useless_first(
+        tmp_workspace):
     ws = make_loop_workspace(tmp_workspace)
     Rankers(ws).set_retrain_every(2, user=ADMIN)
     label(ws, 0)
@@ -89,9 +103,20 @@ def test_maybe_learn_submits_one_round_per_k_labels_and_the_round_promotes(tmp_w
         assert maybe_learn(ws, "disease_gene", user=ALICE) is None
         done = run_job(ws, job.id)
     assert done.status is JobStatus.DONE, done.error
-    assert done.result["version"] == "disease_gene-ranker@1" and done.result["activated"]
-    assert done.result["labels_used"] >= 1
-    assert active_version(ws, "disease_gene").id == "disease_gene-ranker@1"
+    assert done.result["labels_used"] >= 1 and done.result["version"] == "disease_gene-ranker@1"
+    # issue 36 item 4: bm25+rerank is perfect on this KB, so a first version gains nothing and
+    # is not activated (it was: "no active version: the candidate becomes the first")
+    assert not done.result["activated"] and active_version(ws, "disease_gene") is None
+    assert done.result["reasons"][-1].endswith("a first version must beat the measured "
+                                               "default (bm25+rerank) on the held-out queries")
+    assert "kept as a candidate" in done.message
+    # the round is in the history, on alice's behalf (issue 36 item 5)
+    from curation.training.round_history import last_rounds
+    (rec,) = last_rounds(ws, "disease_gene")
+    assert (rec.outcome, rec.on_behalf_of, rec.started_by, rec.labels) == (
+        "kept", "alice", "<system>", done.result["labels_used"])
+    assert rec.detail["trigger"] == "2 new labels by alice"
+    assert rec.detail["heldout"]["against"] == "bm25+rerank"
     # the two labels given meanwhile still wait for the next round
     assert Rankers(ws).labels_waiting("disease_gene") == 2
     Rankers(ws).set_retrain_every(0, user=ADMIN)
@@ -118,8 +143,8 @@ def test_ranked_search_names_the_version_and_gives_reasons(tmp_workspace):
     assert ranked_choices(ws, "disease_gene") == []
     with pytest.raises(CurationError, match="no active ranker version yet"):
         resolve_ranked_choice(ws, "disease_gene", RANKED_ACTIVE)
-    train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL)
-    train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL, gate=False)
+    train_active(ws)
+    train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=OTHER, gate=False)
     assert ranked_choices(ws, "disease_gene") == [
         RANKED_ACTIVE, "ranked · disease_gene-ranker@2", "ranked · disease_gene-ranker@1"]
     assert is_ranked_choice(RANKED_ACTIVE) and not is_ranked_choice("bm25")
@@ -163,7 +188,7 @@ def test_reasons_are_escaped_on_the_card(tmp_workspace):
 
 
 # -- the default ranking --------------------------------------------------------------------------
-def test_default_ranking_is_measured_recorded_and_explained(tmp_workspace):
+def test_default_ranking_is_measured_recorded_and_explained(tmp_workspace, capsys):
     from curation.cli.main import main
     from curation.evaluation.best import choose_default
 
@@ -180,9 +205,14 @@ def test_default_ranking_is_measured_recorded_and_explained(tmp_workspace):
     assert record.scores["bm25"] == pytest.approx(report.retrievers["bm25"]["ndcg@10"])
     assert Rankers(ws).default_ranking("disease_gene") == record
     assert "ranker_version" not in record.to_json()  # stored as before: only what was measured
-    train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL)
+    # issue 36 item 4: 2 test queries are too few to choose by: said with the choice
+    assert record.queries == 2 and record.warnings[0].startswith("Scored on only 2 test queries")
+    assert default_for(ws, "disease_gene").reason.endswith(
+        "; warning: measured on only 2 test queries (< 20): too few to choose between rankings")
+    train_active(ws)
     assert main(["evaluate", "-w", str(ws.root), "--schema", "disease_gene", "--retriever",
                  "best", "--quiet"]) == 0
+    assert "warning: Scored on only 2 test queries (< 20)" in capsys.readouterr().out
     record = Rankers(ws).default_ranking("disease_gene")
     assert set(record.scores) == {"bm25", "bm25+rerank", "ranked"}
     assert record.ranker_version == "disease_gene-ranker@1" and record.by == "cli"
@@ -193,6 +223,7 @@ def test_default_ranking_is_measured_recorded_and_explained(tmp_workspace):
     if record.best == "ranked":
         assert chosen.choice == RANKED_ACTIVE and not chosen.rerank
     assert chosen.reason.startswith(f"chosen by test NDCG@10 {best:.3f}")
+    assert "warning: measured on only 2 test queries" in chosen.reason
     assert main(["evaluate", "-w", str(ws.root), "--schema", "disease_gene", "--retriever",
                  "best", "--retriever", "bm25"]) == 2
 
@@ -202,13 +233,22 @@ def test_describe_names_the_runner_up_and_ties_go_to_the_simpler():
         "best": "ranked", "metric": "ndcg@10", "split": "test", "ranker_version": "x@3",
         "scores": {"bm25": 0.61, "bm25+rerank": 0.66, "ranked": 0.69}, "unknown": "ignored"})
     assert describe(record) == "chosen by test NDCG@10 0.690 (x@3) vs 0.660 for bm25+rerank"
+    # a record stored before warnings were kept still warns on too few queries
+    few = RankingChoice(best="bm25", scores={"bm25": 1.0, "ranked": 1.0}, queries=2)
+    assert describe(few) == ("chosen by test NDCG@10 1.000 vs 1.000 for ranked; warning: "
+                             "measured on only 2 test queries (< 20): too few to choose between "
+                             "rankings")
+    from curation.evaluation.harness import MIN_SCORED_QUERIES
+    from curation.store.rankers import FEW_QUERIES
+    assert FEW_QUERIES == MIN_SCORED_QUERIES
     from curation.evaluation.best import CONFIGURATIONS
     scores = {"bm25": 0.5, "bm25+rerank": 0.5}
     assert max(scores, key=lambda n: (round(scores[n], 6), -CONFIGURATIONS.index(n))) == "bm25"
 
 
 # -- simulation ----------------------------------------------------------------------------------
-def test_ranker_simulation_is_seeded_and_labels_only_train_queries(tmp_workspace, capsys):
+def test_ranker_simulation_is_seeded_labels_every_split_and_gates_as_the_workspace(
+        tmp_workspace, capsys):
     from curation.cli.main import main
     from curation.training.simulate_ranker import RankerSimulation, simulate_ranker
 
@@ -219,20 +259,30 @@ def test_ranker_simulation_is_seeded_and_labels_only_train_queries(tmp_workspace
     strip = [{k: v for k, v in r.items() if k != "seconds"} for r in first["rounds"]]
     assert strip == [{k: v for k, v in r.items() if k != "seconds"} for r in again["rounds"]]
     assert [r["labels"] for r in first["rounds"]] == [0, 3, 6]
-    assert first["rounds"][0]["promoted"]  # round 0 is the KB-only ranker
+    # round 0, the KB-only ranker, is gated too: bm25+rerank is perfect here (issue 36 item 4)
+    assert not first["rounds"][0]["promoted"] and first["rounds"][0]["against"] == "bm25+rerank"
     s = first["summary"]
     assert s["labels"] == 6 and s["kb_queries"] == round(0.5 * s["train_queries"])
-    assert s["lift_pp"] == pytest.approx(100 * (s["final_test_ndcg@10"]
-                                                - s["kb_only_test_ndcg@10"]), abs=0.02)
+    assert (s["heldout_queries"], s["rounds_promoted"], s["rounds_kept"]) == (4, 0, 2)
+    # the curator labels held-out queries too, and their labels train (issue 36 item 3)
+    assert first["rounds"][-1]["labelled_heldout_queries"] >= 1
+    assert first["rounds"][-1]["refits"] >= 1  # ... never the model that scores them
     assert ws.conn.execute("SELECT COUNT(*) FROM labels").fetchone()[0] == 0  # in memory only
     with pytest.raises(CurationError, match="kb_share must be in"):
         RankerSimulation(kb_share=0)
+    with pytest.raises(CurationError, match="label_splits must be one of all, train"):
+        RankerSimulation(label_splits="dev")
+    train_only = simulate_ranker(ws, "disease_gene", RankerSimulation(
+        rounds=1, labels_per_round=4, labels_per_query=2, label_splits="train"), SMALL,
+        progress=False)
+    assert train_only["rounds"][-1]["labelled_heldout_queries"] == 0
     out = tmp_workspace.root / "sim"
     assert main(["simulate", "-w", str(ws.root), "--schema", "disease_gene", "--learner",
                  "ranker", "--rounds", "1", "--labels-per-round", "2", "--quiet", "--out",
                  str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "2 labels: test NDCG@10" in printed and (out / "simulation.json").is_file()
+    assert "2 labels: held-out NDCG@10" in printed and (out / "simulation.json").is_file()
+    assert "round 0 kept, then 0 promoted / 1 kept" in printed
 
 
 def test_a_ranker_with_base_model_dense_features_keeps_them_in_search(tmp_workspace):
@@ -241,8 +291,7 @@ def test_a_ranker_with_base_model_dense_features_keeps_them_in_search(tmp_worksp
     from curation.search.ranked import version_first_stages
 
     ws = make_loop_workspace(tmp_workspace)
-    first = train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL,
-                         base_dense=True)
+    first = train_active(ws, base_dense=True)
     assert first.version.manifest["base"] is True and first.version.manifest["dense"] is None
     dense, base = version_first_stages(ws, first.version)
     assert dense is None and base is not None and len(base) == 50

@@ -16,7 +16,7 @@ from kb_sources.mesh import read_mesh_trees
 @pytest.fixture(scope="module")
 def demo_ws(data_dir, tmp_path_factory):
     root = tmp_path_factory.mktemp("demo") / "ws"
-    summary = build_demo_workspace(root, data_dir, progress=False)
+    summary = build_demo_workspace(root, data_dir, progress=False, rank=False)  # ranking: own test
     assert len(summary.lines) == len(DEMO_IMPORTS)
     ws = Workspace.open(root)
     yield ws
@@ -78,7 +78,7 @@ def test_mesh_tree_ancestors_and_depth(data_dir, demo_ws):
 
 
 def test_demo_twice_adds_nothing(data_dir, demo_ws):
-    summary = build_demo_workspace(demo_ws.root, data_dir, progress=False)
+    summary = build_demo_workspace(demo_ws.root, data_dir, progress=False, rank=False)
     for line in summary.lines:
         assert "+0 " in line or line.endswith(": 0 added") or " 0 documents given" in line, line
 

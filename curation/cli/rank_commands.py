@@ -1,4 +1,5 @@
-"""``kbcurate rank``: train, list, activate and explain the learned ranker of a schema."""
+"""``kbcurate rank``: train, list, activate and explain the learned ranker of a schema, and show
+its last rounds."""
 
 from __future__ import annotations
 
@@ -30,9 +31,17 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                    help="add the base model's dense candidates and cosine features (index "
                         "built when missing)")
     t.add_argument("--no-activate", action="store_true", help="save only; never activate")
+    t.add_argument("--reason", default="", metavar="TEXT",
+                   help="an admin's written reason to promote on fewer than 20 held-out "
+                        "queries (audited)")
     t.add_argument("--json", action="store_true", help="print JSON")
     ls = rsub.add_parser("list", parents=[common], help="ranker versions")
     ls.add_argument("--schema")
+    ro = rsub.add_parser("rounds", parents=[common],
+                         help="the last ranker rounds: labels, held-out scores, promoted or "
+                              "kept and why")
+    ro.add_argument("--schema")
+    ro.add_argument("--limit", type=int, default=10)
     a = rsub.add_parser("activate", parents=[common], help="rank with this version (rollback); "
                                                           "admins, with a written reason")
     a.add_argument("version", help="e.g. disease_gene-ranker@2")
@@ -73,6 +82,9 @@ def add_learner_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kb-share", type=float, default=1.0,
                    help="ranker: share of the train queries the KB covers; the curator screens "
                         "the others first (default 1.0)")
+    p.add_argument("--label-splits", default="all", choices=("all", "train"),
+                   help="ranker: the simulated curator labels queries of every split (all: "
+                        "each label trains, as in the workspace) or of the train split only")
 
 
 def cmd_rank(args: argparse.Namespace) -> int:
@@ -83,6 +95,8 @@ def cmd_rank(args: argparse.Namespace) -> int:
             return _list(ws, args.schema)
         if args.action == "auto":
             return _auto(ws, args)
+        if args.action == "rounds":
+            return _rounds(ws, args.schema, args.limit)
         if args.action == "activate":
             from curation.training.ranker import promote_ranker
 
@@ -96,6 +110,7 @@ def _list(ws: Workspace, schema: str | None) -> int:
     """The versions that read, then one line per damaged one and per unusable active one."""
     from curation.ranking import versions
     from curation.search.ranked import fallback_for
+    from curation.training.ranker_round import learned_from
 
     found = versions.scan_versions(ws, schema)
     if not found.versions and not found.problems:
@@ -107,14 +122,30 @@ def _list(ws: Workspace, schema: str | None) -> int:
         active = states[v.schema].ident == v.id
         test = v.metrics.get("test", {}).get("ndcg@10")
         dev = v.metrics.get("dev", {}).get("ndcg@10")
+        held = v.metrics.get("heldout", {}).get("ndcg@10")
         print(f"{v.id:<32}{'active' if active else '':<8}"
-              f"{v.manifest.get('kind', ''):<10}dev NDCG@10 {_f(dev)}  test {_f(test)}"
-              f"  labels {len(v.manifest.get('labels_used', []))}")
+              f"{v.manifest.get('kind', ''):<10}held-out NDCG@10 {_f(held)}  dev {_f(dev)}  "
+              f"test {_f(test)}  labels {len(v.manifest.get('labels_used', []) or [])}")
+        print(f"{'':<40}learned from: {learned_from(v.manifest)}")
     for problem in found.problems:
         print(f"warning: skipped: {problem}")
     for state in states.values():
         if state.problem:
             print(f"warning: {state.notice(fallback_for(ws, state.schema).configuration)}")
+    return 0
+
+
+def _rounds(ws: Workspace, schema: str | None, limit: int) -> int:
+    """The last rounds, newest first, one line each."""
+    from curation.training.ranker_round import round_line
+    from curation.training.round_history import last_rounds
+
+    records = last_rounds(ws, schema, max(limit, 1))
+    if not records:
+        print("no ranker round yet: kbcurate rank train --schema S, or label "
+              f"{Rankers(ws).retrain_every()} abstracts")
+    for rec in records:
+        print(f"{rec.schema}: {round_line(rec)}")
     return 0
 
 
@@ -130,20 +161,29 @@ def _train(ws: Workspace, args: argparse.Namespace) -> int:
         raise CurationError(f"--depth must be a positive number of candidates, got {args.depth}")
     result = train_ranker(ws, args.schema, user=CLI_ADMIN, options=RankerOptions(
         model=args.model, seed=args.seed), depth=args.depth, gate=not args.no_activate,
-        dense_version=args.dense_version, base_dense=args.base_dense, progress=not args.quiet)
+        dense_version=args.dense_version, base_dense=args.base_dense, progress=not args.quiet,
+        reason=args.reason, trigger="kbcurate rank train")
     m = result.version.metrics
     if args.json:
         print_json({"version": result.version.id, "activated": result.activated,
+                    "identical_to": result.identical_to,
                     "gate": result.decision.to_json(), "metrics": m,
+                    "heldout": result.measurement.summary() if result.measurement else {},
                     "seconds": {"features": result.seconds_features, "fit": result.seconds_fit},
-                    "labels_used": list(result.labels_used)})
+                    "labels_used": list(result.labels_used), "labels": result.labels})
         return 0
-    print(f"{result.version.id}: {result.train_queries} train queries, {result.train_rows} rows, "
-          f"{len(result.labels_used)} labels ({len(result.labels_held_out)} held out); features "
-          f"{result.seconds_features:.1f} s, fit {result.seconds_fit:.1f} s")
-    for split in ("dev", "test"):
+    from curation.training.ranker_round import learned_from
+
+    saved = (f"identical to {result.identical_to}, not saved again" if result.identical_to
+             else "saved")
+    print(f"{result.version.id} ({saved}): {result.train_queries} train queries, "
+          f"{result.train_rows} rows; features {result.seconds_features:.1f} s, fit "
+          f"{result.seconds_fit:.1f} s")
+    print(f"  learned from: {learned_from({'labels': result.labels})}")
+    for split in ("heldout", "dev", "test"):
         if split in m:
-            print(f"  {split}: NDCG@10 {m[split]['ndcg@10']:.3f} ({m[split]['queries']} queries)")
+            print(f"  {split}: NDCG@10 {m[split]['ndcg@10']:.3f} ({m[split]['queries']:.0f} "
+                  "queries)")
     print(("activated: " if result.activated else "not activated: ")
           + "; ".join(result.decision.reasons))
     return 0
@@ -236,7 +276,8 @@ def simulate_ranker_command(args: argparse.Namespace) -> int:
                               labels_per_query=given_or(args.labels_per_query, d.labels_per_query),
                               kb_share=args.kb_share, depth=args.pool_depth,
                               seed=getattr(args, "seed", d.seed),
-                              tolerance_pp=args.tolerance)
+                              tolerance_pp=args.tolerance, label_splits=args.label_splits,
+                              reason=getattr(args, "small_test_reason", "") or "")
     with Workspace.open(workspace_path(args)) as ws:
         result = simulate_ranker(ws, args.schema, config, progress=not args.quiet)
         out = Path(args.out) if args.out else (

@@ -13,15 +13,22 @@ The best by the metric (ties: the simpler configuration, in :data:`CONFIGURATION
 recorded in the workspace with every score, the versions measured, the split and who measured
 it (:meth:`~curation.store.rankers.Rankers.set_default_ranking`); the app opens the schema on
 it and says why in the sidebar (:func:`curation.search.ranked.default_for`).
+
+Two guards (issue 36 item 4): the active ranker learns from every label, so the test queries
+whose query groups it learned labels of are left out of the comparison, for every configuration
+(a note says how many); and a choice made on fewer than 20 scored queries is recorded with a
+warning, shown wherever the default is named ("... on only 2 test queries (< 20): too few to
+choose between rankings").
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from curation.evaluation.harness import EvaluationReport
+from curation.evaluation.harness import EvalTask, EvaluationReport, build_task
 from curation.evaluation.runner import evaluate_workspace
 from curation.ranking.pipeline import RANKED
 from curation.ranking.versions import active_ranker
@@ -84,17 +91,44 @@ def choose_default(ws: Workspace, schema: str, *, user: Actor, split: str = "tes
     """
     require_admin_actor(user, "Choosing a schema's default ranking")
     names, options, versions, notes = runnable(ws, schema)
+    task, left_out = unlearned_task(ws, schema, split, versions.get("ranker_version"))
+    notes += left_out
     result = evaluate_workspace(ws, schema, names, split=split, options=options,
-                                report=report, progress=progress)
+                                report=report, progress=progress, task=task)
     scores = {name: result.metric(name, metric) for name in names}
     best = max(names, key=lambda n: (round(scores[n], 6), -CONFIGURATIONS.index(n)))
     record = RankingChoice(best=best, metric=metric, split=split, scores=scores,
                            queries=result.queries, seed=result.seed, notes=tuple(notes),
-                           measured_at=utcnow(), by=user.name, **versions)
+                           measured_at=utcnow(), by=user.name,
+                           warnings=tuple(result.warnings), **versions)
     Rankers(ws).set_default_ranking(schema, record, user=user)
     logger.info("default ranking of %s: %s (%s %s %.3f)", schema, best, split, metric,
                 scores[best])
+    for warning in record.warnings:
+        logger.warning("%s: %s", schema, warning)
     return result, record
+
+
+def unlearned_task(ws: Workspace, schema: str, split: str, ranker_version: str | None
+                   ) -> tuple[EvalTask, list[str]]:
+    """The schema's task less the ``split`` queries whose query groups the measured ranker
+    version learned labels of (it learns from every label), and a note saying how many."""
+    task = build_task(ws, schema)
+    state = active_ranker(ws, schema)
+    version = state.version
+    if ranker_version is None or version is None or version.id != ranker_version:
+        return task, []
+    provenance = version.manifest.get("labels")
+    learned = set(provenance.get("heldout_groups", []) if isinstance(provenance, dict) else [])
+    drop = [q for q in task.split(split) if q.group in learned]
+    if not drop or len(drop) == len(task.split(split)):
+        note = ([f"{RANKED}: {version.id} learned labels of every {split} query's group; the "
+                 f"comparison keeps them (its {RANKED} score is optimistic)"] if drop else [])
+        return task, note
+    kept = tuple(q for q in task.queries if q not in drop)
+    return replace(task, queries=kept), [
+        f"{len(drop)} {split} queries left out of every configuration: {version.id} learned "
+        "labels of their query groups"]
 
 
 def format_choice(record: RankingChoice) -> str:
@@ -104,5 +138,6 @@ def format_choice(record: RankingChoice) -> str:
              f"{record.scores[record.best]:.3f})"]
     lines += [f"  {name}: {value:.3f}" for name, value in
               sorted(record.scores.items(), key=lambda kv: -kv[1])]
-    lines += [f"  not measured: {note}" for note in record.notes]
+    lines += [f"  note: {note}" for note in record.notes]
+    lines += [f"  warning: {warning}" for warning in record.warnings]
     return "\n".join(lines)

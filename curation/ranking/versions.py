@@ -53,9 +53,10 @@ logger = logging.getLogger(__name__)
 
 #: Re-exported: the version record, and the cleanup a round runs first.
 __all__ = ["ActiveRanker", "RankerVersion", "VersionScan", "activate", "active_ranker",
-           "active_version", "clean_orphans", "get_version", "list_versions", "load_ranker",
-           "parse_id", "promote", "save_version", "scan_versions", "update_manifest",
-           "update_metrics", "verify_model"]
+           "active_version", "clean_orphans", "get_version", "identical_version",
+           "list_versions", "load_ranker", "model_sha256", "parse_id", "promote",
+           "save_version", "scan_versions", "update_manifest", "update_metrics",
+           "verify_model"]
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,30 @@ def save_version(ws: Workspace, schema: str, ranker: Ranker, manifest: dict[str,
     remember_checked(sha)
     logger.info("saved ranker %s (%s, %d features)", ident, ranker.kind, len(ranker.names))
     return get_version(ws, ident)
+
+
+def model_sha256(ranker: Ranker) -> str:
+    """The SHA-256 the ranker's model file would have once saved (written into a temporary
+    folder outside the workspace and removed)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="kbcurate-ranker-") as tmp:
+        return file_sha256(ranker.save(Path(tmp)))
+
+
+def identical_version(ws: Workspace, schema: str, sha256: str) -> RankerVersion | None:
+    """The saved version of ``schema`` whose model file has this SHA-256 (the same model,
+    options and training data) and can be used, or None: a round never keeps two identical
+    versions, but a model equal to one whose file is gone or damaged is saved anew."""
+    for row in RankerVersions(ws).saved(schema):
+        if row.sha256 == sha256:
+            try:
+                version = version_from_row(ws, row)
+                verify_model(version, ws)
+                return version
+            except CurationError as exc:  # gone or damaged: the new model is saved anew
+                logger.info("%s equals the new model but cannot be used (%s)", row.ident, exc)
+    return None
 
 
 def _undo_save(store: RankerVersions, ident: str, tmp: Path, final: Path | None) -> None:

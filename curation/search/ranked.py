@@ -253,7 +253,9 @@ def fallback_for(ws: Workspace, schema: str) -> DefaultRanking:
 
 
 def describe(record: RankingChoice) -> str:
-    """"chosen by test NDCG@10 0.690 vs 0.660 for bm25+rerank" from a stored measurement."""
+    """"chosen by test NDCG@10 0.690 vs 0.660 for bm25+rerank" from a stored measurement, with
+    a warning when it rests on fewer than 20 queries ("...; warning: measured on only 2 test
+    queries (< 20): too few to choose between rankings")."""
     scores, best = record.scores, record.best
     others = sorted(((v, k) for k, v in scores.items() if k != best), reverse=True)
     what = f"{record.split} {record.metric.replace('ndcg', 'NDCG')} {scores.get(best, 0.0):.3f}"
@@ -261,4 +263,5 @@ def describe(record: RankingChoice) -> str:
         what += f" ({record.ranker_version})"
     if others:
         what += f" vs {others[0][0]:.3f} for {others[0][1]}"
-    return f"chosen by {what}"
+    caution = record.caution()
+    return f"chosen by {what}" + (f"; warning: {caution}" if caution else "")

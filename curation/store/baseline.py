@@ -195,7 +195,11 @@ def _import_file(ws: Workspace, path: Path, versions: dict[str, int], *, actor: 
                         state.counts[key.removeprefix("documents_")] += value
             deleted = _finish(ws, run, path, state, actor)
     except BaseException as exc:
-        ledger.fail(path.name, f"{type(exc).__name__}: {exc}")
+        try:
+            ledger.fail(path.name, f"{type(exc).__name__}: {exc}")
+        except Exception:  # the original error is the one to report (a full disk, ...)
+            logger.warning("%s: could not record the failure in baseline_files", path.name,
+                           exc_info=True)
         raise
     finally:
         items.close()

@@ -52,6 +52,9 @@ _HELD: set[str] = set()
 
 # -- each schema's default ranking (curation.evaluation.best) --------------------------------------
 _DEFAULT_KEY = "ranking.default.{schema}"
+#: Below this many scored queries a choice is said to be untrustworthy (the evaluation's
+#: ``MIN_SCORED_QUERIES``, which a test keeps equal; here for records stored without warnings).
+FEW_QUERIES = 20
 
 
 # -- learn as you label ---------------------------------------------------------------------------
@@ -77,6 +80,8 @@ class RankingChoice:
         by: Who asked for the measurement.
         dense_version: The dense version behind the hybrid configuration, if measured.
         ranker_version: The ranker version behind "ranked", if measured.
+        warnings: Why the choice may not be trusted (too few queries), said wherever the
+            default is named.
     """
 
     best: str
@@ -90,12 +95,21 @@ class RankingChoice:
     by: str = ""
     dense_version: str | None = None
     ranker_version: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    def caution(self) -> str:
+        """One short line when the choice rests on too few queries (empty otherwise)."""
+        if 0 < self.queries < FEW_QUERIES:
+            return (f"measured on only {self.queries} {self.split} queries (< {FEW_QUERIES}): "
+                    "too few to choose between rankings")
+        return self.warnings[0] if self.warnings else ""
 
     def to_json(self) -> dict[str, Any]:
-        """The stored form (versions left out when not measured, as before)."""
-        out = {**asdict(self), "notes": list(self.notes)}
+        """The stored form (versions and warnings left out when there are none, as before)."""
+        out = {**asdict(self), "notes": list(self.notes), "warnings": list(self.warnings)}
         return {k: v for k, v in out.items()
-                if not (k in ("dense_version", "ranker_version") and v is None)}
+                if not (k in ("dense_version", "ranker_version") and v is None)
+                and not (k == "warnings" and not v)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RankingChoice | None:
@@ -104,6 +118,7 @@ class RankingChoice:
             return None
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**{**known, "best": str(data["best"]), "notes": tuple(known.get("notes", ())),
+                      "warnings": tuple(str(w) for w in known.get("warnings", ())),
                       "scores": {str(k): float(v) for k, v in known.get("scores", {}).items()}})
 
 

@@ -7,10 +7,14 @@ candidate is promoted when neither NDCG@10 nor EntityRecall@10 drops by more tha
 decision says why, metric by metric. An admin may promote anyway with a written reason
 (:func:`curation.training.activation.promote`), which the audit log keeps.
 
-A learned-ranker round (:func:`gate_ranker_round`) is gated against the version it started from,
-and promotes with a compare-and-swap on that version: an admin who activated another version
-while the round ran keeps that choice, and the round's version stays a candidate that says why
-(its manifest's ``gate``). An active version that cannot be used (gone, damaged) is replaced.
+A learned-ranker round is measured out of fold on the held-out pool (dev + test queries;
+:mod:`curation.training.heldout`) and decided by :func:`ranker_decision`: against the active
+version on the same queries, or, for a first version (or when the active one cannot be used),
+against the measured default bm25 + rerank, which it must beat; below 20 compared queries only
+an admin's written reason promotes. :func:`gate_ranker_round` promotes with a compare-and-swap
+on the version the round started from: an admin who activated another version while the round
+ran keeps that choice, and the round's version stays a candidate that says why (its manifest's
+``gate``).
 """
 
 from __future__ import annotations
@@ -19,13 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from curation.ranking.versions import (
-    RankerVersion,
-    get_version,
-    promote,
-    update_manifest,
-    verify_model,
-)
+from curation.ranking.versions import RankerVersion, promote, update_manifest
 from curation.store.errors import Actor, require_admin_actor
 from curation.store.rankers import RankerRoundLock, Rankers
 from curation.store.workspace import Workspace
@@ -128,19 +126,58 @@ def _compare(candidate: Mapping[str, float], active: Mapping[str, float] | None,
 
 
 # -- the learned ranker's rounds ---------------------------------------------------------------
-def gate_ranker_round(ws: Workspace, version: RankerVersion, lock: RankerRoundLock, *,
-                      user: Actor, gate: bool = True, tolerance_pp: float = 0.5
-                      ) -> tuple[RankerVersion, GateDecision, bool]:
-    """The gate's decision for a round's new version against the version the round started
-    from, the promotion (a compare-and-swap on that version) and the verdict recorded in the
-    version's manifest. Returns (the version, the decision, whether it was activated)."""
-    dev = version.metrics.get("dev", {})
-    old, why = compared_with(ws, lock.started_from)
-    if not dev:
-        decision = GateDecision(False, ("no dev query to compare on: not activated",), {}, {})
-    else:
-        decision = decide(dev, old, tolerance_pp=tolerance_pp)
-        decision = replace(decision, reasons=(why, *decision.reasons)) if why else decision
+#: What an admin does to promote a ranker version the gate kept (said in the gate's reasons).
+RANKER_OVERRIDE = ("an admin may activate it with a written reason: the Models page, or kbcurate "
+                   "rank activate VERSION --reason TEXT")
+
+
+def ranker_decision(candidate: Mapping[str, float], reference: Mapping[str, float], *,
+                    against: str, queries: int, first: bool, reason: str = "",
+                    tolerance_pp: float = 0.5) -> GateDecision:
+    """The gate's decision for a ranker round's candidate, both measured out of fold on the same
+    ``queries`` held-out queries (:mod:`curation.training.heldout`).
+
+    ``reference``: the active version's scores, or for a ``first`` version the measured
+    default's (``against`` names it: a first version must beat bm25 + rerank, never "anything
+    beats no version"). Below :data:`MIN_TEST_QUERIES` compared queries the candidate is kept
+    unless ``reason`` (an admin's written reason) is given.
+    """
+    head = (f"held-out: {queries} queries; NDCG@10 {candidate.get('ndcg@10', 0.0):.3f} vs "
+            f"{reference.get('ndcg@10', 0.0):.3f} for {against}, EntityRecall@10 "
+            f"{candidate.get('entity_recall@10', 0.0):.3f} vs "
+            f"{reference.get('entity_recall@10', 0.0):.3f}")
+    decision = decide(candidate, reference, tolerance_pp=tolerance_pp)
+    reasons = [head, *decision.reasons]
+    if first and not decision.promote:
+        reasons[-1] = (f"{reasons[-1]}: a first version must beat the measured default "
+                       f"({against}) on the held-out queries")
+    elif first:
+        reasons[-1] = f"promoted: the first version beats the measured default ({against})"
+    decision = replace(decision, reasons=tuple(reasons))
+    if queries >= MIN_TEST_QUERIES or not decision.promote:
+        return decision
+    if reason.strip():
+        return replace(decision, reasons=(*reasons[:-1], f"only {queries} held-out queries "
+                       f"(< {MIN_TEST_QUERIES}), promoted on an admin's written reason: "
+                       f"{reason.strip()}", reasons[-1]))
+    return replace(decision, promote=False, reasons=(
+        *reasons[:-1], f"only {queries} held-out queries (< {MIN_TEST_QUERIES}): too few to "
+        f"trust the comparison; kept as a candidate ({RANKER_OVERRIDE})"))
+
+
+def no_measurement() -> GateDecision:
+    """The decision when the schema has no held-out query at all."""
+    return GateDecision(False, ("no held-out (dev or test) query to measure on: kept as a "
+                                f"candidate ({RANKER_OVERRIDE})",), {}, {})
+
+
+def gate_ranker_round(ws: Workspace, version: RankerVersion, lock: RankerRoundLock,
+                      decision: GateDecision, *, user: Actor, gate: bool = True,
+                      record: bool = True) -> tuple[RankerVersion, GateDecision, bool]:
+    """Promote a round's version when ``decision`` says so (and ``gate``), with a
+    compare-and-swap on the version the round started from, and record the verdict in the
+    version's manifest (``record``: False for a saved version the round's model equals).
+    Returns (the version, the decision, whether it was activated)."""
     activated = False
     if decision.promote and gate:
         activated = promote(ws, version.id, user=user, reason="; ".join(decision.reasons),
@@ -151,21 +188,12 @@ def gate_ranker_round(ws: Workspace, version: RankerVersion, lock: RankerRoundLo
                 *decision.reasons, f"not activated: {now} was made active while this round ran "
                 f"(it started from {lock.started_from or 'no active version'}); that choice "
                 "stands, this version stays a candidate"))
-    actor = require_admin_actor(user, "Training a ranker version")
-    version = update_manifest(ws, version.id, {"gate": {**decision.to_json(),
-                                                        "activated": activated}}, actor=actor)
+    elif decision.promote:
+        decision = replace(decision, reasons=(*decision.reasons,
+                                              "not activated: saved only (--no-activate)"))
+    if record:
+        actor = require_admin_actor(user, "Training a ranker version")
+        version = update_manifest(ws, version.id, {"gate": {**decision.to_json(),
+                                                            "activated": activated}},
+                                  actor=actor)
     return version, decision, activated
-
-
-def compared_with(ws: Workspace, started_from: str | None) -> tuple[dict[str, Any] | None, str]:
-    """(dev metrics of the version a round started from, or None; why none when it is named
-    but cannot be used: then the candidate replaces it)."""
-    if started_from is None:
-        return None, ""
-    try:
-        previous = get_version(ws, started_from)
-        verify_model(previous, ws)
-    except CurationError as exc:
-        return None, (f"the active version {started_from} cannot be used ({exc}); the "
-                      "candidate replaces it")
-    return previous.metrics.get("dev") or None, ""

@@ -1,13 +1,17 @@
-"""One round of the fast learner: KB grades + labels -> a ranker version -> the gate.
+"""One round of the fast learner: the KB's train split + every label -> a ranker version -> the
+gate.
 
-For every query of the schema's **train split** (the seeded split by query entity that
-``kbcurate evaluate`` uses; dev and test entities are never trained on), the candidates are
-BM25's top N (and the dense top N when a dense index is given) plus the documents curators
-labelled for it; the cited documents get their KB grade (g class), the labels replace KB grades
-(conflicts: the most senior role, then the latest; an adjudicated final grade beats both), the
-rest grade 0. The fitted ranker is scored on the dev split (what the gate compares with the
-active version) and the test split (reported), saved as a version, and activated when the gate
-passes.
+The version that serves learns from the KB grades of the **train split** (the seeded split by
+query entity that ``kbcurate evaluate`` uses) and from **every label**, dev and test relations
+included (:mod:`curation.training.ranker_data`). The gate measures on the held-out pool (dev +
+test queries) out of fold, by query group, so no query is scored by a model that learned its
+own labels (:mod:`curation.training.heldout`): the candidate against the active version on the
+same queries, or a first version against the measured default (bm25 + rerank), which it must
+beat; below 20 compared queries only an admin's written reason promotes (``reason``; a
+label-triggered round has none, keeps its candidate and says why). A model identical to a saved
+version (same SHA-256) is not saved a second time. Every round that ran is recorded in the
+audit log (:mod:`curation.training.round_history`): the Models page and the sidebar show the
+last rounds per schema.
 
 One round per schema runs at a time (a ``ranker_rounds`` row in the database: a second one is
 refused with :class:`~curation.store.rankers.RoundRunning`; a label-triggered job then skips).
@@ -23,97 +27,53 @@ import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from tqdm.auto import tqdm
 
-from curation.access.adjudication import current_adjudications
 from curation.access.users import Role, User, require_admin
-from curation.evaluation.harness import EvalQuery, build_task, score_run
+from curation.evaluation.harness import EvalQuery, build_task
 from curation.evaluation.runner import ranking_context
 from curation.jobs.kinds import SYSTEM_USER
 from curation.jobs.queue import Job, get_job, list_jobs, submit_job
-from curation.ranking.grades import GradeTable, grade_table, graded, kb_grade
-from curation.ranking.model import Group, Ranker, RankerOptions, fit
+from curation.ranking.grades import grade_table
+from curation.ranking.model import Ranker, RankerOptions, fit
 from curation.ranking.pipeline import RANKED, RankingContext
 from curation.ranking.versions import (
     RankerVersion,
     activate,
     active_ranker,
     clean_orphans,
+    identical_version,
+    model_sha256,
     save_version,
 )
 from curation.search.indexing import get_index
 from curation.search.ranked import open_first_stages
-from curation.store.documents import Documents
 from curation.store.errors import Actor, WorkspaceError, require_admin_actor
 from curation.store.rankers import RankerRoundLock, Rankers, RoundRunning
 from curation.store.workspace import Workspace
-from curation.training.feedback import current_labels, resolve_conflicts
-from curation.training.gate import GateDecision, gate_ranker_round
+from curation.training.gate import gate_ranker_round
+from curation.training.heldout import doc_texts
+from curation.training.ranker_data import label_set, training_groups, training_set
+from curation.training.ranker_round import (
+    RankerRound,
+    RoundRequest,
+    decide_round,
+    identical_decision,
+    record_round,
+)
+from curation.training.round_measure import measure_round
 from kb_sources.errors import CurationError
 from kb_sources.schema import get_schema
-from kb_sources.types import joined_text
 from retrievers.base import Hit, Retriever
 
 logger = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class RankerRound:
-    version: RankerVersion
-    decision: GateDecision
-    activated: bool
-    seconds_features: float
-    seconds_fit: float
-    train_queries: int
-    train_rows: int
-    labels_used: tuple[int, ...]
-    labels_held_out: tuple[int, ...]
-
-
-def label_grades(ws: Workspace, schema: str, table: GradeTable, train_keys: set[str],
-                 roles: Mapping[str, Role | str] | None = None
-                 ) -> tuple[dict[str, dict[str, int]], list[int], list[int]]:
-    """query_key -> doc -> grade from the current labels of train-split queries, with the ids
-    used and the ids held out (dev/test queries)."""
-    winners, _ = resolve_conflicts(current_labels(ws, schema), roles or {})
-    final = current_adjudications(ws, schema)
-    out: dict[str, dict[str, int]] = {}
-    used, held = [], []
-    for lb in winners:
-        item = (lb.schema, lb.query_key, lb.doc_id)
-        grade = final[item].grade if item in final else lb.grade
-        value = table.label(grade)
-        if value is None:
-            continue
-        if lb.query_key not in train_keys:
-            held.append(lb.id)
-            continue
-        out.setdefault(lb.query_key, {})[lb.doc_id] = value
-        used.append(lb.id)
-    return out, used, held
-
-
-def training_groups(ctx: RankingContext, queries: Sequence[EvalQuery], table: GradeTable,
-                    labels: Mapping[str, Mapping[str, int]], *, progress: bool = True
-                    ) -> list[Group]:
-    """Graded candidate groups of the train queries."""
-    matcher = ctx.builder.matcher
-    groups = []
-    for q in tqdm(queries, desc=f"features {ctx.schema.name}", disable=not progress,
-                  mininterval=0.5):
-        own = labels.get(q.qid, {})
-        cands = ctx.candidates(q.text, extra=sorted(own))
-        x = ctx.features(q.query, cands, q.qid)
-        gold = [d for d in q.gold if d in set(cands.doc_ids)]
-        parts = Documents(ctx.ws).parts(gold)
-        cited = {d: kb_grade(table, " ".join(p for p in parts[d] if p), q.query, q.answers,
-                             matcher) for d in gold if d in parts}
-        grades = graded(cands.doc_ids, cited, own, table.kb["negative"])
-        groups.append(Group(q.qid, cands.doc_ids, x, tuple(grades)))
-    return groups
+#: Re-exported for the modules that build on a round (simulation, lists).
+__all__ = ["JOB_KIND", "RankerRound", "doc_texts", "maybe_learn", "open_context",
+           "promote_ranker", "ranked_run", "run_ranker_job", "set_ranker_schedule",
+           "start_round", "train_ranker", "training_groups"]
 
 
 def ranked_run(ctx: RankingContext, ranker: Ranker, queries: Sequence[EvalQuery], k: int = 100,
@@ -146,13 +106,17 @@ def train_ranker(ws: Workspace, schema: str, *, user: Actor,
                  dense_version: str | None = None, base_dense: bool = False,
                  roles: Mapping[str, Role | str] | None = None,
                  gate: bool = True, tolerance_pp: float = 0.5, progress: bool = True,
-                 context: RankingContext | None = None) -> RankerRound:
-    """Train, score, save and (gate permitting) activate a ranker version of ``schema``.
+                 context: RankingContext | None = None, reason: str = "",
+                 on_behalf_of: str = "", trigger: str = "") -> RankerRound:
+    """Train, measure, save and (gate permitting) activate a ranker version of ``schema``; the
+    round is recorded in the rounds history, failed ones too.
 
     The first stage is BM25, plus the dense index of ``dense_version`` and the base model's
     dense index when ``base_dense`` (each built when missing: encoding the corpus takes long on
     a CPU). A given ``context`` is used as it is (its dense indexes are recorded as given:
-    pass the ``dense_version`` its dense index belongs to).
+    pass the ``dense_version`` its dense index belongs to). ``reason``: an admin's written
+    reason to promote on fewer than 20 held-out queries. ``on_behalf_of`` / ``trigger``: whose
+    labels started the round and how (recorded).
 
     Raises:
         PermissionDenied: ``user`` is not an admin (the CLI, an admin, the system's job).
@@ -163,46 +127,78 @@ def train_ranker(ws: Workspace, schema: str, *, user: Actor,
     actor = require_admin_actor(user, "Training a ranker version")
     options = options or RankerOptions()
     sch = get_schema(schema, ws.schemas())
+    request = RoundRequest(gate, tolerance_pp, reason, on_behalf_of, trigger)
     with round_lock(ws, sch.name, actor) as lock:
-        task = build_task(ws, sch.name)
-        train, dev, test = task.split("train"), task.split("dev"), task.split("test")
-        if not train:
-            raise CurationError(f"The train split of {sch.name} has no query with a cited "
-                                "document in the workspace; import more KB relations or their "
-                                "abstracts")
-        table = grade_table(sch.name, ws.root)
-        labels, used, held = label_grades(ws, sch.name, table, {q.qid for q in train}, roles)
-        if context is None:
-            dense, base = open_first_stages(ws, dense_version=dense_version, base=base_dense,
-                                            progress=progress)
-            context = open_context(ws, sch.name, dense=dense, base=base, depth=depth,
-                                   progress=progress)
-        ctx = context
-        started = time.perf_counter()
-        groups = training_groups(ctx, train, table, labels, progress=progress)
-        seconds_features = time.perf_counter() - started
-        Rankers(ws).beat_round(lock)
-        started = time.perf_counter()
-        ranker = fit(groups, ctx.names, options)
-        seconds_fit = time.perf_counter() - started
-        metrics = split_metrics(ctx, ranker, {"dev": dev, "test": test})
-        manifest = {"options": options.to_json(), "depth": ctx.depth,
-                    "dense": dense_version if ctx.dense is not None else None,
-                    "base": ctx.base is not None,
-                    "grades": table.to_json(), "labels_used": used, "labels_held_out": held,
-                    "train_queries": len(train),
-                    "train_rows": sum(len(g.grades) for g in groups),
-                    "seconds": {"features": round(seconds_features, 2),
-                                "fit": round(seconds_fit, 2)},
-                    "metrics": metrics, "previous": lock.started_from}
-        version = save_version(ws, sch.name, ranker, manifest, actor=actor)
-        version, decision, activated = gate_ranker_round(ws, version, lock, user=user,
-                                                         gate=gate, tolerance_pp=tolerance_pp)
-    logger.info("ranker %s: dev NDCG@10 %.3f, %s", version.id,
-                metrics.get("dev", {}).get("ndcg@10", 0.0),
-                "activated" if activated else "not activated")
+        try:
+            if context is None:
+                dense, base = open_first_stages(ws, dense_version=dense_version,
+                                                base=base_dense, progress=progress)
+                context = open_context(ws, sch.name, dense=dense, base=base, depth=depth,
+                                       progress=progress)
+            result = _round(ws, sch.name, lock, context, options, request, user=user,
+                            roles=roles, dense_version=dense_version, progress=progress)
+        except CurationError as exc:
+            record_round(ws, lock, request, "failed", (str(exc),))
+            raise
+    logger.info("ranker %s: %s", result.version.id, "; ".join(result.decision.reasons))
+    return result
+
+
+def _round(ws: Workspace, schema: str, lock: RankerRoundLock, ctx: RankingContext,
+           options: RankerOptions, request: RoundRequest, *, user: Actor,
+           roles: Mapping[str, Role | str] | None, dense_version: str | None,
+           progress: bool) -> RankerRound:
+    """The body of :func:`train_ranker`, under the round lock."""
+    actor = require_admin_actor(user, "Training a ranker version")
+    task = build_task(ws, schema)
+    train = task.split("train")
+    if not train:
+        raise CurationError(f"The train split of {schema} has no query with a cited "
+                            "document in the workspace; import more KB relations or their "
+                            "abstracts")
+    table = grade_table(schema, ws.root)
+    labels = label_set(ws, ws.schemas()[schema], task, table, roles)
+    started = time.perf_counter()
+    tset = training_set(ctx, train, table, labels, progress=progress)
+    seconds_features = time.perf_counter() - started
+    Rankers(ws).beat_round(lock)
+    started = time.perf_counter()
+    ranker = fit(tset.groups(), ctx.names, options)
+    seconds_fit = time.perf_counter() - started
+    state = active_ranker(ws, schema)
+    measured = measure_round(ctx, task, tset, labels, ranker, options, state, progress=progress)
+    Rankers(ws).beat_round(lock)
+    decision = decide_round(measured, request)
+    manifest = {"options": options.to_json(), "depth": ctx.depth,
+                "dense": dense_version if ctx.dense is not None else None,
+                "base": ctx.base is not None, "grades": table.to_json(),
+                "labels_used": list(labels.used), "labels": labels.provenance(),
+                "train_queries": len(train), "train_rows": tset.rows,
+                "seconds": {"features": round(seconds_features, 2),
+                            "fit": round(seconds_fit, 2)},
+                "metrics": {**measured.served, **({"heldout": measured.heldout}
+                                                  if measured.heldout else {})},
+                "heldout_per_query": measured.per_query,
+                "heldout_fingerprint": measured.fingerprint,
+                "heldout": measured.summary(), "previous": lock.started_from}
+    same = identical_version(ws, schema, model_sha256(ranker))
+    if same is not None:
+        decision, outcome_note = identical_decision(same, decision, lock)
+        version, decision, activated = gate_ranker_round(
+            ws, same, lock, decision, user=user, gate=request.gate and outcome_note == "",
+            record=False)
+    else:
+        version = save_version(ws, schema, ranker, manifest, actor=actor)
+        version, decision, activated = gate_ranker_round(ws, version, lock, decision, user=user,
+                                                         gate=request.gate)
+    outcome = "promoted" if activated else "identical" if same is not None else "kept"
+    rec = record_round(ws, lock, request, outcome, decision.reasons, version=version.id,
+                       labels=labels, measured=measured,
+                       seconds={"features": round(seconds_features, 2),
+                                "fit": round(seconds_fit, 2)})
     return RankerRound(version, decision, activated, seconds_features, seconds_fit, len(train),
-                       manifest["train_rows"], tuple(used), tuple(held))
+                       tset.rows, labels.used, (), same.id if same is not None else None,
+                       measured, labels.provenance(), rec.id)
 
 
 @contextmanager
@@ -222,31 +218,6 @@ def round_lock(ws: Workspace, schema: str, actor: str) -> Iterator[RankerRoundLo
             Rankers(ws).end_round(lock)
         except WorkspaceError as exc:  # a full disk: this process's lock counts as released
             logger.warning("could not release the ranker round lock of %s (%s)", schema, exc)
-
-
-def split_metrics(ctx: RankingContext, ranker: Ranker,
-                  splits: Mapping[str, Sequence[EvalQuery]]) -> dict[str, Any]:
-    """split -> the ranker's metrics on its queries (splits without queries left out)."""
-    texts = doc_texts(ctx)
-    metrics: dict[str, Any] = {}
-    for split, queries in splits.items():
-        if queries:
-            result = score_run(queries, ranked_run(ctx, ranker, queries), RANKED,
-                               texts.__getitem__, ctx.builder.matcher)
-            metrics[split] = {**result.metrics, "queries": len(queries)}
-    return metrics
-
-
-def doc_texts(ctx: RankingContext) -> dict[str, str]:
-    """doc id -> title + abstract, read from the store when first asked for."""
-    class _Lazy(dict):
-        def __missing__(self, doc_id: str) -> str:
-            ctx.parts.load([doc_id])
-            title, abstract = ctx.parts.get(doc_id, ("", ""))
-            self[doc_id] = joined_text(title, abstract)
-            return self[doc_id]
-    return _Lazy()
-
 
 
 # -- learn as you label ---------------------------------------------------------------------------
@@ -333,20 +304,29 @@ def run_ranker_job(ctx: Any, schema: str, labels: int = 0, labeller: str = "") -
                                     base=bool(active and active.manifest.get("base")),
                                     build=False)
     context = open_context(ctx.ws, schema, dense=dense, base=base, progress=False)
+    trigger = (f"{labels} new labels" + (f" by {labeller}" if labeller else "") if labels
+               else f"started by {job.created_by}")
     try:
         result = train_ranker(ctx.ws, schema, user=SYSTEM_USER, progress=False,
-                              dense_version=dense_id, context=context)
+                              dense_version=dense_id, context=context,
+                              on_behalf_of=labeller, trigger=trigger)
     except RoundRunning as exc:
         ctx.progress(1.0, f"skipped: {exc}")
+        record_round(ctx.ws, None, RoundRequest(on_behalf_of=labeller, trigger=trigger),
+                     "skipped", (f"skipped: {exc}; the labels go into the next round",),
+                     schema=schema, started_by=SYSTEM_USER.name)
         return {"version": None, "activated": False, "skipped": str(exc)}
-    ctx.progress(1.0, f"{result.version.id}: "
-                      + ("promoted" if result.activated else "kept the active version"))
+    verdict = ("promoted" if result.activated else
+               f"identical to {result.identical_to}" if result.identical_to else
+               "kept as a candidate")
+    ctx.progress(1.0, f"{result.version.id}: {verdict}: {result.decision.reasons[-1]}")
     return {"version": result.version.id, "activated": result.activated,
+            "identical_to": result.identical_to,
             "reasons": list(result.decision.reasons),
             "metrics": result.version.metrics,
             "seconds": {"features": round(result.seconds_features, 2),
                         "fit": round(result.seconds_fit, 2)},
-            "labels_used": len(result.labels_used)}
+            "labels_used": len(result.labels_used), "round": result.record_id}
 
 
 # -- admin actions ---------------------------------------------------------------------------------

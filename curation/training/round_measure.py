@@ -1,0 +1,175 @@
+"""A ranker round's measurement: the candidate out of fold on the held-out pool, and what it is
+compared with on the same queries (issue 36 items 3 and 4; the method is
+:mod:`curation.training.heldout`'s).
+
+* **The active version**, when it can be used: its own out-of-fold scores, stored with it, while
+  the pool is unchanged (same queries, gold and folds: the fingerprint); otherwise its model
+  scored on the pool's queries whose groups it learned no label of (the candidate then on the
+  same queries).
+* **The measured default** (bm25 + the entity rerank) when there is no usable active version: a
+  first version must beat it.
+
+The serving model's own dev and test scores (what ``kbcurate evaluate --retriever ranked``
+reports) are kept as the version's ``dev`` and ``test`` metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from curation.evaluation.harness import EvalQuery, EvalTask
+from curation.ranking.model import Ranker, RankerOptions, fit
+from curation.ranking.pipeline import RankingContext
+from curation.ranking.versions import ActiveRanker, load_ranker
+from curation.training.heldout import (
+    DEFAULT_CONFIGURATION,
+    POOL_SPLITS,
+    Measurement,
+    Prepared,
+    assign_folds,
+    default_run,
+    doc_texts,
+    measure,
+    out_of_fold,
+    per_query_json,
+    pool_fingerprint,
+    prepare,
+    stored_measurement,
+    top_hits,
+)
+from curation.training.ranker_data import LabelSet, TrainingSet
+from kb_sources.errors import CurationError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RoundMeasurement:
+    """What the gate compares, and what the version keeps.
+
+    Attributes:
+        candidate: The candidate's out-of-fold scores on the compared queries.
+        reference: The active version's or the default's on the same queries (None: the
+            schema has no held-out query).
+        against: What the reference is ("disease_gene-ranker@2", "bm25+rerank").
+        first: The reference is the default (no usable active version).
+        pool: Queries in the held-out pool.
+        folds: Folds of the pool.
+        refits: Models fitted for folds with labels.
+        served: split -> the serving model's metrics ("dev", "test").
+        heldout: The candidate's out-of-fold metrics on the whole pool.
+        per_query: The candidate's out-of-fold scores per pool query (kept with the version).
+        fingerprint: The pool's fingerprint.
+        notes: Why fewer queries were compared, or why the active version was not.
+    """
+
+    candidate: Measurement | None
+    reference: Measurement | None
+    against: str
+    first: bool
+    pool: int
+    folds: int = 0
+    refits: int = 0
+    served: dict[str, dict[str, float]] = field(default_factory=dict)
+    heldout: dict[str, float] = field(default_factory=dict)
+    per_query: dict[str, Any] = field(default_factory=dict)
+    fingerprint: str = ""
+    notes: tuple[str, ...] = ()
+
+    @property
+    def compared(self) -> int:
+        return self.candidate.queries if self.candidate is not None else 0
+
+    def summary(self) -> dict[str, Any]:
+        """The round's held-out scores for the history (rounded)."""
+        def pick(m: Measurement | None) -> dict[str, float]:
+            return {} if m is None else {k: round(float(m.metrics.get(k, 0.0)), 4)
+                                         for k in ("ndcg@10", "entity_recall@10")}
+        return {"pool": self.pool, "compared": self.compared, "folds": self.folds,
+                "refits": self.refits, "against": self.against, "first": self.first,
+                "candidate": pick(self.candidate), "reference": pick(self.reference),
+                "notes": list(self.notes)}
+
+
+def heldout_pool(task: EvalTask) -> list[EvalQuery]:
+    """The dev and test queries."""
+    return [q for q in task.queries if q.split in POOL_SPLITS]
+
+
+def measure_round(ctx: RankingContext, task: EvalTask, tset: TrainingSet, labels: LabelSet,
+                  served: Ranker, options: RankerOptions, active: ActiveRanker, *,
+                  progress: bool = False) -> RoundMeasurement:
+    """Measure a round's candidate (``served``, fitted on ``tset``) and its reference."""
+    pool = heldout_pool(task)
+    if not pool:
+        return RoundMeasurement(None, None, "", active.version is None, 0)
+    folds = assign_folds(q.group for q in pool)
+    fingerprint = pool_fingerprint(pool, folds)
+    prepared = prepare(ctx, pool, progress=progress)
+    texts = doc_texts(ctx)
+
+    def fit_without(groups: set[str]) -> Ranker:
+        return fit(tset.groups(without=groups), ctx.names, options)
+
+    run, refits = out_of_fold(prepared, folds, served, labels.groups(), fit_without)
+    candidate = measure(ctx, "candidate", pool, run, texts)
+    own = {p.q.qid: top_hits(served, p) for p in prepared}
+    split_of = {q.qid: q.split for q in pool}
+    served_metrics = {}
+    for split in POOL_SPLITS:
+        queries = [q for q in pool if q.split == split]
+        if queries:
+            served_metrics[split] = measure(ctx, split, queries, own, texts).metrics
+    reference, against, notes = reference_measurement(ctx, active, prepared, fingerprint, texts)
+    compared = candidate.on(reference.per_query) if reference is not None else candidate
+    logger.info("held-out pool of %s: %d queries (%s), %d folds, %d refits", ctx.schema.name,
+                len(pool), ", ".join(f"{s} {sum(v == s for v in split_of.values())}"
+                                     for s in POOL_SPLITS), len(set(folds.values())), refits)
+    return RoundMeasurement(
+        compared, reference, against, against == DEFAULT_CONFIGURATION, len(pool),
+        len(set(folds.values())), refits, served_metrics, candidate.metrics,
+        per_query_json(candidate), fingerprint, notes)
+
+
+def reference_measurement(ctx: RankingContext, active: ActiveRanker,
+                          prepared: Sequence[Prepared], fingerprint: str,
+                          texts: dict[str, str]) -> tuple[Measurement, str, tuple[str, ...]]:
+    """(the reference's scores, its name, notes): the active version where it can be used,
+    else the measured default."""
+    pool = [p.q for p in prepared]
+    notes: list[str] = []
+    version = active.version
+    if active.problem:
+        notes.append(f"the active version {active.ident} cannot be used ({active.problem}); "
+                     f"the candidate is compared with the measured default "
+                     f"{DEFAULT_CONFIGURATION} and replaces it if it beats that")
+    if version is not None:
+        stored = stored_measurement(version.id, version.manifest.get("heldout_per_query"))
+        if (stored is not None and version.manifest.get("heldout_fingerprint") == fingerprint
+                and set(stored.per_query) >= {q.qid for q in pool}):
+            return stored.on(q.qid for q in pool), version.id, tuple(notes)
+        try:
+            model = load_ranker(version)
+            if list(model.names) != list(ctx.names):
+                raise CurationError("it was trained on other features than this code builds")
+        except CurationError as exc:
+            notes.append(f"the active version {version.id} cannot rank here ({exc}); the "
+                         f"candidate is compared with the measured default "
+                         f"{DEFAULT_CONFIGURATION}")
+        else:
+            provenance = version.manifest.get("labels")
+            learned = set(provenance.get("heldout_groups", [])
+                          if isinstance(provenance, dict) else [])
+            keep = [p for p in prepared if p.q.group not in learned]
+            if len(keep) < len(prepared):
+                notes.append(f"compared on {len(keep)} of {len(prepared)} held-out queries: "
+                             f"{version.id} learned labels of the others' query groups")
+            run = {p.q.qid: top_hits(model, p) for p in keep}
+            return (measure(ctx, version.id, [p.q for p in keep], run, texts), version.id,
+                    tuple(notes))
+    run = default_run(ctx, pool, texts)
+    return measure(ctx, DEFAULT_CONFIGURATION, pool, run, texts), DEFAULT_CONFIGURATION, \
+        tuple(notes)
