@@ -107,7 +107,7 @@ def run_best(ctx: AppContext, request: dict) -> None:
         return
     schema = request.get("schema") or ""
     try:
-        with st.spinner(f"Measuring every ranking of {schema} on its test split ..."):
+        with st.spinner(f"Measuring every ranking of {md(schema)} on its test split ..."):
             report, record = choose_default(ctx.ws, schema, user=ctx.user,
                                             split=request.get("split") or "test",
                                             progress=False)

@@ -106,7 +106,7 @@ def _drafts(ctx: AppContext) -> None:
     cols = st.columns(2)
     for col, fmt in zip(cols, FORMATS, strict=True):
         _, suffix, mime = FORMATS[fmt]
-        col.download_button(f"CIViC drafts ({fmt.upper()})", key=f"sg_drafts_{fmt}",
+        col.download_button(md(f"CIViC drafts ({fmt.upper()})"), key=f"sg_drafts_{fmt}",
                             file_name=f"civic_evidence_drafts.{suffix}", mime=mime,
                             on_click="ignore",
                             data=lambda fmt=fmt: draft_text(ctx, accepted, fmt))

@@ -166,10 +166,10 @@ def watched(ctx: AppContext, schema: Schema, rows: list[DigestRow]) -> None:
     warned: set[int] = set()
     for i, row in enumerate(rows[:WATCH_ROWS]):
         cols = st.columns([4, 1], vertical_alignment="center")
-        best = (f" · best score {row.best_score:.3g} (PMID {md(row.best_pmid)})"
+        best = (f" · best score {row.best_score:.3g} (PMID {row.best_pmid})"
                 if row.best_score is not None else "")
-        cols[0].markdown(f"**{md(row.relation)}** · {md(row.headline())}{best} · watch "
-                         f"{row.watch.id:d} by {md(row.watch.owner)}")
+        line = f"{row.headline()}{best} · watch {row.watch.id:d} by {row.watch.owner}"
+        cols[0].markdown(f"**{md(row.relation)}** · {md(line)}")
         if row.new and cols[1].button("Open in Curate", key=f"wl_watch_open_{i}"):
             _open_watched(schema, row)
         if row.failed and row.watch.id not in warned and row.last_run is not None:
