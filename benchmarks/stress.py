@@ -107,8 +107,9 @@ def writer(root: str, index: int, labels: int, doc_ids: list[str], out: str,
             if learn and outcome == "ok":
                 try:
                     maybe_learn(ws, "PO", user=User(f"writer{index}", Role.CURATOR))
-                except Exception as exc:  # noqa: BLE001 - counted as a writer error
-                    os.write(fd, f"error\t0\t{started:.6f}\tround: {exc}\n".encode())
+                except Exception as exc:  # noqa: BLE001 - counted apart: the label is saved
+                    detail = f"{type(exc).__name__}: {exc}"[:200].replace("\n", " ")
+                    os.write(fd, f"round-error\t0\t{started:.6f}\t{detail}\n".encode())
     os.close(fd)
 
 
@@ -268,6 +269,12 @@ def ranker_rounds(ws) -> dict[str, int]:
     return counts
 
 
+def _round_errors(fig: dict) -> str:
+    """How many label calls could not start their ranker round, and the first reason."""
+    errors = [d for w in fig["writes"] for o, _, d, _ in w if o == "round-error"]
+    return f"{len(errors)}" + (f" (first: {errors[0]})" if errors else "")
+
+
 def check(ws, folder: str, job_ids: list[int]) -> dict:
     """Flush the outbox, then count rows, check integrity, jobs and the index."""
     from curation.jobs.queue import get_job, wait_for_job
@@ -345,6 +352,7 @@ def report(fig: dict, args: argparse.Namespace) -> bool:
         ("jobs left unfinished", str(fig["unfinished_jobs"] or "none")),
         ("ranker round jobs by status", ", ".join(f"{k} {n}" for k, n in
                                                    sorted(fig["rounds"].items())) or "none"),
+        ("ranker rounds not started (label saved; the app warns)", _round_errors(fig)),
         *v["import_rows"],
     ]
     width = max(len(k) for k, _ in table)
