@@ -150,6 +150,20 @@ def metrics_chart(rows: list[VersionHistory]) -> None:
                    f"{md(names)}")
 
 
+def failed_watch_runs(ctx: AppContext, schema: str) -> None:
+    """PubMed watches of the schema whose last run failed, with why (issue 37: a failed run
+    says why here; the next run catches up)."""
+    from curation.store.watches import Watches
+
+    watches = {w.id: w for w in Watches(ctx.ws).watches(schema=schema)}
+    failed = [(watches[i], run) for i, run in Watches(ctx.ws).last_runs(watches).items()
+              if run.status == "failed"]
+    for watch, run in failed:
+        st.warning(md(f"The PubMed watch {watch.id} of {watch.owner} ({watch.label}) failed on "
+                      f"{run.finished_at[:16].replace('T', ' ')} UTC: {run.error}. Its next run "
+                      "catches up from the last successful run."))
+
+
 def render(ctx: AppContext) -> None:
     st.header("Models")
     handle_rollback(ctx)
@@ -160,6 +174,7 @@ def render(ctx: AppContext) -> None:
         st.info("No relation cites a document of this workspace yet: no model to show.")
         return
     schema = st.selectbox("Schema", schemas, key="models_schema")
+    failed_watch_runs(ctx, schema)
     ranker_section(ctx, schema)
     st.subheader("Dense model versions")
     rows = history(ctx.ws, schema)

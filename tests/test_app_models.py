@@ -211,3 +211,30 @@ def test_the_sidebar_panel_shows_running_and_ended_activations(ws_root, tiny_mod
     (caption,) = [shown(c.value) for c in at.sidebar.caption]
     assert re.fullmatch(rf"{v2} is now the active disease_gene model \(job {job.id}: index of 50 "
                         r"documents built in \d+ s, [\d.]+ documents/s\)\.", caption), caption
+
+
+def test_a_failed_watch_run_says_why_on_the_models_page(ws_root):
+    """Issue 37 item 2: a failed watch run says why on the Models page (the next run catches
+    up); a done run says nothing there."""
+    from curation.store.watches import RunCounts, Watches
+
+    with Workspace.open(ws_root) as ws:
+        watches = Watches(ws)
+        ids = [watches.add(owner="alice", schema="disease_gene", kind="relation", target=t,
+                           spec={}, label=label, pubmed_query='"x"[tiab]', max_hits=10,
+                           every_days=1, mindate="2026-11-01", at="2026-11-20T10:00:00+00:00")
+               for t, label in (("a", "melanoma <b>x</b>"), ("b", "retinoblastoma"))]
+        watches.record_run(ids[0], RunCounts('"x"[tiab]', "2026-11-01", "2026-11-27",
+                                             error="PubMed answered 500"), actor="alice",
+                           started_at="2026-11-27T06:00:00+00:00",
+                           finished_at="2026-11-27T06:00:05+00:00")
+        watches.record_run(ids[1], RunCounts('"x"[tiab]', "2026-11-01", "2026-11-27"),
+                           actor="alice", started_at="2026-11-27T06:00:00+00:00",
+                           finished_at="2026-11-27T06:00:05+00:00")
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "boss")
+    at.switch_page("app_pages/models.py").run()
+    assert not at.exception
+    warnings = [shown(w.value) for w in at.warning if "PubMed watch" in shown(w.value)]
+    assert warnings == [f"The PubMed watch {ids[0]} of alice (melanoma <b>x</b>) failed on "
+                        "2026-11-27 06:00 UTC: PubMed answered 500. Its next run catches up "
+                        "from the last successful run."]
