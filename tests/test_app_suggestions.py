@@ -194,7 +194,7 @@ def test_review_offers_civic_drafts_of_accepted_suggestions(ws_root):
         moderate_suggestion(ws, row.id, "accepted", "shown", user=User("cur", Role.CURATOR))
     at.run()
     assert not at.exception
-    buttons = {b.key: b.proto.label for b in at.get("download_button")
+    buttons = {b.key: shown(b.proto.label) for b in at.get("download_button")
                if b.key.startswith("sg_drafts")}
     assert buttons == {"sg_drafts_csv": "CIViC drafts (CSV)",
                        "sg_drafts_json": "CIViC drafts (JSON)"}
