@@ -41,8 +41,13 @@ WING_RULES: dict[str, frozenset[str]] = {
     # PubMed as the corpus: query building (store, matching), NCBI settings (access), the search
     # job (jobs) and the ranking of its hits with the Curate page's code (search)
     "pubmed": frozenset({"store", "matching", "access", "search", "jobs"}),
+    # in-query learning and stopping (DESIGN.md, "Three speeds of learning"): arrays over the
+    # ranker's candidates, under the app and the simulations
+    "screening": frozenset({"store", "ranking", "matching"}),
+    # replays of simulated curators over held-out tasks
+    "simulation": frozenset({"screening", "evaluation", "training", "ranking", "store"}),
     "cli": frozenset({"store", "access", "matching", "jobs", "search", "evaluation", "training",
-                      "ranking", "pubmed"}),
+                      "ranking", "pubmed", "screening", "simulation"}),
 }
 SHARED = frozenset({"templates"})
 

@@ -9,7 +9,7 @@ import sys
 from dataclasses import fields
 from typing import Any
 
-from curation.cli import model_commands, rank_commands, speed_commands
+from curation.cli import model_commands, rank_commands, screening_commands, speed_commands
 from curation.cli.common import given_or, print_json, workspace_path
 from curation.cli.recipe_flags import add_recipe_argument, add_recipe_flags, option_values
 from curation.store.workspace import Workspace
@@ -89,7 +89,9 @@ def _loop_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentPars
                                    "one in the copy)")
     p.add_argument("--no-zero-shot", action="store_true", help="skip scoring the base model")
     p.add_argument("--out", help="folder for simulation.json/.html/.txt "
-                                 "(default: WS/exports/simulation-SCHEMA-TIME)")
+                                 "(default: WS/exports/simulation-SCHEMA-TIME); "
+                                 "--screening: the JSON file")
+    screening_commands.add_simulate_args(p)
     _retrain_options(p, evaluation="pool")
 
 
@@ -227,6 +229,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from curation.training.simulate import SimulationConfig, simulate
     from curation.training.simulate_report import format_rounds
 
+    if args.screening:
+        return screening_commands.simulate_screening_command(args)
     if args.learner == "ranker":
         return rank_commands.simulate_ranker_command(args)
     d = SimulationConfig()

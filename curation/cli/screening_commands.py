@@ -1,0 +1,57 @@
+"""``kbcurate simulate --screening``: the screening replay's flags and handler (the
+``simulate`` parser lives in :mod:`curation.cli.train_commands`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from curation.cli.common import workspace_path
+from curation.store.workspace import Workspace
+from kb_sources.errors import CurationError
+
+
+def add_simulate_args(p: argparse.ArgumentParser) -> None:
+    """The screening flags of ``kbcurate simulate``."""
+    p.add_argument("--screening", action="store_true",
+                   help="replay the screening of every held-out query with >= 2 relevant "
+                        "candidates: static, in-query learned (feedback) and random orders, "
+                        "and the stopping rules; --out F.json (and F.html)")
+    p.add_argument("--split", default="heldout", choices=("dev", "test", "heldout"),
+                   help="screening: the queries replayed (heldout = dev and test)")
+    p.add_argument("--recall-target", type=float, default=0.95,
+                   help="screening: recall target of the stopping rules (default 0.95)")
+    p.add_argument("--no-stop", action="store_true",
+                   help="screening: skip replaying the stopping rules (faster)")
+
+
+def simulate_screening_command(args: argparse.Namespace) -> int:
+    """Run the replay; ``--schema`` may name several schemas, comma-separated (pooled)."""
+    from curation.simulation.plots import write_recall_html
+    from curation.simulation.screening import SimulationOptions
+    from curation.simulation.screening_run import format_screening, simulate_screening
+
+    schemas = [s.strip() for s in args.schema.split(",") if s.strip()]
+    if not schemas:
+        raise CurationError("--schema names no schema; give one or several, comma-separated")
+    if not 0.0 < args.recall_target < 1.0:
+        raise CurationError(f"--recall-target must be in (0, 1), got {args.recall_target}")
+    seed = getattr(args, "seed", None)
+    options = SimulationOptions(seed=seed) if seed is not None else SimulationOptions()
+    with Workspace.open(workspace_path(args)) as ws:
+        result = simulate_screening(ws, schemas, args.split, options=options,
+                                    stops=not args.no_stop, target=args.recall_target,
+                                    progress=not args.quiet)
+        out = Path(args.out) if args.out else (
+            ws.root / "exports" / f"screening-{'-'.join(schemas)}-{args.split}.json")
+    if out.suffix != ".json":
+        out = out.with_suffix(".json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    tmp.replace(out)
+    html = write_recall_html(result, out.with_suffix(".html"))
+    print(format_screening(result))
+    print(f"written: {out}, {html}")
+    return 0

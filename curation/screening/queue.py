@@ -1,0 +1,136 @@
+"""The screening queue of one partial relation: every candidate, scored once, rows cached.
+
+A queue holds the whole candidate set of a query (the first stages' top N, N =
+:data:`SCREENING_DEPTH` by default, plus extra ids such as the relation's PubMed hits), the
+ranker's score of each (the static order), the calibrated prior log-odds, and the rows the
+per-query model reads: TF-IDF over the candidate set itself (unigrams and bigrams, sublinear tf,
+vocabulary fitted on these candidates only, each row L2-normalised) and, when given, dense
+embeddings as extra columns. Building a queue is the slow part (features, TF-IDF); re-scoring
+after a label only fits the model on the cached rows (:mod:`curation.screening.learner`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from curation.ranking.features import gather
+from curation.ranking.model import Ranker
+from curation.ranking.pipeline import RankingContext
+from curation.screening.calibration import DEFAULT_CALIBRATION, Calibration
+from kb_sources.errors import CurationError
+from kb_sources.types import Entity, joined_text
+
+logger = logging.getLogger(__name__)
+
+#: Candidates per first stage in a screening queue (N).
+SCREENING_DEPTH = 1000
+#: Weight of the dense block against the (unit-length) TF-IDF row.
+DENSE_WEIGHT = 0.5
+
+
+@dataclass(frozen=True)
+class ScreeningQueue:
+    """One query's candidates in the static order (best first) with their cached rows.
+
+    Attributes:
+        query_key: The partial relation (or list) the queue belongs to.
+        doc_ids: Candidates, sorted by the ranker's score (ties: first-stage order).
+        static: The ranker's score of each candidate.
+        prior: Calibrated prior log-odds of each candidate.
+        rows: One sparse row per candidate (TF-IDF, then the dense block when given).
+        terms: The TF-IDF vocabulary (column names of the TF-IDF block).
+    """
+
+    query_key: str
+    doc_ids: tuple[str, ...]
+    static: np.ndarray = field(repr=False)
+    prior: np.ndarray = field(repr=False)
+    rows: sp.csr_matrix = field(repr=False)
+    terms: tuple[str, ...] = field(repr=False)
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+    def index(self) -> dict[str, int]:
+        """doc id -> row."""
+        return {d: i for i, d in enumerate(self.doc_ids)}
+
+
+def tfidf_rows(texts: Sequence[str]) -> tuple[sp.csr_matrix, tuple[str, ...]]:
+    """L2-normalised TF-IDF rows of ``texts`` over their own vocabulary (terms in >= 2 texts;
+    all terms when fewer than 3 texts)."""
+    min_df = 2 if len(texts) >= 3 else 1
+    vectorizer = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), min_df=min_df,
+                                 max_df=0.95 if len(texts) >= 20 else 1.0,
+                                 stop_words="english", dtype=np.float64)
+    try:
+        rows = vectorizer.fit_transform(texts)
+    except ValueError:  # no term at all (empty texts): the model then has nothing to learn
+        return sp.csr_matrix((len(texts), 0)), ()
+    return sp.csr_matrix(rows), tuple(vectorizer.get_feature_names_out())
+
+
+def build_queue(query_key: str, doc_ids: Sequence[str], texts: Sequence[str],
+                static: Sequence[float], *, calibration: Calibration = DEFAULT_CALIBRATION,
+                dense: np.ndarray | None = None) -> ScreeningQueue:
+    """A queue from candidates, their texts and ranker scores (any order; sorted here).
+
+    Args:
+        query_key: The partial relation's key.
+        doc_ids: Candidate ids (distinct).
+        texts: Each candidate's title + abstract.
+        static: Each candidate's ranker score.
+        calibration: Score -> prior log-odds.
+        dense: Optional embeddings, one row per candidate (L2-normalised here).
+
+    Raises:
+        CurationError: Lengths differ, an id repeats, or a score is not finite.
+    """
+    n = len(doc_ids)
+    scores = np.asarray(static, dtype=np.float64)
+    if len(texts) != n or len(scores) != n or (dense is not None and len(dense) != n):
+        raise CurationError(f"Screening queue {query_key!r}: {n} candidates but {len(texts)} "
+                            f"texts and {len(scores)} scores; give one of each per candidate")
+    if len(set(doc_ids)) != n:
+        raise CurationError(f"Screening queue {query_key!r}: a candidate id repeats; give "
+                            "each document once")
+    if not np.all(np.isfinite(scores)):
+        raise CurationError(f"Screening queue {query_key!r}: a ranker score is not finite")
+    order = sorted(range(n), key=lambda i: (-scores[i], i))
+    rows, terms = tfidf_rows([texts[i] for i in order])
+    if dense is not None and len(order):
+        block = np.asarray(dense, dtype=np.float64)[order]
+        norms = np.linalg.norm(block, axis=1, keepdims=True)
+        block = DENSE_WEIGHT * block / np.where(norms > 0, norms, 1.0)
+        rows = sp.hstack([rows, sp.csr_matrix(block)], format="csr")
+    ordered = scores[order]
+    return ScreeningQueue(query_key, tuple(doc_ids[i] for i in order), ordered,
+                          calibration.log_odds(ordered), rows, terms)
+
+
+def relation_queue(ctx: RankingContext, ranker: Ranker, text: str,
+                   query: Mapping[str, Sequence[Entity]], query_key: str = "", *,
+                   depth: int = SCREENING_DEPTH, extra: Sequence[str] = (),
+                   calibration: Calibration = DEFAULT_CALIBRATION) -> ScreeningQueue:
+    """The queue of one partial relation: BM25's (and the open dense indexes') top ``depth``
+    plus ``extra`` ids (its PubMed hits, labelled documents), scored by ``ranker``.
+
+    Raises:
+        CurationError: ``depth`` is below 1.
+    """
+    if depth < 1:
+        raise CurationError(f"A screening queue needs depth >= 1 candidates, got {depth}")
+    dense = ctx.dense.search(text, depth) if ctx.dense is not None else None
+    base = ctx.base.search(text, depth) if ctx.base is not None else None
+    cands = gather(ctx.bm25.search(text, depth), dense, base, depth=depth, extra=extra)
+    x = ctx.features(query, cands, query_key)
+    scores = ranker.score(x) if len(cands.doc_ids) else np.zeros(0)
+    texts = [joined_text(*ctx.parts.get(d, ("", ""))) for d in cands.doc_ids]
+    logger.info("screening queue %s: %d candidates", query_key, len(cands.doc_ids))
+    return build_queue(query_key, cands.doc_ids, texts, scores, calibration=calibration)

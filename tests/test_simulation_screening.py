@@ -1,0 +1,197 @@
+"""The screening replay (issue 38, item 4): metrics against hand-computed values, the learners
+and the stopping rules on hand-made lists, BC6PM's reader, and ``kbcurate simulate --screening``
+end to end on a small hand-made KB."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from curation.screening.calibration import Calibration
+from curation.screening.learner import LearnerOptions
+from curation.screening.queue import build_queue
+from curation.simulation.bc6pm import read_triage
+from curation.simulation.lists import ScreeningList
+from curation.simulation.metrics import (
+    pooled,
+    recall_curve,
+    relevant_positions,
+    screening_metrics,
+)
+from curation.simulation.screening import (
+    SimulationOptions,
+    held_out,
+    random_order,
+    replay_list,
+)
+from curation.simulation.stop_replay import replay_stops, stop_summary
+from kb_sources.errors import CurationError
+from kb_sources.types import Document, Entity, Relation
+
+
+# -- metrics -------------------------------------------------------------------------------------
+def test_metrics_match_hand_computed_values():
+    m = screening_metrics([1, 4, 10], 20)
+    assert m["docs_to_all"] == 10
+    assert m["wss@95"] == pytest.approx((20 - 10) / 20 - 0.05)  # 95% of 3 needs all 3
+    assert m["recall@10"] == 1.0
+    assert m["recall@10%"] == pytest.approx(1 / 3)  # first 2 documents
+    assert m["recall@25%"] == pytest.approx(2 / 3)  # first 5
+    assert m["erf@10"] == pytest.approx(1 / 3 - 2 / 20)
+    assert m["atd"] == pytest.approx(5.0)
+    # 95% of 20 relevant is 19 (not 20: 0.95 * 20 carries float noise)
+    twenty = screening_metrics(list(range(1, 20)) + [100], 100)
+    assert twenty["wss@95"] == pytest.approx(0.81 - 0.05)
+    assert twenty["docs_to_all"] == 100 and twenty["recall@10"] == pytest.approx(0.5)
+
+
+def test_positions_pooling_and_curves():
+    relevant = np.array([False, True, False, True])
+    assert relevant_positions([3, 0, 2, 1], relevant) == [1, 4]
+    with pytest.raises(CurationError, match="reached 1 of 2"):
+        relevant_positions([1, 0], relevant)
+    with pytest.raises(CurationError, match="repeats"):
+        relevant_positions([1, 1, 3], relevant)
+    with pytest.raises(CurationError, match="within 1..4"):
+        screening_metrics([5], 4)
+    rows = [screening_metrics([1, 2], 10), screening_metrics([3, 10], 10)]
+    assert pooled(rows)["docs_to_all"] == 6.0 and pooled(rows)["queries"] == 2
+    assert recall_curve([1, 3], 4).tolist() == [0.0, 0.5, 0.5, 1.0, 1.0]
+
+
+# -- replays -------------------------------------------------------------------------------------
+def _list(n: int = 40) -> tuple[ScreeningList, list[str]]:
+    """Relevant items 0 and 30 share rare words; the ranker puts 30 near the end."""
+    texts = [f"routine clinical note number {i} about ward logistics" for i in range(n)]
+    texts[0] = "BRAF V600E kinase melanoma vemurafenib resistance"
+    texts[30] = "vemurafenib resistance BRAF V600E melanoma kinase reactivation"
+    static = np.linspace(3.0, -3.0, n)
+    relevant = np.zeros(n, dtype=bool)
+    relevant[[0, 30]] = True
+    ids = tuple(f"p{i}" for i in range(n))
+    return ScreeningList("q1", "dev", ids, static, relevant), texts
+
+
+def test_learners_replay_a_hand_made_list():
+    item, texts = _list()
+    cal = Calibration(-2.0, 1.0)
+    static = replay_list(item, texts, "static", calibration=cal)
+    assert static.positions == (1, 31) and static.metrics["docs_to_all"] == 31
+    feedback = replay_list(item, texts, "feedback", calibration=cal)
+    assert feedback.positions == (1, 2)  # the relevant item's words pull item 30 up
+    shy = replay_list(item, texts, "feedback", calibration=cal, options=SimulationOptions(
+        learner=LearnerOptions(similarity=0.0, dissimilarity=0.0)))
+    assert shy.positions == static.positions
+    # irrelevant labels alone: the notes like them sink, so item 30 comes up after three
+    negative = replay_list(item, texts, "feedback", calibration=cal,
+                           options=SimulationOptions(learner=LearnerOptions(similarity=0.0)))
+    assert negative.positions == (1, 4)
+    rnd = replay_list(item, texts, "random", calibration=cal)
+    assert list(rnd.positions) == sorted(random_order("q1", 40, 13).index(i) + 1
+                                         for i in (0, 30))
+    assert random_order("q1", 40, 13) == random_order("q1", 40, 13) != random_order("q2", 40, 13)
+    with pytest.raises(CurationError, match="Unknown learner"):
+        replay_list(item, texts, "oracle", calibration=cal)
+
+
+def test_held_out_picks_splits_and_enough_relevant():
+    item, _ = _list()
+    one = ScreeningList("q2", "test", ("a", "b"), np.zeros(2), np.array([True, False]))
+    assert held_out([item, one], "heldout") == [item]
+    assert held_out([item, one], "test", min_relevant=1) == [one]
+    with pytest.raises(CurationError, match="Unknown split"):
+        held_out([item], "train")
+
+
+def test_stopping_rules_in_replay():
+    item, texts = _list(200)
+    queue = build_queue("q1", item.doc_ids, texts, item.static, calibration=Calibration(-6, 1))
+    found = replay_stops(queue, item.relevant, LearnerOptions())
+    cal, sample = found["calibrated"], found["random-sample"]
+    assert cal.met and cal.found == 2 and cal.stopped_at < 200 and cal.work_saved > 0
+    # the random sample is drawn after the learned phase: it stops later than both were found
+    assert sample.met and sample.stopped_at > 2
+    summary = stop_summary([cal, sample])
+    assert summary["coverage"] == 1.0 and summary["queries"] == 2
+    # a list whose prior expects many relevant: only a long run of irrelevant labels (which
+    # shift the query's base rate down) lets the calibrated rule stop
+    busy = build_queue("q1", item.doc_ids, texts, item.static, calibration=Calibration(2, 0))
+    assert replay_stops(busy, item.relevant, LearnerOptions())["calibrated"].stopped_at > 150
+
+
+# -- BC6PM ---------------------------------------------------------------------------------------
+def test_bc6pm_triage_reader(tmp_path):
+    path = tmp_path / "triage.json.gz"
+    docs = [{"id": "1", "infons": {"relevant": "yes"},
+             "passages": [{"infons": {"type": "title"}, "text": "BRAF binding"},
+                          {"infons": {"type": "abstract"}, "text": "A mutation breaks it."}]},
+            {"id": "2", "infons": {"relevant": "no"}, "passages": []}]
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        json.dump({"documents": docs}, fh)
+    assert read_triage(path) == [("1", "BRAF binding A mutation breaks it.", True),
+                                 ("2", "", False)]
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        json.dump({"documents": [{"id": "3", "infons": {}}]}, fh)
+    with pytest.raises(CurationError, match="document 3 lacks"):
+        read_triage(path)
+    with pytest.raises(CurationError, match="not a readable gzip"):
+        read_triage(tmp_path / "missing.json.gz")
+
+
+# -- the command ---------------------------------------------------------------------------------
+DISEASES = ["melanoma", "glioma", "cystic fibrosis", "breast cancer", "leukemia",
+            "retinoblastoma", "neurofibromatosis", "colon cancer", "lung cancer",
+            "thyroid cancer"]
+GENES = ["BRAF", "NRAS", "IDH1", "TP53", "CFTR", "SCNN1A", "BRCA1", "BRCA2", "ABL1", "FLT3",
+         "RB1", "MYCN", "NF1", "SPRED1", "APC", "KRAS", "EGFR", "ALK", "RET", "TSHR"]
+
+
+def _kb_workspace(ws):
+    from curation.store.importer import import_items
+
+    docs, rels = [], []
+    for i, disease in enumerate(DISEASES):
+        for j in range(2):
+            gene, pmid = GENES[2 * i + j], str(1000 + 10 * i + j)
+            docs.append(Document(pmid, f"{gene} mutations in {disease}",
+                                 f"Carriers of {gene} variants develop {disease} early.",
+                                 source="handmade"))
+            rels.append(Relation("disease_gene", "handmade", f"r{i}{j}",
+                                 {"disease": (Entity(disease, "disease"),),
+                                  "gene": (Entity(gene, "gene"),)}, (pmid,)))
+        docs.append(Document(str(5000 + i), f"Clinical course of {disease}",
+                             f"Patients with {disease} were followed for years.",
+                             source="handmade"))
+    import_items(ws, [*docs, *rels], reader="test", path="handmade", progress=False)
+    return ws
+
+
+def test_simulate_screening_command_writes_json_and_html(tmp_workspace, capsys):
+    from curation.cli.main import main
+
+    ws = _kb_workspace(tmp_workspace)
+    out = tmp_workspace.root / "screening.json"
+    assert main(["simulate", "-w", str(ws.root), "--schema", "disease_gene", "--screening",
+                 "--split", "heldout", "--out", str(out), "--quiet"]) == 0
+    result = json.loads(out.read_text())
+    assert set(result["learners"]) == {"static", "feedback", "random"}
+    n = result["learners"]["static"]["queries"]
+    assert n == len(result["queries"]) >= 2
+    assert all(q["relevant"] >= 2 and q["split"] in ("dev", "test") for q in result["queries"])
+    row = result["queries"][0]["learners"]["static"]
+    assert set(row) == {"docs_to_all", "wss@95", "recall@10", "recall@10%", "recall@25%",
+                        "erf@10", "atd"}
+    assert set(result["stop"]) == {"calibrated", "random-sample"}
+    assert out.with_suffix(".html").read_text().count("plotly") > 1
+    assert "stop rule calibrated at 95% recall" in capsys.readouterr().out
+    # the lists are cached: a second run reads them (same figures)
+    assert main(["simulate", "-w", str(ws.root), "--schema", "disease_gene", "--screening",
+                 "--split", "heldout", "--out", str(out), "--quiet", "--no-stop"]) == 0
+    again = json.loads(out.read_text())
+    assert again["learners"] == result["learners"] and "calibrated" not in again["stop"]
+    assert main(["simulate", "-w", str(ws.root), "--schema", "disease_gene", "--screening",
+                 "--recall-target", "1.5", "--quiet"]) == 2
+    assert "--recall-target must be in (0, 1)" in capsys.readouterr().err
