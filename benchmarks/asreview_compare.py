@@ -86,11 +86,12 @@ def asreview_order(venv: Path, work: Path, item: ScreeningList,
     write_csv(data_csv, item, parts)
     project.unlink(missing_ok=True)
     run = subprocess.run([str(venv / "bin" / "asreview"), "simulate", str(data_csv), "-o",
-                          str(project), "--seed", str(seed)], capture_output=True, text=True)
+                          str(project), "--seed", str(seed)], capture_output=True, text=True,
+                         cwd=work)  # asreview leaves a cache file in its working folder
     if run.returncode != 0:
         raise CurationError(f"asreview simulate failed on {item.qid}: {run.stderr[-800:]}")
     read = subprocess.run([str(venv / "bin" / "python"), "-c", _READ_ORDER, str(project)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, cwd=work)
     if read.returncode != 0:
         raise CurationError(f"reading {project} failed: {read.stderr[-800:]}")
     order = json.loads(read.stdout)

@@ -195,3 +195,14 @@ def test_screening_view_counts_labels_by_document_and_says_how_the_order_was_mad
     assert set(view.probabilities) == set(view.order)
     assert [relevant_grade(g) for g in ("complete", "partial", "irrelevant", "skip")] == \
         [True, True, False, None]
+
+
+def test_the_found_chart_shows_the_curve_and_the_estimated_total():
+    from curation.screening.chart import found_chart
+
+    view = screening_view(queue(), [("d0", "complete"), ("d1", "irrelevant")])
+    fig = found_chart(view)
+    assert list(fig.data[0].y) == [0, 1, 1] and list(fig.data[0].x) == [0, 1, 2]
+    total = view.remaining.found + view.remaining.expected
+    assert fig.layout.shapes[0].y0 == pytest.approx(total)
+    assert "Keep screening" in view.advice.message and not view.advice.stop

@@ -2,11 +2,17 @@
 
 Modules: ``queue`` (the screening queue of one partial relation: its first stages' top N, the
 ranker's scores and the TF-IDF / dense rows cached once, so a re-score is only the model),
-``calibration`` (the ranker's score as a calibrated prior log-odds), ``learner`` (the per-query
-model: a logistic regression over the queue's rows with the prior as offset, shrunk to the
-static order while the labels are few), ``stopping`` (how many relevant remain, with an
-interval, and when to stop for a recall target) and ``view`` (one call for a page: the order,
-the estimate and the stopping advice after the labels given so far).
+``calibration`` (the ranker's score and rank as a calibrated prior log-odds), ``learner`` (the
+per-query model: the prior moved towards the relevant labels' centroid and away from the
+irrelevant ones', by weights that grow with the number of labels), ``stopping`` (how many
+relevant remain, with an interval, and when to stop for a recall target), ``view`` (one call
+for a page: the order, the estimate and the stopping advice after the labels given so far) and
+``chart`` (found against screened, with the estimated total).
+
+For a page: build the queue once per relation (``relation_queue(ctx, ranker, text, query,
+query_key, extra=pubmed_ids, calibration=...)``: seconds, the ranker's features and TF-IDF),
+then after every label call ``screening_view(queue, labels)`` (milliseconds) and record its
+``order_mode`` and ``order_labels`` with the next label; ``found_chart(view)`` draws the chart.
 
 Pure numpy / SciPy / scikit-learn over arrays; the store is only read (document texts) and
 nothing is written. Imported by cli, simulation and the app.

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from curation.screening.calibration import Calibration, fit_calibration
+from curation.screening.calibration import DEFAULT_CALIBRATION, Calibration, fit_calibration
 from curation.screening.learner import LearnerOptions, rescore
 from curation.screening.queue import ScreeningQueue, build_queue
 from curation.simulation.lists import ScreeningList
@@ -84,9 +84,14 @@ def held_out(lists: Sequence[ScreeningList], split: str,
 
 
 def task_calibration(lists: Sequence[ScreeningList]) -> Calibration:
-    """Platt scaling of the ranker's score on the task's dev lists (all of them)."""
+    """The ranker's score calibrated on the task's dev lists (all of them); the packaged
+    default when the dev split has no relevant (or no irrelevant) candidate."""
     dev = [x for x in lists if x.split == "dev"]
-    return fit_calibration([x.static for x in dev], [x.relevant for x in dev])
+    try:
+        return fit_calibration([x.static for x in dev], [x.relevant for x in dev])
+    except CurationError as exc:
+        logger.warning("calibration on the dev lists failed (%s); using the default", exc)
+        return DEFAULT_CALIBRATION
 
 
 def random_order(qid: str, n: int, seed: int) -> list[int]:
