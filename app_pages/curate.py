@@ -30,6 +30,7 @@ from app_pages.curate_suggestions import suggestions_panel
 from app_pages.place import DEFAULTS_FOR, place_params, remember_place, take_pending_query
 from app_pages.pubmed_panel import pubmed_panel, stale_result, with_badges
 from app_pages.safe import md
+from app_pages.screening_panel import learned_result
 from curation.jobs.queue import JobStatus, get_job
 from curation.ranking.versions import active_ranker
 from curation.search.choices import (
@@ -380,6 +381,7 @@ def render(ctx: AppContext) -> None:
     if result is None:
         ensure_ready(ctx, retriever[0])
         result = search(ctx, schema, partial, text, retriever)
+    result = learned_result(ctx, schema, partial, text, result)  # issue 38: order, stop, keywords
     left, right = st.columns([2.4, 1], gap="medium")
     with left:
         if screening:

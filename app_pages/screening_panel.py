@@ -1,0 +1,247 @@
+"""Curate page: screening that learns within the query and says when to stop (issue 38).
+
+One hook line in app_pages/curate.py, :func:`learned_result`, called before the results are
+drawn: the sidebar's "Keywords" expander,
+  the relation's screening queue (built once per schema, relation, query text, ranker version
+  and documents stamp, kept in the session; a re-score after a label only runs the per-query
+  model) and, when the order is "learned within the query", the shown documents reordered by
+  it (:func:`curation.screening.order.learned_order`: their ``model_version`` then carries
+  " · in-query learned after N labels", which the label rows record), and the panel
+  (:func:`screening_insight`, an expander above the results whose label sums it up): relevant
+  found so far, the estimated relevant
+  left among the unscreened candidates with its interval, the stopping advice for a chosen
+  recall target, the order choice and the found-so-far chart.
+
+Every curator's current label of the relation counts. Nothing here blocks a click: without an
+active learned ranker, or when the queue cannot be built, the panel says so and the page goes on
+in the ranked order.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import Any
+
+import streamlit as st
+
+from app_pages.common import AppContext, get_ranked, get_retriever, retriever_ready, short_hash
+from app_pages.safe import md
+from curation.ranking.versions import active_ranker
+from curation.screening.chart import found_chart
+from curation.screening.order import learned_order, order_tag
+from curation.screening.queue import ScreeningQueue, relation_queue
+from curation.screening.view import ORDER_LEARNED, ScreeningView, screening_view
+from curation.search.keywords import Keywords, get_keywords, mark_keywords, set_keywords
+from curation.search.session import SearchResult, documents_stamp
+from curation.store.labels import Labels
+from curation.store.relations import PartialRelation
+from kb_sources.errors import CurationError
+from kb_sources.schema import Schema
+
+logger = logging.getLogger(__name__)
+
+ORDERS = ("as ranked", "learned within the query")
+TARGETS = (0.8, 0.9, 0.95)
+QUEUES = "screening_queues"
+CACHED_QUEUES = 8
+KEYWORDS = "kw_marks"
+
+
+@dataclass(frozen=True)
+class Screening:
+    """This run's screening of the relation in view (kept for the panel under the results)."""
+
+    query_key: str
+    view: ScreeningView | None
+    mode: str
+    size: int
+    notice: str = ""
+
+
+def _slug(schema: Schema, partial: PartialRelation) -> str:
+    return f"{schema.name}_{short_hash(partial.query_key)}"
+
+
+def relation_labels(ctx: AppContext, schema: str, query_key: str) -> list[tuple[str, Any]]:
+    """Every curator's current labels of the relation as (doc id, grade), oldest first."""
+    return [(lab.doc_id, lab.grade)
+            for lab in reversed(Labels(ctx.ws).find(schema=schema, query_key=query_key))]
+
+
+def _queue(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
+           labelled: list[str]) -> ScreeningQueue | str:
+    """The relation's queue from the session, built on first use; a str says why there is
+    none (kept too, so a failing build is not retried on every click)."""
+    active = active_ranker(ctx.ws, schema.name)
+    if active.version is None:
+        return ("The estimate of what is left needs an active learned ranker for "
+                f"{schema.name}; an admin activates one on the Models page.")
+    if not retriever_ready(ctx.ws, "bm25"):
+        return "The screening queue needs the BM25 index, which is not built yet."
+    cache: dict = st.session_state.setdefault(QUEUES, {})
+    key = (schema.name, partial.query_key, text, active.version.id, documents_stamp(ctx.ws))
+    if key not in cache:
+        try:
+            with st.spinner("Scoring the relation's candidates for screening ..."):
+                ranked = get_ranked(ctx.ws, schema, active.version, get_retriever(ctx.ws, "bm25"))
+                cache[key] = relation_queue(ranked.context, ranked.ranker, text, partial.query,
+                                            partial.query_key, extra=labelled)
+        except (CurationError, OSError, ValueError, RuntimeError) as exc:
+            logger.warning("screening queue of %s failed: %s", partial.query_key, exc)
+            cache[key] = f"The screening queue could not be built ({exc})."
+        while len(cache) > CACHED_QUEUES:
+            cache.pop(next(iter(cache)))
+    return cache[key]
+
+
+def _mode(slug: str, labels: int) -> str:
+    """The order shown: the curator's choice for this relation, else learned once it has a
+    label; the choice widget is set to match before it is drawn."""
+    mode = st.session_state.get(f"screen_order_{slug}") or ORDERS[1 if labels else 0]
+    st.session_state[f"screen_order_{slug}_w"] = mode
+    return mode
+
+
+def _remember_mode(slug: str) -> None:
+    st.session_state[f"screen_order_{slug}"] = st.session_state[f"screen_order_{slug}_w"]
+
+
+def learned_result(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
+                   result: SearchResult) -> SearchResult:
+    """Hook before the results: the keyword sidebar, the screening of the relation, and
+    ``result`` in the learned order when that order is chosen and some label moved it."""
+    keyword_sidebar(ctx, schema)
+    labels = relation_labels(ctx, schema.name, partial.query_key)
+    slug = _slug(schema, partial)
+    mode = _mode(slug, len(labels))
+    queue = _queue(ctx, schema, partial, text, sorted({d for d, _ in labels}))
+    if isinstance(queue, str):
+        st.session_state["screening_now"] = Screening(partial.query_key, None, mode, 0, queue)
+        screening_insight(ctx, schema, partial)
+        return result
+    target = float(st.session_state.get(f"screen_target_{slug}") or TARGETS[-1])
+    try:
+        view = screening_view(queue, labels, target=target)
+    except CurationError as exc:  # never block a click: the page goes on as ranked
+        st.session_state["screening_now"] = Screening(partial.query_key, None, mode, 0,
+                                                      f"The screening estimate failed ({exc}).")
+        screening_insight(ctx, schema, partial)
+        return result
+    st.session_state["screening_now"] = Screening(partial.query_key, view, mode, len(queue))
+    screening_insight(ctx, schema, partial)
+    if mode != ORDERS[1] or view.order_mode != ORDER_LEARNED:
+        return result
+    return replace(result, docs=learned_order(result.docs, view))
+
+
+def order_suffix(ctx: AppContext, schema: str, query_key: str) -> str:
+    """What a label given now on the relation should append to its ``model_version``: the
+    in-query tag when the learned order is shown, else "" (for callers that label documents
+    outside :func:`learned_result`'s reordered cards)."""
+    now = st.session_state.get("screening_now")
+    if not isinstance(now, Screening) or now.query_key != query_key or now.view is None:
+        return ""
+    if now.mode != ORDERS[1] or now.view.order_mode != ORDER_LEARNED:
+        return ""
+    return order_tag(now.view.order_labels)
+
+
+def screening_insight(ctx: AppContext, schema: Schema, partial: PartialRelation) -> None:
+    """The panel of what is found, what is left and when to stop (an expander whose label
+    sums it up)."""
+    now = st.session_state.get("screening_now")
+    if not isinstance(now, Screening) or now.query_key != partial.query_key:
+        return
+    slug = _slug(schema, partial)
+    with st.expander(md(_summary(now)), key=f"screen_box_{slug}"):
+        if now.view is None:
+            st.info(md(now.notice))
+            return
+        _insight(now, slug)
+
+
+def _summary(now: Screening) -> str:
+    """The panel's label (plain text): "Screening · 3 relevant found · about 1.2 left (90%
+    interval 0-3) · keep screening"."""
+    if now.view is None:
+        return "Screening: found so far and when to stop"
+    rem = now.view.remaining
+    verdict = "you can stop" if now.view.advice.stop else "keep screening"
+    return (f"Screening · {rem.found} relevant found · about {rem.expected:.1f} left "
+            f"({rem.level:.0%} interval {rem.low}-{rem.high}) · {verdict} for "
+            f"{rem.target:.0%} recall")
+
+
+def _insight(now: Screening, slug: str) -> None:
+    view = now.view
+    assert view is not None
+    rem = view.remaining
+    cols = st.columns(3)
+    cols[0].metric("Relevant found", rem.found, help="Every curator's current labels of the "
+                   "relation: complete or partial count as relevant")
+    cols[1].metric("Estimated relevant left", f"{rem.expected:.1f}",
+                   help=md(f"{rem.level:.0%} interval {rem.low}-{rem.high}, among the "
+                           f"{rem.unscreened} unscreened candidates"))
+    cols[2].metric("Screened", f"{rem.screened} of {now.size}")
+    st.caption(md(f"Estimated relevant left among the {rem.unscreened} unscreened candidates: "
+                  f"about {rem.expected:.1f} ({rem.level:.0%} interval {rem.low} to "
+                  f"{rem.high})."))
+    st.selectbox("Recall target", TARGETS, index=len(TARGETS) - 1,
+                 key=f"screen_target_{slug}", format_func=lambda t: f"{t:.0%}")
+    advice = view.advice
+    (st.success if advice.stop else st.warning)(md(advice.message))
+    st.caption("How sure: the estimate assumes the ranker's scores are calibrated on this "
+               "relation (a model of relevance, not a guarantee); it is an estimate until "
+               "several relevant documents are found. For a guarantee, screen a random sample "
+               "of the rest.")
+    st.radio("Order", ORDERS, key=f"screen_order_{slug}_w", horizontal=True,
+             on_change=_remember_mode, args=(slug,),
+             help="learned within the query: the unlabelled candidates re-ordered after every "
+                  "label of the relation (all curators); label rows record it")
+    shown = ("learned within the query from " + f"{view.order_labels} labels"
+             if now.mode == ORDERS[1] and view.order_mode == ORDER_LEARNED else "as ranked")
+    st.caption(md(f"Cards shown {shown}."))
+    st.plotly_chart(found_chart(view), key=f"screen_chart_{slug}")
+
+
+def keyword_sidebar(ctx: AppContext, schema: Schema) -> Keywords:
+    """The sidebar's "Keywords" expander: the curator's include and exclude keywords of the
+    schema, added and removed here and saved in the workspace; kept for :func:`keyword_marks`."""
+    try:
+        keywords = get_keywords(ctx.ws, ctx.user.name, schema.name)
+    except CurationError as exc:
+        st.sidebar.warning(md(str(exc)))
+        keywords = Keywords()
+    st.session_state[KEYWORDS] = keywords
+    with st.sidebar.expander("Keywords", key="keywords_box"):
+        for kind in ("include", "exclude"):
+            words = getattr(keywords, kind)
+            with st.form(f"kw_add_{kind}", clear_on_submit=True, border=False):
+                typed = st.text_input(md(f"Add {kind} keyword"), key=f"kw_new_{kind}")
+                if st.form_submit_button(md(f"Add {kind}")):
+                    _save(ctx, schema, keywords, kind, [*words, typed])
+            if words:
+                remove = st.multiselect(md(f"Remove {kind} keywords"), list(words),
+                                        key=f"kw_del_{kind}_{schema.name}")
+                if remove and st.button(f"Remove {len(remove)}", key=f"kw_rm_{kind}"):
+                    _save(ctx, schema, keywords, kind, [w for w in words if w not in remove])
+    return keywords
+
+
+def _save(ctx: AppContext, schema: Schema, keywords: Keywords, kind: str,
+          words: list[str]) -> None:
+    lists = {"include": list(keywords.include), "exclude": list(keywords.exclude), kind: words}
+    try:
+        set_keywords(ctx.ws, ctx.user.name, schema.name, lists["include"], lists["exclude"])
+    except CurationError as exc:
+        st.sidebar.error(md(str(exc)))
+        return
+    st.rerun()
+
+
+def keyword_marks(highlighted: str) -> str:
+    """A card's highlighted (escaped) HTML with the curator's keywords marked; the hook for the
+    card renderers (``highlighted = keyword_marks(highlighted_html(...))``)."""
+    keywords = st.session_state.get(KEYWORDS)
+    return mark_keywords(highlighted, keywords) if isinstance(keywords, Keywords) else highlighted

@@ -1,0 +1,129 @@
+"""Issue 38: curators' include / exclude keywords (saved per user and schema, marked in the
+escaped card HTML only between tags), and the shown documents put in the learned order."""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from curation.matching.highlight import render_highlighted
+from curation.screening.order import learned_order, order_tag, strip_tag
+from curation.screening.queue import build_queue
+from curation.screening.view import ORDER_STATIC, screening_view
+from curation.search.keywords import (
+    MAX_KEYWORDS,
+    Keywords,
+    get_keywords,
+    mark_keywords,
+    set_keywords,
+    settings_key,
+)
+from curation.store.identities import ModelVersionId
+from curation.store.settings import Settings
+from curation.store.workspace import Workspace
+from kb_sources.errors import CurationError
+
+TAGS = re.compile(r"<[^>]*>")
+
+
+def tags(markup: str) -> list[str]:
+    return TAGS.findall(markup)
+
+
+def test_marks_whole_words_case_insensitively_in_text_only():
+    page = ('<div class="kb-title">BRAF in Melanoma</div><div class="kb-abstract">'
+            'melanomas and melanoma; <mark class="kb-mark" data-slot="disease">Melanoma</mark>'
+            '</div>')
+    out = mark_keywords(page, Keywords(include=("melanoma",), exclude=("braf",)))
+    assert out == ('<div class="kb-title"><mark class="kb-kw-exclude">BRAF</mark> in '
+                   '<mark class="kb-kw-include">Melanoma</mark></div><div class="kb-abstract">'
+                   'melanomas and <mark class="kb-kw-include">melanoma</mark>; <mark '
+                   'class="kb-mark" data-slot="disease"><mark class="kb-kw-include">Melanoma'
+                   '</mark></mark></div>')
+    assert mark_keywords(page, Keywords()) == page
+
+
+@pytest.mark.parametrize("word", ["<script>", '"onmouseover=', "mark", "class", "kb-mark",
+                                  "data-slot", "div", "&amp;", "a&b"])
+def test_hostile_keywords_never_touch_tags_or_attributes(word):
+    title = 'A <script> "onmouseover= alert(1) mark class kb-mark div a&b &amp;'
+    page = render_highlighted(title, "data-slot text", (), {})
+    out = mark_keywords(page, Keywords(include=(word,)))
+    added = [t for t in tags(out) if t not in tags(page)]
+    assert set(added) <= {'<mark class="kb-kw-include">', "</mark>"}
+    assert tags(out).count("</mark>") == tags(out).count('<mark class="kb-kw-include">')
+    assert "<script>" not in out and '"onmouseover' not in out
+    # the text a reader sees is unchanged: only marks were added
+    assert html.unescape(TAGS.sub("", out)) == html.unescape(TAGS.sub("", page))
+    assert '<mark class="kb-kw-include">' in out, word  # each occurs in the text once at least
+
+
+def test_hostile_keyword_text_is_escaped_inside_its_mark():
+    page = render_highlighted('x <script> y "onmouseover= z', "", (), {})
+    out = mark_keywords(page, Keywords(include=("<script>",), exclude=('"onmouseover=',)))
+    assert '<mark class="kb-kw-include">&lt;script&gt;</mark>' in out
+    assert '<mark class="kb-kw-exclude">&quot;onmouseover=</mark>' in out
+    assert "<script>" not in out
+
+
+@pytest.fixture
+def ws(tmp_path):
+    with Workspace.init(tmp_path / "ws") as ws:
+        yield ws
+
+
+def test_keywords_round_trip_per_user_and_schema(ws):
+    saved = set_keywords(ws, "alice", "PO", [" BRAF ", "braf", "V600E"], ["review"])
+    assert saved == Keywords(("BRAF", "V600E"), ("review",))
+    assert get_keywords(ws, "alice", "PO") == saved
+    assert get_keywords(ws, "bob", "PO") == Keywords()
+    assert get_keywords(ws, "alice", "disease_gene") == Keywords()
+    with pytest.raises(CurationError, match="both an include and an exclude"):
+        set_keywords(ws, "alice", "PO", ["x"], ["X"])
+    with pytest.raises(CurationError, match="empty"):
+        set_keywords(ws, "alice", "PO", ["  "], [])
+    with pytest.raises(CurationError, match="keep it to 60"):
+        set_keywords(ws, "alice", "PO", ["a" * 61], [])
+    with pytest.raises(CurationError, match="at most 50"):
+        set_keywords(ws, "alice", "PO", [f"w{i}" for i in range(MAX_KEYWORDS + 1)], [])
+    assert get_keywords(ws, "alice", "PO") == saved  # nothing half-written
+    with ws.transaction():
+        Settings(ws).put(settings_key("alice", "PO"), "{not json")
+    with pytest.raises(CurationError, match="save the keyword lists again"):
+        get_keywords(ws, "alice", "PO")
+
+
+@dataclass(frozen=True)
+class Doc:
+    doc_id: str
+    rank: int
+    model_version: str
+
+
+def test_learned_order_reorders_renumbers_and_tags():
+    texts = ["braf melanoma kinase", "braf melanoma inhibitor", "egfr lung cancer",
+             "egfr lung tumour", "kras colon", "braf melanoma resistance"]
+    ids = ["a", "b", "c", "d", "e", "f"]
+    queue = build_queue("q", ids, texts, [6.0, 5.0, 4.0, 3.0, 2.0, 1.0])
+    docs = [Doc(i, n + 1, "bm25+rerank") for n, i in enumerate(ids)] + [Doc("z", 7, "bm25")]
+    static = screening_view(queue, [])
+    assert static.order_mode == ORDER_STATIC
+    assert learned_order(docs, static) == tuple(docs)
+    view = screening_view(queue, [("a", "complete"), ("c", "irrelevant")])
+    out = learned_order(docs, view)
+    assert [d.doc_id for d in out][:4] == list(view.order)[:4]
+    assert [d.doc_id for d in out][-3:] == ["a", "c", "z"]  # labelled and outside the queue
+    assert [d.rank for d in out] == list(range(1, 8))
+    assert {d.model_version for d in out} == {"bm25+rerank · in-query learned after 2 labels",
+                                              "bm25 · in-query learned after 2 labels"}
+    assert out[0].doc_id in {"b", "f"}  # like the relevant label, unlike the irrelevant one
+    again = learned_order(out, view)  # the tag is replaced, never stacked
+    assert again[0].model_version.count("in-query") == 1
+    assert strip_tag("ranked · PO-ranker@2" + order_tag(5)) == "ranked · PO-ranker@2"
+    assert ModelVersionId.find("bm25" + order_tag(3)) is None
+    assert str(ModelVersionId.find("ranked · PO-ranker@2" + order_tag(3))) == "PO-ranker@2"
+    assert np.isfinite(view.remaining.expected)
