@@ -37,6 +37,7 @@ from app_pages.curate_cards import (
 from app_pages.curate_results import highlight_controls, no_mention_warning, ordered_docs
 from app_pages.place import remember_place, take_pending_doc
 from app_pages.safe import md
+from app_pages.screening_panel import keyword_marks
 from curation.search.cards import highlighted_html
 from curation.search.ranking_names import ranking_label
 from curation.search.session import RankedDoc, SearchResult, card_html, label_progress
@@ -204,7 +205,7 @@ def screening_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
     elif current.note:
         st.caption(f":material/sticky_note_2: Note: {md(current.note)}")
     label = grade.value + (" (pending)" if doc.doc_id in pending else "") if grade else None
-    highlighted = highlighted_html(doc, colours, enabled)
+    highlighted = keyword_marks(highlighted_html(doc, colours, enabled))
     with st.container(border=True, key=f"screen_doc_{doc_key(doc.doc_id)}"):
         st.markdown(card_html(doc, highlighted, label, colours=colours, enabled_slots=enabled),
                     unsafe_allow_html=True)

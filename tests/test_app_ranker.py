@@ -137,7 +137,9 @@ def test_twenty_labels_train_a_ranker_that_the_next_search_uses(ws_root):
     # relabel the first card: the new row names the ranker version that ranked it
     doc = PMID.search(html[0]).group(1)
     grade_control(at, doc).set_value("partial").run()
-    assert label_rows(ws_root)[-1]["model_version"] == "ranked · disease_gene-ranker@1"
+    # the relation has labels: the list was in the order learned within the query (issue 38)
+    assert label_rows(ws_root)[-1]["model_version"] == (
+        "ranked · disease_gene-ranker@1 · in-query learned after 10 labels")
 
 
 def test_the_sidebar_names_the_measured_default(ws_root):
