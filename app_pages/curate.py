@@ -30,7 +30,7 @@ from app_pages.curate_suggestions import suggestions_panel
 from app_pages.place import DEFAULTS_FOR, place_params, remember_place, take_pending_query
 from app_pages.pubmed_panel import pubmed_panel, stale_result, with_badges
 from app_pages.safe import md
-from app_pages.screening_panel import learned_result
+from app_pages.screening_panel import learned_result, screening_insight
 from curation.jobs.queue import JobStatus, get_job
 from curation.ranking.versions import active_ranker
 from curation.search.choices import (
@@ -389,6 +389,7 @@ def render(ctx: AppContext) -> None:
         else:
             results_panel(ctx, schema, partial, result)
     with right:
+        screening_insight(ctx, schema, partial)  # found, left, when to stop (issue 38)
         suggestions_panel(ctx, schema, partial, result)
 
 

@@ -7,7 +7,8 @@ drawn: the sidebar's "Keywords" expander,
   model) and, when the order is "learned within the query", the shown documents reordered by
   it (:func:`curation.screening.order.learned_order`: their ``model_version`` then carries
   " · in-query learned after N labels", which the label rows record), and the panel
-  (:func:`screening_insight`, an expander above the results whose label sums it up): relevant
+  (:func:`screening_insight`, an expander atop the right-hand column, so the first abstract
+  stays above the fold, whose label sums it up): relevant
   found so far, the estimated relevant
   left among the unscreened candidates with its interval, the stopping advice for a chosen
   recall target, the order choice and the found-so-far chart.
@@ -109,8 +110,9 @@ def _remember_mode(slug: str) -> None:
 
 def learned_result(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
                    result: SearchResult) -> SearchResult:
-    """Hook before the results: the keyword sidebar, the screening of the relation, and
-    ``result`` in the learned order when that order is chosen and some label moved it."""
+    """Hook before the results: the keyword sidebar, the screening of the relation (drawn by
+    :func:`screening_insight`), and ``result`` in the learned order when that order is chosen
+    and some label moved it."""
     keyword_sidebar(ctx, schema)
     labels = relation_labels(ctx, schema.name, partial.query_key)
     slug = _slug(schema, partial)
@@ -118,7 +120,6 @@ def learned_result(ctx: AppContext, schema: Schema, partial: PartialRelation, te
     queue = _queue(ctx, schema, partial, text, sorted({d for d, _ in labels}))
     if isinstance(queue, str):
         st.session_state["screening_now"] = Screening(partial.query_key, None, mode, 0, queue)
-        screening_insight(ctx, schema, partial)
         return result
     target = float(st.session_state.get(f"screen_target_{slug}") or TARGETS[-1])
     try:
@@ -126,10 +127,8 @@ def learned_result(ctx: AppContext, schema: Schema, partial: PartialRelation, te
     except CurationError as exc:  # never block a click: the page goes on as ranked
         st.session_state["screening_now"] = Screening(partial.query_key, None, mode, 0,
                                                       f"The screening estimate failed ({exc}).")
-        screening_insight(ctx, schema, partial)
         return result
     st.session_state["screening_now"] = Screening(partial.query_key, view, mode, len(queue))
-    screening_insight(ctx, schema, partial)
     if mode != ORDERS[1] or view.order_mode != ORDER_LEARNED:
         return result
     return replace(result, docs=learned_order(result.docs, view))

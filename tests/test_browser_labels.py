@@ -174,6 +174,9 @@ def _to_screening(page, doc: str) -> None:
     query = {**dict(parse_qsl(parts.query)), "view": "screening", "doc": doc}
     page.goto(urlunsplit(parts._replace(query=urlencode(query))), wait_until="domcontentloaded")
     page.locator(f".st-key-screen_doc_{doc}").wait_for(timeout=60_000)
+    # the key buttons are drawn by a lazily loaded script: a key pressed before they are
+    # mounted reaches no shortcut (a fresh page, not a slow app)
+    page.locator(".st-key-screen_note_btn button").wait_for(timeout=WAIT)
 
 
 def test_a_stored_note_shows_and_a_regrade_keeps_it_in_the_list_and_in_screening(app):
