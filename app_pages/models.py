@@ -19,12 +19,12 @@ from app_pages.ranker_panel import ranker_section
 from app_pages.safe import html_text, md
 from curation.jobs.queue import Job, list_jobs
 from curation.search.session import corpus_counts
+from curation.simulation.dense import QueryStrategy, SimulationConfig
+from curation.simulation.jobs import start_simulation
 from curation.store.models import Models
 from curation.store.relations import Relations
 from curation.training.activation import progress_message, start_activation
-from curation.training.jobs import start_simulation
 from curation.training.retrain import VersionHistory, history
-from curation.training.simulate import QueryStrategy, SimulationConfig
 from kb_sources.errors import CurationError
 
 

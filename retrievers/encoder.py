@@ -42,7 +42,7 @@ from retrievers.errors import RetrieverError
 from retrievers.profiles import model_profile
 
 # The config family lives in retrievers.encoder_config; DEFAULT_MODEL (unused here) is re-exported
-# for callers that import it from this module (curation/training/bica*.py, curation/store).
+# for callers that import it from this module (curation/training/recipes/bica/, curation/store).
 __all__ = ["DEFAULT_MODEL", "Dtype", "Encoder", "EncoderConfig", "Pooling",
            "has_sentence_transformers_config", "load_sentence_transformer", "resolve_device",
            "resolve_model_path", "usable_cores", "weights_fingerprint"]

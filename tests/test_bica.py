@@ -11,7 +11,12 @@ from loop_fixtures import make_loop_workspace
 
 from curation.evaluation.harness import build_task
 from curation.store.importer import import_items, insert_pairs
-from curation.training.bica import BicaConfig, Triplet, build_bica_examples, triplet_digest
+from curation.training.recipes.bica.triplets import (
+    BicaConfig,
+    Triplet,
+    build_bica_examples,
+    triplet_digest,
+)
 from kb_sources.errors import CurationError
 from kb_sources.types import Document
 from retrievers.errors import RetrieverError
@@ -380,7 +385,7 @@ def test_config_and_vector_errors(bica_ws):
 
 
 def test_base_vectors_go_through_the_workspace_cache(bica_ws, tiny_model_path):
-    from curation.training.bica import base_vectors
+    from curation.training.recipes.bica.triplets import base_vectors
     from retrievers.cache import EmbeddingCache
 
     base = base_vectors(bica_ws, str(tiny_model_path), max_seq_length=32, progress=False)

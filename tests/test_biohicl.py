@@ -17,7 +17,7 @@ import pytest
 import torch
 from scipy import sparse
 
-from curation.training.mesh_labels import (
+from curation.training.recipes.biohicl.mesh_labels import (
     DEFAULT_CHECK_TAGS,
     expand_tree_number,
     is_reserved_source,

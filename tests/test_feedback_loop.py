@@ -19,7 +19,7 @@ from curation.training.feedback import (
     resolve_conflicts,
 )
 from curation.training.gate import decide
-from curation.training.margins import margin_table
+from curation.training.recipes.edel.margins import margin_table
 from kb_sources.errors import CurationError
 from kb_sources.schema import builtin_schemas
 
@@ -120,7 +120,7 @@ def test_an_adjudicated_grade_beats_every_label_of_its_item(loop_ws):
 
 
 def test_a_label_replaces_the_kb_example_of_the_same_pair(loop_ws):
-    from curation.training.examples import ExampleConfig, build_examples
+    from curation.training.recipes.edel.examples import ExampleConfig, build_examples
 
     task = build_task(loop_ws, "disease_gene")
     kb = build_examples(loop_ws, "disease_gene", ExampleConfig(negatives_per_class=2), task=task,
@@ -313,7 +313,7 @@ def test_a_failed_save_registers_nothing(loop_ws, tiny_model_path, monkeypatch):
 def test_two_round_simulation_writes_per_round_metrics(loop_ws, tiny_model_path, tmp_path):
     import json
 
-    from curation.training.simulate import SimulationConfig, simulate
+    from curation.simulation.dense import SimulationConfig, simulate
 
     config = SimulationConfig(rounds=2, labels_per_round=6, labels_per_query=3, pool_depth=8,
                               seed=1)
@@ -337,7 +337,7 @@ def test_two_round_simulation_writes_per_round_metrics(loop_ws, tiny_model_path,
 
 
 def test_wss_at_95():
-    from curation.training.simulate_report import wss_at
+    from curation.simulation.dense_report import wss_at
 
     ranked = [str(i) for i in range(10)]
     assert wss_at(ranked, {"0", "1"}) == pytest.approx(0.95 - 2 / 10)

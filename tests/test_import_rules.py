@@ -36,16 +36,20 @@ WING_RULES: dict[str, frozenset[str]] = {
     "search": frozenset({"access", "store", "matching", "jobs", "ranking"}),
     # evaluation runs as a background job for a signed-in admin, hence jobs and access
     "evaluation": frozenset({"search", "store", "matching", "jobs", "access", "ranking"}),
+    # a ranker round also fits the version's screening calibration (issue 38), hence screening
     "training": frozenset({"evaluation", "search", "store", "matching", "jobs", "access",
-                           "ranking"}),
+                           "ranking", "screening"}),
     # PubMed as the corpus: query building (store, matching), NCBI settings (access), the search
     # job (jobs) and the ranking of its hits with the Curate page's code (search)
     "pubmed": frozenset({"store", "matching", "access", "search", "jobs"}),
     # in-query learning and stopping (DESIGN.md, "Three speeds of learning"): arrays over the
     # ranker's candidates, under the app and the simulations
     "screening": frozenset({"store", "ranking", "matching"}),
-    # replays of simulated curators over held-out tasks
-    "simulation": frozenset({"screening", "evaluation", "training", "ranking", "store"}),
+    # replays of simulated curators over held-out tasks, and the learn-as-you-label simulations
+    # of the dense recipes (a copy of the workspace searched and matched; the ``simulate`` job,
+    # hence jobs and access) and of the ranker (issue 38: moved out of training)
+    "simulation": frozenset({"screening", "evaluation", "training", "ranking", "store",
+                             "search", "matching", "jobs", "access"}),
     "cli": frozenset({"store", "access", "matching", "jobs", "search", "evaluation", "training",
                       "ranking", "pubmed", "screening", "simulation"}),
 }

@@ -44,7 +44,7 @@ TODAY = {
     "watch": ("curation.pubmed.watch_jobs:run_watch_job",
               "run a watch: fetch, import and rank what PubMed added since its last run", False,
               ("watch_id",), "curation.pubmed.watch_jobs:check_watch_params"),
-    "simulate": ("curation.training.jobs:run_simulation",
+    "simulate": ("curation.simulation.jobs:run_simulation",
                  "simulate labelling and retraining rounds in a copy of the workspace", True,
                  ("schema", "config", "options"), None),
     "selftest": ("curation.jobs.queue:selftest",
@@ -88,7 +88,8 @@ def test_each_wing_declares_its_kinds_through_the_entry_points():
                      "search": "curation.search.job_kinds:JOB_KINDS",
                      "training": "curation.training.job_kinds:JOB_KINDS"}
     names = {wing: [kind.name for kind in load_target(target)] for wing, target in group.items()}
-    assert names == {"evaluation": ["evaluate"], "search": ["index"], "pubmed": ["pubmed_search", "watch"],
+    assert names == {"evaluation": ["evaluate"], "search": ["index"],
+                     "pubmed": ["pubmed_search", "watch"],
                      "training": ["train", "retrain", "activate", "rank", "simulate"]}
     for target in group.values():
         assert all(isinstance(kind, JobKind) for kind in load_target(target))

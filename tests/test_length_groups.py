@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from curation.training.speed import padding_share
+from curation.training.benchmarks.train_speed import padding_share
 from retrievers.errors import RetrieverError
 from retrievers.training.length_groups import (
     LengthGroupedBatchSampler,

@@ -9,13 +9,13 @@ import json
 
 import pytest
 
-from curation.training.mesh_descriptors import (
+from curation.training.recipes.biohicl.mesh_descriptors import (
     FROM_ANNOTATIONS,
     derive_descriptor_names,
     descriptor_names,
     descriptor_names_from_annotations,
 )
-from curation.training.mesh_labels import mesh_labels
+from curation.training.recipes.biohicl.mesh_labels import mesh_labels
 from kb_sources.errors import CurationError
 
 HEADINGS = ["Neoplasms", "Breast Neoplasms", "Carcinoma, Hepatocellular", "Aspirin",

@@ -250,7 +250,7 @@ def test_describe_names_the_runner_up_and_ties_go_to_the_simpler():
 def test_ranker_simulation_is_seeded_labels_every_split_and_gates_as_the_workspace(
         tmp_workspace, capsys):
     from curation.cli.main import main
-    from curation.training.simulate_ranker import RankerSimulation, simulate_ranker
+    from curation.simulation.ranker import RankerSimulation, simulate_ranker
 
     ws = make_loop_workspace(tmp_workspace)
     config = RankerSimulation(rounds=2, labels_per_round=3, labels_per_query=2, kb_share=0.5)

@@ -5,12 +5,16 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
-from curation.training.bica import BicaExampleSet, Triplet
-from curation.training.examples import Example
 from curation.training.feedback import LabelExamples
-from curation.training.mesh_labels import MeshLabels, label_similarity, positive_partners
 from curation.training.recipes.bica import with_labels as bica_with_labels
+from curation.training.recipes.bica.triplets import BicaExampleSet, Triplet
 from curation.training.recipes.biohicl import with_labels as hicl_with_labels
+from curation.training.recipes.biohicl.mesh_labels import (
+    MeshLabels,
+    label_similarity,
+    positive_partners,
+)
+from curation.training.recipes.edel.examples import Example
 
 
 def _labels(*rows: tuple[int, str, str, str]) -> LabelExamples:

@@ -150,7 +150,7 @@ def test_cli_train_recipe_biohicl_full_finetune(tmp_workspace, tiny_model_path, 
 
 
 def test_train_bench_reports_variants_and_gains(tmp_workspace, tiny_model_path, tmp_path):
-    from curation.training.bench import train_bench
+    from curation.training.benchmarks.train_bench import train_bench
     from curation.training.recipes.edel import EdelOptions
 
     ws = _with_mesh(tmp_workspace)

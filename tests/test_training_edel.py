@@ -10,8 +10,8 @@ import pytest
 from curation.evaluation.harness import build_task
 from curation.store.importer import import_items
 from curation.store.models import Models
-from curation.training.examples import Ablation, ExampleConfig, build_examples
-from curation.training.margins import derived_table, margin_table, parse_table
+from curation.training.recipes.edel.examples import Ablation, ExampleConfig, build_examples
+from curation.training.recipes.edel.margins import derived_table, margin_table, parse_table
 from kb_sources.errors import CurationError
 from kb_sources.schema import builtin_schemas
 from kb_sources.types import Document, Entity, Relation

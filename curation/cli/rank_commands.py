@@ -264,7 +264,7 @@ def simulate_ranker_command(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from curation.training.simulate_ranker import (
+    from curation.simulation.ranker import (
         RankerSimulation,
         format_simulation,
         simulate_ranker,

@@ -32,8 +32,8 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
 def cmd_train_speed(args: argparse.Namespace) -> int:
     import os
 
+    from curation.training.benchmarks.train_speed import speed_pairs, speed_table
     from curation.training.rounds import base_path
-    from curation.training.speed import speed_pairs, speed_table
     from retrievers.training.config import TrainConfig
     from retrievers.training.trainer import compare_training_speed
 

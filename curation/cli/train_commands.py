@@ -57,14 +57,14 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
 
 
 def _bench_variants() -> tuple[str, ...]:
-    from curation.training.bench import VARIANTS
+    from curation.training.benchmarks.train_bench import VARIANTS
 
     return tuple(VARIANTS)
 
 
 def _loop_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """``kbcurate retrain`` and ``kbcurate simulate`` (the feedback loop)."""
-    from curation.training.simulate import QueryStrategy, SimulationConfig
+    from curation.simulation.dense import QueryStrategy, SimulationConfig
 
     p = sub.add_parser("retrain", parents=[common],
                        help="one feedback round: KB + labels -> new version -> gate -> switch")
@@ -183,7 +183,7 @@ def format_test_metrics(version: Any, test_queries: int) -> str:
 
 
 def cmd_train_bench(args: argparse.Namespace) -> int:
-    from curation.training.bench import DEFAULT_TASKS, train_bench
+    from curation.training.benchmarks.train_bench import DEFAULT_TASKS, train_bench
 
     with Workspace.open(workspace_path(args)) as ws:
         shared = {"max_seq_length": args.max_seq_length, "seed": args.seed,
@@ -226,8 +226,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from curation.training.simulate import SimulationConfig, simulate
-    from curation.training.simulate_report import format_rounds
+    from curation.simulation.dense import SimulationConfig, simulate
+    from curation.simulation.dense_report import format_rounds
 
     if args.screening:
         return screening_commands.simulate_screening_command(args)

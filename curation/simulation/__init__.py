@@ -1,10 +1,18 @@
-"""Simulated curators replaying gold labels: screening replays (static, in-query learned and
-random orders, the stopping rule), their metrics (documents to find all, WSS@95, recall@k,
-ERF, ATD), the report JSON and the recall-versus-screened plots.
+"""Simulated curators replaying gold labels, every ``kbcurate simulate`` mode and its report.
 
-The older learn-as-you-label simulations of the dense recipes and the ranker live in
-``curation.training`` (``simulate``, ``simulate_ranker``).
+- Screening replays (``kbcurate simulate --screening``): static, in-query learned and random
+  orders and the stopping rule (``screening``, ``screening_run``, ``stop_replay``, over the lists
+  of ``lists``; BC6PM's triage set in ``bc6pm``), their metrics (documents to find all, WSS@95,
+  recall@k, ERF, ATD: ``metrics``), the report JSON and the recall-versus-screened plots
+  (``plots``).
+- Learn-as-you-label with the dense recipes (``kbcurate simulate``, the default learner):
+  labelling and retraining rounds in a copy of the workspace (``dense``), their report
+  (``dense_report``) and the admin job ``simulate`` (``jobs``; the kind is declared with the
+  training wing's, :mod:`curation.training.job_kinds`).
+- Learn-as-you-label with the learned ranker (``kbcurate simulate --learner ranker``:
+  ``ranker``), in memory.
 
 May import: curation.screening, curation.evaluation, curation.training, curation.ranking,
-curation.store, curation.templates, kb_sources, retrievers.
+curation.search, curation.matching, curation.jobs, curation.access, curation.store,
+curation.templates, kb_sources, retrievers.
 """

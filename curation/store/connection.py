@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-from time import monotonic, sleep
 from collections.abc import Mapping
 from pathlib import Path
+from time import monotonic, sleep
 from typing import Any
 
 from curation.store.errors import WorkspaceError, sqlite_error_kind, translate_sqlite_error

@@ -1,4 +1,5 @@
-"""What BioHiCL's MeSH labels (``curation/training/mesh_*``) read from the workspace database.
+"""What BioHiCL's MeSH labels (``curation/training/recipes/biohicl/mesh_*``) read from the
+workspace database.
 
 :class:`Mesh`, built on a workspace (``Mesh(ws)``), reads
 

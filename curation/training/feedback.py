@@ -35,8 +35,8 @@ from curation.matching.matcher import EntityMatcher
 from curation.store.documents import Documents, document_text
 from curation.store.labels import Grade, Label, Labels
 from curation.store.workspace import Workspace
-from curation.training.examples import Example, ExampleSet, manifest_digest
-from curation.training.margins import MarginTable
+from curation.training.recipes.edel.examples import Example, ExampleSet, manifest_digest
+from curation.training.recipes.edel.margins import MarginTable
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
 

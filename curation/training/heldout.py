@@ -18,7 +18,7 @@ about, and makes two rounds' scores incomparable), and the measurement needs no 
 (gold is the KB's citations, as in ``kbcurate evaluate``), so it is as large as dev + test
 (195 queries on disease_gene, where the dev split alone had 98); a time-based hold-out of the
 newest labels would measure agreement with a few labels, not search quality. The simulation
-(:mod:`curation.training.simulate_ranker`) reports both the candidate's and the reference's
+(:mod:`curation.simulation.ranker`) reports both the candidate's and the reference's
 out-of-fold scores per round.
 
 The candidate is compared with the active version on the same queries: its out-of-fold scores
@@ -165,11 +165,13 @@ def measure(ctx: RankingContext, name: str, queries: Sequence[EvalQuery],
 
 
 def out_of_fold(prepared: Sequence[Prepared], folds: Mapping[str, int], served: Ranker,
-                learned_groups: set[str], fit_without: Callable[[set[str]], Ranker]
+                learned_groups: set[str], fit_without: Callable[[set[str]], Ranker],
+                scores: dict[str, np.ndarray] | None = None
                 ) -> tuple[dict[str, list[Hit]], int]:
     """Each pool query's top hits by a model that learned no label of its fold: the served
     model for folds without labels, ``fit_without(the fold's groups)`` for the others.
-    Returns (qid -> hits, how many models were fitted)."""
+    Returns (qid -> hits, how many models were fitted); ``scores``, when given, receives each
+    query's out-of-fold score of every candidate (the screening calibration's data)."""
     run: dict[str, list[Hit]] = {}
     refits = 0
     for fold in sorted(set(folds.values())):
@@ -181,6 +183,8 @@ def out_of_fold(prepared: Sequence[Prepared], folds: Mapping[str, int], served: 
         for item in prepared:
             if item.q.group in groups:
                 run[item.q.qid] = top_hits(model, item)
+                if scores is not None:
+                    scores[item.q.qid] = np.asarray(model.score(item.x), dtype=np.float64)
     return run, refits
 
 

@@ -54,7 +54,7 @@ def _job_owner(ctx: Any) -> str:
     return Jobs(ctx.ws).creator(ctx.job_id) or "worker"
 
 
-# -- the feedback loop: retraining rounds and simulations --------------------------------------
+# -- the feedback loop: retraining rounds ---------------------------------------------------------
 def start_retrain(ws: Workspace, user: User | None, schema: str,
                   options: dict[str, Any] | None = None) -> Job:
     """Submit a ``retrain`` job, or return the schema's unfinished one (never two at once).
@@ -90,35 +90,6 @@ def run_retrain(ctx: Any, schema: str, options: dict[str, Any]) -> dict[str, Any
             "promoted": result.promoted, "labels_used": result.labels_used,
             "gate": result.decision.to_json() if result.decision else None,
             "warnings": list(result.warnings)}
-
-
-def start_simulation(ws: Workspace, user: User | None, schema: str,
-                     config: dict[str, Any] | None = None,
-                     options: dict[str, Any] | None = None) -> Job:
-    """Submit a ``simulate`` job (admins only; runs in a copy of the workspace)."""
-    from curation.access.users import require_admin
-    from curation.training.retrain import RetrainOptions
-    from curation.training.simulate import SimulationConfig
-
-    require_admin(user, "Simulating the feedback loop")
-    sch = get_schema(schema, ws.schemas())
-    cfg = SimulationConfig(**dict(config or {}))
-    opts = RetrainOptions.from_json({"evaluation": "pool", **dict(options or {})})
-    return submit_job(ws, "simulate", {"schema": sch.name, "config": asdict(cfg),
-                                       "options": opts.to_json()}, user=user)
-
-
-def run_simulation(ctx: Any, schema: str, config: dict[str, Any],
-                   options: dict[str, Any]) -> dict[str, Any]:
-    """Worker entry point of a ``simulate`` job: the summary lands in WS/exports/."""
-    from curation.training.retrain import RetrainOptions
-    from curation.training.simulate import SimulationConfig, simulate
-
-    out = ctx.ws.root / "exports" / f"simulation-{schema}-job{ctx.job_id}"
-    summary = simulate(ctx.ws, schema, SimulationConfig(**config),
-                       RetrainOptions.from_json(options), progress=False, report=ctx.progress,
-                       out_dir=out)
-    return {"out_dir": str(out), "targets": summary["targets"], "rounds": summary["rounds"]}
 
 
 def unfinished_job(ws: Workspace, kind: str, schema: str) -> Job | None:

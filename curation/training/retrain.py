@@ -27,11 +27,11 @@ from curation.store.audit import AuditEntry
 from curation.store.models import Models, ModelVersion
 from curation.store.workspace import Workspace
 from curation.training.activation import promote, switch_active  # noqa: F401 (re-exported)
-from curation.training.examples import DEFAULT_DOCUMENT_FORMAT
 from curation.training.feedback import LabelMapping, current_labels, label_examples
 from curation.training.gate import GateDecision
-from curation.training.margins import margin_table
 from curation.training.recipes import options_class, recipe_options
+from curation.training.recipes.edel.examples import DEFAULT_DOCUMENT_FORMAT
+from curation.training.recipes.edel.margins import margin_table
 from curation.training.rounds import GateSettings, run_round
 from curation.training.scoring import (  # noqa: F401 (re-exported)
     EVALUATIONS,

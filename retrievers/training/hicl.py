@@ -1,9 +1,10 @@
 """BioHiCL (Lan et al.): learn the MeSH hierarchy with a label-similarity loss, LoRA on the encoder.
 
 Each training text (an abstract) has a row of an L2-normalised, depth-weighted multi-hot label
-matrix (built by the caller, e.g. ``curation.training.mesh_labels``). Inside a batch,
-``SimE(i, j)`` is the cosine of the embeddings and ``SimL(i, j)`` the cosine of the label rows;
-a pair is a *positive* when ``SimL > beta`` and a *negative* when ``SimL = 0`` (no shared label).
+matrix (built by the caller, e.g. ``curation.training.recipes.biohicl.mesh_labels``). Inside a
+batch, ``SimE(i, j)`` is the cosine of the embeddings and ``SimL(i, j)`` the cosine of the label
+rows; a pair is a *positive* when ``SimL > beta`` and a *negative* when ``SimL = 0`` (no shared
+label).
 
 - ``L_mse`` = mean over positive pairs ``(i, j), i != j`` of ``(SimE - SimL)^2`` (the paper writes
   a sum; TRAINING.md section 3 uses the mean).

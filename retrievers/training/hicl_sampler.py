@@ -2,7 +2,7 @@
 
 :class:`HierarchyBatchSampler` deals pairs of documents whose label rows are similar (``SimL >
 beta``; the partner lists come from the caller, e.g. ``positive_partners`` of
-``curation.training.mesh_labels``) to the batches, so the loss of
+``curation.training.recipes.biohicl.mesh_labels``) to the batches, so the loss of
 :mod:`retrievers.training.hicl` has positives in every batch;
 :func:`hierarchy_batch_sampler` wraps it as the picklable ``batch_sampler`` argument of
 sentence-transformers' trainer. Moved out of :mod:`retrievers.training.hicl`, which re-exports
@@ -246,7 +246,7 @@ def hierarchy_batch_sampler(partners: Sequence[np.ndarray | Sequence[int]]
 
     Args:
         partners: Per label row, its positive partners (e.g. ``positive_partners(labels, beta)``
-            of ``curation.training.mesh_labels``, with the loss's beta).
+            of ``curation.training.recipes.biohicl.mesh_labels``, with the loss's beta).
 
     Returns:
         A picklable ``fn(dataset, batch_size, drop_last, valid_label_columns, generator, seed)``

@@ -2,13 +2,13 @@
 graph of the corpus -> multiple-negatives ranking.
 
 Rows: (query, positive, hard negative) triplets from
-:func:`curation.training.bica.build_bica_examples` (the base encoder held fixed for the round),
-plus the curators' labels: a document labelled *complete* is a positive and one labelled
+:func:`curation.training.recipes.bica.triplets.build_bica_examples` (the base encoder held fixed for
+the round), plus the curators' labels: a document labelled *complete* is a positive and one labelled
 *irrelevant* a hard negative of its query; each labelled positive is paired with the query's
 labelled negatives (else with the walk negatives of the query's KB triplets), and each labelled
-negative with the query's labelled positives (else with its KB positives). *partial* labels are
-not used (BiCA has no graded positive), and a pair with nothing to pair with is counted unused.
-Loss: MNR (:func:`retrievers.training.mnr.train_triplets`: no duplicate text in a batch).
+negative with the query's labelled positives (else with its KB positives). *partial* labels are not
+used (BiCA has no graded positive), and a pair with nothing to pair with is counted unused. Loss:
+MNR (:func:`retrievers.training.mnr.train_triplets`: no duplicate text in a batch).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from curation.training.examples import DEFAULT_DOCUMENT_FORMAT
 from curation.training.recipes.base import (
     Recipe,
     RoundInput,
@@ -26,6 +25,7 @@ from curation.training.recipes.base import (
     TrainingOptions,
     option,
 )
+from curation.training.recipes.edel.examples import DEFAULT_DOCUMENT_FORMAT
 from kb_sources.errors import CurationError
 
 #: Label-made triplets per labelled document (one document's pairs stay a small share).
@@ -50,7 +50,7 @@ class BicaOptions(TrainingOptions):
                                    "graph neighbours")
 
     def bica_config(self) -> Any:
-        from curation.training.bica import BicaConfig
+        from curation.training.recipes.bica.triplets import BicaConfig
 
         return BicaConfig(graph=self.graph, knn_k=self.knn_k, n_paths=self.n_paths,
                           path_length=self.path_length, top_k=self.top_k,
@@ -79,7 +79,7 @@ class BicaRecipe(Recipe):
     Options = BicaOptions
 
     def build_data(self, data_in: RoundInput, options: Any) -> TrainingData:
-        from curation.training.bica import base_vectors, build_bica_examples
+        from curation.training.recipes.bica.triplets import base_vectors, build_bica_examples
 
         ws, schema = data_in.ws, data_in.schema
         config = options.bica_config()
@@ -112,7 +112,7 @@ class BicaRecipe(Recipe):
 
 def with_labels(data: Any, labels: Any) -> tuple[Any, tuple[int, ...]]:
     """The KB triplets plus triplets made from labels (see the module docstring)."""
-    from curation.training.bica import Triplet
+    from curation.training.recipes.bica.triplets import Triplet
 
     kb_pos: dict[str, list[str]] = {}
     kb_neg: dict[str, list[str]] = {}

@@ -3,8 +3,8 @@ hierarchical contrastive loss, LoRA merged before registration.
 
 Rows: the workspace's documents with MeSH headings (optionally also MeSH ids of their
 disease/chemical annotations), expanded to all ancestors with depth weights
-(:mod:`curation.training.mesh_labels`). BioHiCL sees no query and no relation: the schema only
-decides which dev split picks the epoch and the version's name.
+(:mod:`curation.training.recipes.biohicl.mesh_labels`). BioHiCL sees no query and no relation:
+the schema only decides which dev split picks the epoch and the version's name.
 
 Curators' labels become **extra pairs**: the documents labelled *complete* or *partial* for one
 (train-split) query get one more label column, ``label:<query>``, of weight 1 beside their MeSH
@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from curation.store.documents import Documents
-from curation.training.examples import DEFAULT_DOCUMENT_FORMAT
 from curation.training.recipes.base import (
     Recipe,
     RoundInput,
@@ -30,6 +29,7 @@ from curation.training.recipes.base import (
     TrainingOptions,
     option,
 )
+from curation.training.recipes.edel.examples import DEFAULT_DOCUMENT_FORMAT
 from kb_sources.errors import CurationError
 
 logger = logging.getLogger(__name__)
@@ -121,8 +121,8 @@ class BioHiclRecipe(Recipe):
     uses_queries = False
 
     def build_data(self, data_in: RoundInput, options: Any) -> TrainingData:
-        from curation.training.mesh_descriptors import descriptor_names
-        from curation.training.mesh_labels import mesh_labels, positive_partners
+        from curation.training.recipes.biohicl.mesh_descriptors import descriptor_names
+        from curation.training.recipes.biohicl.mesh_labels import mesh_labels, positive_partners
 
         ws = data_in.ws
         names, provenance = (descriptor_names(ws, options.mesh_descriptors)

@@ -1,10 +1,10 @@
 """EDEL (Wang & Leser; TRAINING.md 1): KB records graded by how much of the relation an abstract
 mentions -> pointwise multi-margin loss.
 
-Rows: :func:`curation.training.examples.build_examples` over the train split, plus the curators'
-labels (:mod:`curation.training.feedback`): *complete* -> a positive with mu 0, *partial* -> a
-noisy positive with the margin of its g pattern, *irrelevant* -> a hard negative (mu 0.8); a label
-replaces the KB example of the same (query, document). Loss: MultiMargin
+Rows: :func:`curation.training.recipes.edel.examples.build_examples` over the train split, plus the
+curators' labels (:mod:`curation.training.feedback`): *complete* -> a positive with mu 0, *partial*
+-> a noisy positive with the margin of its g pattern, *irrelevant* -> a hard negative (mu 0.8); a
+label replaces the KB example of the same (query, document). Loss: MultiMargin
 (:func:`retrievers.training.trainer.train_pairs`).
 """
 
@@ -14,19 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from curation.training.examples import (
-    Ablation,
-    ExampleConfig,
-    ExampleSet,
-    build_examples,
-    to_pairs,
-)
 from curation.training.recipes.base import (
     Recipe,
     RoundInput,
     TrainingData,
     TrainingOptions,
     option,
+)
+from curation.training.recipes.edel.examples import (
+    Ablation,
+    ExampleConfig,
+    ExampleSet,
+    build_examples,
+    to_pairs,
 )
 
 

@@ -1,7 +1,7 @@
 """BiCA's training triplets from walks over the workspace's document graph (TRAINING.md 2).
 
 For every query of the **train split** (the seeded split by query entity of
-``kbcurate evaluate``, as in :mod:`curation.training.examples`):
+``kbcurate evaluate``, as in :mod:`curation.training.recipes.edel.examples`):
 
 * positives: the cited abstracts (in the workspace) of the query's train records with an answer;
 * query text (``query_source``): the KB template of the relation (``template``, the text the
@@ -35,7 +35,7 @@ encoder (the base model, through the workspace embedding cache: :func:`base_vect
 injected functions; the walks are seeded per query, so one config gives the same triplets.
 
 The graph and the walks (:class:`Graph`, :class:`CitationDirection`, :class:`NegativeSource`,
-:func:`base_vectors`, adjacency, walks) live in :mod:`curation.training.bica_graph`, whose
+:func:`base_vectors`, adjacency, walks) live in :mod:`curation.training.recipes.bica.graph`, whose
 names for callers are re-exported here; the citation edges are read with
 :meth:`~curation.store.citations.Citations.edges` and the document titles with
 :meth:`~curation.store.documents.Documents.all_parts`.
@@ -57,7 +57,7 @@ from curation.matching.matcher import EntityMatcher
 from curation.store.citations import Citations
 from curation.store.documents import Documents
 from curation.store.workspace import Workspace
-from curation.training.bica_graph import (  # noqa: F401 - BaseVectors re-exported for callers
+from curation.training.recipes.bica.graph import (  # noqa: F401 - BaseVectors re-exported for callers
     BaseVectors,
     CitationDirection,
     DocVectors,
@@ -69,7 +69,7 @@ from curation.training.bica_graph import (  # noqa: F401 - BaseVectors re-export
     graph_adjacency,
     walk_all,
 )
-from curation.training.examples import (
+from curation.training.recipes.edel.examples import (
     DEFAULT_DOCUMENT_FORMAT,
     Ablation,
     CorpusDocs,
@@ -77,7 +77,7 @@ from curation.training.examples import (
     ExampleConfig,
     train_records,
 )
-from curation.training.margins import margin_table
+from curation.training.recipes.edel.margins import margin_table
 from kb_sources.errors import CurationError, parse_choice
 from kb_sources.schema import get_schema
 from retrievers.encoder import DEFAULT_MODEL

@@ -1,19 +1,20 @@
-"""The document graph and the walks of BiCA's triplets (:mod:`curation.training.bica`).
+"""The document graph and the walks of BiCA's triplets
+(:mod:`curation.training.recipes.bica.triplets`).
 
 * :class:`Graph`, :class:`CitationDirection`: which edges the walks follow and how;
   :class:`NegativeSource`: where a negative comes from;
 * :func:`base_vectors`: the walk's fixed encoder, documents through the workspace embedding
   cache (:class:`BaseVectors`);
-* the plumbing of :func:`~curation.training.bica.build_bica_examples`: one walk per query
-  text (:class:`WalkUnit`), the adjacency of the chosen graph (citations, kNN or both:
-  :func:`graph_adjacency`), document vectors fetched once and checked (:class:`DocVectors`), and
-  the seeded walks of :func:`retrievers.training.walks.walk_negatives` (:func:`walk_all`). The
-  options they read are :class:`WalkSettings` (:class:`~curation.training.bica.BicaConfig` has
-  them); the workspace's citation edges come from
-  :meth:`~curation.store.citations.Citations.edges`.
+* the plumbing of :func:`~curation.training.recipes.bica.triplets.build_bica_examples`: one
+  walk per query text (:class:`WalkUnit`), the adjacency of the chosen graph (citations, kNN or
+  both: :func:`graph_adjacency`), document vectors fetched once and checked
+  (:class:`DocVectors`), and the seeded walks of :func:`retrievers.training.walks.walk_negatives`
+  (:func:`walk_all`). The options they read are :class:`WalkSettings`
+  (:class:`~curation.training.recipes.bica.triplets.BicaConfig` has them); the workspace's
+  citation edges come from :meth:`~curation.store.citations.Citations.edges`.
 
-Moved out of :mod:`curation.training.bica`, which re-exports the names its callers use; this
-module does not import it.
+Moved out of :mod:`curation.training.recipes.bica.triplets`, which re-exports the names its
+callers use; this module does not import it.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from curation.evaluation.harness import EvalQuery
 from curation.store.documents import Documents
 from curation.store.models import Models
 from curation.store.workspace import Workspace
-from curation.training.examples import DEFAULT_DOCUMENT_FORMAT
+from curation.training.recipes.edel.examples import DEFAULT_DOCUMENT_FORMAT
 from kb_sources.errors import CurationError
 from retrievers.encoder import DEFAULT_MODEL
 from retrievers.errors import RetrieverError
@@ -69,7 +70,7 @@ class NegativeSource(StrEnum):
 
 class WalkSettings(Protocol):
     """The walk options :func:`graph_adjacency` and :func:`walk_all` read (see
-    :class:`~curation.training.bica.BicaConfig`, which has them all)."""
+    :class:`~curation.training.recipes.bica.triplets.BicaConfig`, which has them all)."""
 
     @property
     def graph(self) -> str: ...  # a Graph value
@@ -166,7 +167,8 @@ class WalkUnit:
     Attributes:
         query: The KB query.
         text: The query text the walk starts from.
-        kind: Where the text comes from (a ``QuerySource`` value of :mod:`~curation.training.bica`).
+        kind: Where the text comes from (a ``QuerySource`` value of
+            :mod:`~curation.training.recipes.bica.triplets`).
         positives: The walk's seeds.
         exclude: Documents never taken as negatives.
     """

@@ -1,4 +1,5 @@
-"""What the MeSH labels of :mod:`curation.training.mesh_labels` are built from, in a workspace.
+"""What the MeSH labels of :mod:`curation.training.recipes.biohicl.mesh_labels` are built from,
+in a workspace.
 
 - the MeSH tree (descriptor name -> tree numbers, table ``mesh_tree``);
 - the selected documents and their ``documents.mesh`` headings, without the documents of the
@@ -6,11 +7,12 @@
 - with ``entity_mesh``, the descriptors of each document's Disease and Chemical annotations
   (:data:`ENTITY_TYPES`) through a descriptor UI -> name mapping (:data:`DESCRIPTOR_UI`,
   :func:`descriptor_ui`: what counts as a descriptor id, shared with
-  :mod:`curation.training.mesh_descriptors`).
+  :mod:`curation.training.recipes.biohicl.mesh_descriptors`).
 
 The rows come from :mod:`curation.store.mesh`. Moved out of
-:mod:`curation.training.mesh_labels`, which re-exports the names it documents; the choices they
-implement are described there. This module imports no other MeSH module of the wing.
+:mod:`curation.training.recipes.biohicl.mesh_labels`, which re-exports the names it documents;
+the choices they implement are described there. This module imports no other MeSH module of the
+recipe.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def no_descriptor_mapping() -> CurationError:
         "descriptor_ui and descriptor (abstract_pool/pmid_mesh_headings.tsv.gz covers only the "
         "~800 descriptors of its MEDLINE records), or derive one from the annotations' own "
         "mentions (mesh_descriptors='annotations', an adaptation: see "
-        "curation.training.mesh_descriptors), or leave entity_mesh off")
+        "curation.training.recipes.biohicl.mesh_descriptors), or leave entity_mesh off")
 
 
 def tree_numbers(ws: Workspace) -> dict[str, list[str]]:

@@ -25,8 +25,8 @@ from typing import Any
 from curation.evaluation.harness import format_table
 from curation.evaluation.runner import evaluate_workspace
 from curation.store.workspace import Workspace
-from curation.training.examples import Ablation
 from curation.training.recipes.edel import EdelOptions
+from curation.training.recipes.edel.examples import Ablation
 from curation.training.rounds import run_round
 
 logger = logging.getLogger(__name__)

@@ -27,12 +27,12 @@ annotations (ids such as ``D003920`` or ``MESH:D003920``). The annotations carry
 *UIs*, the workspace's tree (``mtreesYYYY.bin``) carries descriptor *names*: the flag needs a
 UI -> name mapping (``descriptor_names``; :func:`read_descriptor_names` reads NLM's ASCII
 descriptor file ``dYYYY.bin`` or a TSV with ``descriptor_ui`` and ``descriptor`` columns;
-:mod:`curation.training.mesh_descriptors` can also derive one from the mentions themselves) and
-raises :class:`~kb_sources.errors.CurationError` without one. Supplementary-concept ids
-(``C000...``) have no tree number and are skipped.
+:mod:`curation.training.recipes.biohicl.mesh_descriptors` can also derive one from the mentions
+themselves) and raises :class:`~kb_sources.errors.CurationError` without one.
+Supplementary-concept ids (``C000...``) have no tree number and are skipped.
 
 Reading the workspace (tree, headings, annotations, reserved corpora) lives in
-:mod:`curation.training.mesh_inputs`, whose public names are re-exported here.
+:mod:`curation.training.recipes.biohicl.mesh_inputs`, whose public names are re-exported here.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from curation.training.mesh_descriptors import read_descriptor_names
-from curation.training.mesh_inputs import (
+from curation.training.recipes.biohicl.mesh_descriptors import read_descriptor_names
+from curation.training.recipes.biohicl.mesh_inputs import (
     ENTITY_TYPES,
     FIX_HEADINGS,
     RESERVED_SOURCES,

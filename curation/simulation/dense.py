@@ -35,6 +35,7 @@ from curation.access.users import Role, User
 from curation.evaluation.harness import EvalQuery, EvalTask, build_task
 from curation.matching.matcher import EntityMatcher
 from curation.search.indexing import get_index
+from curation.simulation.dense_report import targets, write_outputs, wss_at
 from curation.store.documents import Documents
 from curation.store.labels import Labels
 from curation.store.models import Models
@@ -44,7 +45,6 @@ from curation.training.pool import build_pool, score_model
 from curation.training.retrain import RetrainOptions, retrain
 from curation.training.rounds import run_round
 from curation.training.scoring import TEST_POOL_DEPTH, TEST_POOL_RANDOM, pool_spec
-from curation.training.simulate_report import targets, write_outputs, wss_at
 from kb_sources.errors import CurationError, parse_choice
 
 logger = logging.getLogger(__name__)

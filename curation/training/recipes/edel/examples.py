@@ -38,7 +38,7 @@ from curation.matching.matcher import EntityMatcher
 from curation.store.documents import Documents, document_text
 from curation.store.relations import Relations
 from curation.store.workspace import Workspace
-from curation.training.margins import MarginTable, margin_table
+from curation.training.recipes.edel.margins import MarginTable, margin_table
 from kb_sources.errors import CurationError, parse_choice
 from kb_sources.schema import Schema, get_schema
 from kb_sources.types import Entity, Relation

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from curation.store.documents import Documents
 from curation.store.mesh import Mesh
-from curation.training.mesh_inputs import (
+from curation.training.recipes.biohicl.mesh_inputs import (
     DESCRIPTOR_UI,
     ENTITY_TYPES,
     descriptor_ui,
