@@ -344,8 +344,7 @@ def search(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
 
 def _place(schema: Schema, partial: PartialRelation, text: str,
            retriever: tuple[str, bool, int], screening: bool) -> dict[str, str]:
-    """This page's place for the URL (reload and shared links: app_pages/place.py); in
-    screening mode with the abstract shown last (the panel updates it as it moves)."""
+    """This page's place for the URL (app_pages/place.py); screening: the abstract shown."""
     _, rerank, k = retriever
     name = st.session_state.get("retriever") or retriever[0]  # links keep "dense · active"
     edited = text if text != partial.render(schema).text.strip() else None

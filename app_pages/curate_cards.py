@@ -144,7 +144,8 @@ def grade_card(ws: Workspace, cards: Cards, doc: RankedDoc, grade: Grade, *,
     stored = store_label(ws, user=user, schema=cards.schema.name, query_key=key,
                          query_text=cards.query_text, doc_id=doc.doc_id, grade=grade.value,
                          note=regrade_note(ws, user.name, cards, doc.doc_id, typed, drawn),
-                         model_version=doc.model_version)
+                         model_version=doc.model_version,
+                         order_labels=doc.order_labels)
     if stored is None or had_pending:
         st.rerun()
     return stored

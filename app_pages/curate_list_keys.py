@@ -127,7 +127,8 @@ def _bulk(ws: Workspace, cards: Cards, chosen: list[RankedDoc], grade: Grade) ->
     stored = store_labels(ws, user=user, schema=cards.schema.name,
                           query_key=cards.partial.query_key, query_text=cards.query_text,
                           doc_ids=[d.doc_id for d in chosen], grade=grade.value, notes=drafts,
-                          model_version=chosen[0].model_version)
+                          model_version=chosen[0].model_version,
+                          order_labels=chosen[0].order_labels)
     if stored is not None:
         selected_ids(cards.partial.query_key).clear()
         flash("success", f"Graded {len(stored):d} abstracts as '{md(grade.value)}' in one bulk "

@@ -96,7 +96,7 @@ def _grade(ws: Workspace, cards: Cards, doc: RankedDoc, grade: Grade) -> None:
     stored = store_label(ws, user=user, schema=cards.schema.name,
                          query_key=cards.partial.query_key, query_text=cards.query_text,
                          doc_id=doc.doc_id, grade=grade.value, note=note,
-                         model_version=doc.model_version)
+                         model_version=doc.model_version, order_labels=doc.order_labels)
     kept = doc.doc_id in pending_grades(ws, user.name, cards.schema.name, cards.partial.query_key)
     if stored is not None or kept:  # refused: stay, the error says why
         drafts.pop(doc.doc_id, None)
@@ -121,7 +121,7 @@ def _note_saved(ws: Workspace, cards: Cards, doc: RankedDoc, grade: Grade | None
         return
     store_label(ws, user=user, schema=cards.schema.name, query_key=cards.partial.query_key,
                 query_text=cards.query_text, doc_id=doc.doc_id, grade=grade.value, note=note,
-                model_version=doc.model_version)
+                model_version=doc.model_version, order_labels=doc.order_labels)
 
 
 def _undo(ws: Workspace, cards: Cards, docs: list[RankedDoc]) -> None:

@@ -1,17 +1,15 @@
 """Curate page: screening that learns within the query and says when to stop (issue 38).
 
 One hook line in app_pages/curate.py, :func:`learned_result`, called before the results are
-drawn: the sidebar's "Keywords" expander,
-  the relation's screening queue (built once per schema, relation, query text, ranker version
-  and documents stamp, kept in the session; a re-score after a label only runs the per-query
-  model) and, when the order is "learned within the query", the shown documents reordered by
-  it (:func:`curation.screening.order.learned_order`: their ``model_version`` then carries
-  " · in-query learned after N labels", which the label rows record), and the panel
-  (:func:`screening_insight`, an expander atop the right-hand column, so the first abstract
-  stays above the fold, whose label sums it up): relevant
-  found so far, the estimated relevant
-  left among the unscreened candidates with its interval, the stopping advice for a chosen
-  recall target, the order choice and the found-so-far chart.
+drawn: the sidebar's "Keywords" expander, the relation's screening queue (built once per
+schema, relation, query text, ranker version and documents stamp, kept in the session; a
+re-score after a label only runs the per-query model) and, when the order is "learned within
+the query", the shown documents reordered by it (:func:`curation.screening.order.learned_order`:
+their ``order_labels`` then say after how many labels, which the label rows record). The panel
+(:func:`screening_insight`, an expander atop the right-hand column, so the first abstract stays
+above the fold, whose label sums it up) shows the relevant found so far, the estimated relevant
+left among the unscreened candidates with its interval, the stopping advice for a chosen recall
+target, the order choice and the found-so-far chart.
 
 Every curator's current label of the relation counts. Nothing here blocks a click: without an
 active learned ranker, or when the queue cannot be built, the panel says so and the page goes on
@@ -29,8 +27,13 @@ import streamlit as st
 from app_pages.common import AppContext, get_ranked, get_retriever, retriever_ready, short_hash
 from app_pages.safe import md
 from curation.ranking.versions import active_ranker
+from curation.screening.calibration import (
+    DEFAULT_CALIBRATION,
+    Calibration,
+    version_calibration,
+)
 from curation.screening.chart import found_chart
-from curation.screening.order import learned_order, order_tag
+from curation.screening.order import learned_order
 from curation.screening.queue import ScreeningQueue, relation_queue
 from curation.screening.view import ORDER_LEARNED, ScreeningView, screening_view
 from curation.search.keywords import Keywords, get_keywords, mark_keywords, set_keywords
@@ -58,6 +61,7 @@ class Screening:
     mode: str
     size: int
     notice: str = ""
+    calibration: Calibration = DEFAULT_CALIBRATION
 
 
 def _slug(schema: Schema, partial: PartialRelation) -> str:
@@ -86,8 +90,9 @@ def _queue(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
         try:
             with st.spinner("Scoring the relation's candidates for screening ..."):
                 ranked = get_ranked(ctx.ws, schema, active.version, get_retriever(ctx.ws, "bm25"))
-                cache[key] = relation_queue(ranked.context, ranked.ranker, text, partial.query,
-                                            partial.query_key, extra=labelled)
+                cache[key] = relation_queue(
+                    ranked.context, ranked.ranker, text, partial.query, partial.query_key,
+                    extra=labelled, calibration=version_calibration(active.version.manifest))
         except (CurationError, OSError, ValueError, RuntimeError) as exc:
             logger.warning("screening queue of %s failed: %s", partial.query_key, exc)
             cache[key] = f"The screening queue could not be built ({exc})."
@@ -128,22 +133,11 @@ def learned_result(ctx: AppContext, schema: Schema, partial: PartialRelation, te
         st.session_state["screening_now"] = Screening(partial.query_key, None, mode, 0,
                                                       f"The screening estimate failed ({exc}).")
         return result
-    st.session_state["screening_now"] = Screening(partial.query_key, view, mode, len(queue))
+    st.session_state["screening_now"] = Screening(partial.query_key, view, mode, len(queue),
+                                                  calibration=queue.calibration)
     if mode != ORDERS[1] or view.order_mode != ORDER_LEARNED:
         return result
     return replace(result, docs=learned_order(result.docs, view))
-
-
-def order_suffix(ctx: AppContext, schema: str, query_key: str) -> str:
-    """What a label given now on the relation should append to its ``model_version``: the
-    in-query tag when the learned order is shown, else "" (for callers that label documents
-    outside :func:`learned_result`'s reordered cards)."""
-    now = st.session_state.get("screening_now")
-    if not isinstance(now, Screening) or now.query_key != query_key or now.view is None:
-        return ""
-    if now.mode != ORDERS[1] or now.view.order_mode != ORDER_LEARNED:
-        return ""
-    return order_tag(now.view.order_labels)
 
 
 def screening_insight(ctx: AppContext, schema: Schema, partial: PartialRelation) -> None:
@@ -190,10 +184,10 @@ def _insight(now: Screening, slug: str) -> None:
                  key=f"screen_target_{slug}", format_func=lambda t: f"{t:.0%}")
     advice = view.advice
     (st.success if advice.stop else st.warning)(md(advice.message))
-    st.caption("How sure: the estimate assumes the ranker's scores are calibrated on this "
-               "relation (a model of relevance, not a guarantee); it is an estimate until "
-               "several relevant documents are found. For a guarantee, screen a random sample "
-               "of the rest.")
+    st.caption(md("How sure: the estimate assumes the ranker's scores are calibrated on this "
+                  "relation (a model of relevance, not a guarantee); it is an estimate until "
+                  "several relevant documents are found. For a guarantee, screen a random "
+                  f"sample of the rest. {calibration_words(now.calibration)}"))
     st.radio("Order", ORDERS, key=f"screen_order_{slug}_w", horizontal=True,
              on_change=_remember_mode, args=(slug,),
              help="learned within the query: the unlabelled candidates re-ordered after every "
@@ -202,6 +196,15 @@ def _insight(now: Screening, slug: str) -> None:
              if now.mode == ORDERS[1] and view.order_mode == ORDER_LEARNED else "as ranked")
     st.caption(md(f"Cards shown {shown}."))
     st.plotly_chart(found_chart(view), key=f"screen_chart_{slug}")
+
+
+def calibration_words(calibration: Calibration) -> str:
+    """Where the scores' calibration comes from, in words."""
+    if calibration.queries:
+        return (f"Scores calibrated on {calibration.queries:d} held-out queries of the active "
+                "ranker version.")
+    return ("Scores calibrated by the default calibration (disease_gene dev queries): the "
+            "active ranker version has none of its own; a new ranker round fits one.")
 
 
 def keyword_sidebar(ctx: AppContext, schema: Schema) -> Keywords:

@@ -138,8 +138,8 @@ def test_twenty_labels_train_a_ranker_that_the_next_search_uses(ws_root):
     doc = PMID.search(html[0]).group(1)
     grade_control(at, doc).set_value("partial").run()
     # the relation has labels: the list was in the order learned within the query (issue 38)
-    assert label_rows(ws_root)[-1]["model_version"] == (
-        "ranked · disease_gene-ranker@1 · in-query learned after 10 labels")
+    row = label_rows(ws_root)[-1]
+    assert (row["model_version"], row["order_labels"]) == ("ranked · disease_gene-ranker@1", 10)
 
 
 def test_the_sidebar_names_the_measured_default(ws_root):

@@ -86,9 +86,9 @@ def test_panel_estimates_what_is_left_and_orders_by_every_curators_labels(ranked
                  if w.key and w.key.startswith(f"grade_{doc}_"))
     grade.set_value("irrelevant").run()
     assert not at.exception
-    assert label_rows(ranked_root)[-1]["model_version"].endswith(
-        " · in-query learned after 3 labels")
-    # the curator switches back to the ranked order: label rows no longer carry the tag
+    row = label_rows(ranked_root)[-1]
+    assert row["order_labels"] == 3 and "in-query" not in row["model_version"]
+    # the curator switches back to the ranked order: label rows say "as ranked" (NULL)
     at.run()
     order_radio(at).set_value("as ranked").run()
     assert order_radio(at).value == "as ranked"
@@ -98,7 +98,7 @@ def test_panel_estimates_what_is_left_and_orders_by_every_curators_labels(ranked
                  if w.key and w.key.startswith(f"grade_{doc}_"))
     grade.set_value("irrelevant").run()
     row = label_rows(ranked_root)[-1]
-    assert row["doc_id"] == doc and row["model_version"] and "in-query" not in row["model_version"]
+    assert row["doc_id"] == doc and row["model_version"] and row["order_labels"] is None
 
 
 def test_keywords_are_saved_per_user_from_the_sidebar(ranked_root):

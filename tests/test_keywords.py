@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from curation.matching.highlight import render_highlighted
-from curation.screening.order import learned_order, order_tag, strip_tag
+from curation.screening.order import learned_order, order_words
 from curation.screening.queue import build_queue
 from curation.screening.view import ORDER_STATIC, screening_view
 from curation.search.keywords import (
@@ -22,7 +22,6 @@ from curation.search.keywords import (
     set_keywords,
     settings_key,
 )
-from curation.store.identities import ModelVersionId
 from curation.store.settings import Settings
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
@@ -102,9 +101,10 @@ class Doc:
     doc_id: str
     rank: int
     model_version: str
+    order_labels: int | None = None
 
 
-def test_learned_order_reorders_renumbers_and_tags():
+def test_learned_order_reorders_renumbers_and_records_the_labels_it_learned_from():
     texts = ["braf melanoma kinase", "braf melanoma inhibitor", "egfr lung cancer",
              "egfr lung tumour", "kras colon", "braf melanoma resistance"]
     ids = ["a", "b", "c", "d", "e", "f"]
@@ -118,12 +118,12 @@ def test_learned_order_reorders_renumbers_and_tags():
     assert [d.doc_id for d in out][:4] == list(view.order)[:4]
     assert [d.doc_id for d in out][-3:] == ["a", "c", "z"]  # labelled and outside the queue
     assert [d.rank for d in out] == list(range(1, 8))
-    assert {d.model_version for d in out} == {"bm25+rerank · in-query learned after 2 labels",
-                                              "bm25 · in-query learned after 2 labels"}
+    ranked_by = {d.doc_id: d.model_version for d in docs}
+    assert all(d.model_version == ranked_by[d.doc_id] for d in out)  # what ranked it stays
+    assert {d.order_labels for d in out} == {2}
     assert out[0].doc_id in {"b", "f"}  # like the relevant label, unlike the irrelevant one
-    again = learned_order(out, view)  # the tag is replaced, never stacked
-    assert again[0].model_version.count("in-query") == 1
-    assert strip_tag("ranked · PO-ranker@2" + order_tag(5)) == "ranked · PO-ranker@2"
-    assert ModelVersionId.find("bm25" + order_tag(3)) is None
-    assert str(ModelVersionId.find("ranked · PO-ranker@2" + order_tag(3))) == "PO-ranker@2"
+    more = screening_view(queue, [("a", "complete"), ("c", "irrelevant"), ("b", "partial")])
+    assert {d.order_labels for d in learned_order(out, more)} == {3}  # replaced, not stacked
+    assert order_words(None) == "as ranked"
+    assert order_words(3) == "learned within the query after 3 labels"
     assert np.isfinite(view.remaining.expected)

@@ -374,3 +374,33 @@ def test_an_outbox_record_from_before_batches_is_still_read(tmp_workspace):
     assert [p.doc_id for p in Labels(ws).pending()] == ["4"]
     assert Labels(ws).flush_pending() == 1
     assert Labels(ws).find()[0].batch is None
+
+
+def test_a_label_records_whether_the_order_was_learned_in_the_query(tmp_workspace, tmp_path,
+                                                                   no_wait):
+    """Issue 38: the row says the order was learned within the query and after how many labels
+    (NULL: shown as ranked), alone, in a bulk grade, through the outbox and in exports."""
+    ws = tmp_workspace
+    ranked = label(ws, "ann", "1", "complete", model_version="ranked · PO-ranker@2")
+    learned = label(ws, "ann", "2", "partial", model_version="ranked · PO-ranker@2",
+                    order_labels=7)
+    assert (ranked.order_labels, learned.order_labels) == (None, 7)
+    assert learned.model_version == "ranked · PO-ranker@2"
+    batch = bulk(ws, "ann", ["3", "4"], "irrelevant", order_labels=8)
+    assert [lab.order_labels for lab in batch] == [8, 8]
+    other = hold_write_lock(ws)
+    with pytest.raises(LabelPending):
+        label(ws, "ann", "5", "skip", order_labels=9)
+    assert [p.order_labels for p in Labels(ws).pending()] == [9]
+    other.rollback()
+    other.close()
+    assert Labels(ws).flush_pending() == 1
+    rows = ws.conn.execute("SELECT doc_id, order_labels FROM labels ORDER BY id").fetchall()
+    assert [tuple(r) for r in rows] == [("1", None), ("2", 7), ("3", 8), ("4", 8), ("5", 9)]
+    with open(export_labels(Labels(ws).find(), tmp_path / "l.csv"), encoding="utf-8") as fh:
+        exported = {r["doc_id"]: r["order_labels"] for r in csv.DictReader(fh)}
+    assert exported == {"1": "", "2": "7", "3": "8", "4": "8", "5": "9"}
+    assert "order_labels" in EXPORT_COLUMNS_HELP
+    for bad in (-1, 2.5, True, "3"):
+        with pytest.raises(CurationError, match="order_labels is"):
+            label(ws, "ann", "6", "skip", order_labels=bad)

@@ -9,15 +9,21 @@ tail: with the score alone, the 700 candidates below rank 300 of a BioRED dev qu
 every candidate's prior log-odds, the per-query model starts from them, and the stopping rule
 sums the probabilities of the unscreened rest.
 
-:data:`DEFAULT_CALIBRATION` is what a queue uses when its schema has none of its own (fitted
-this way on the disease_gene dev split, 1,000 BM25 candidates per query, the LightGBM ranker
-trained on the train split).
+Each ranker version carries its own calibration: a ranker round fits it on the out-of-fold
+scores of the held-out pool (dev and test queries, every first-stage candidate, each query
+scored by a model that learned none of its fold's labels; :mod:`curation.training.heldout`) and
+keeps it in the version's manifest (``calibration``), so it is fitted per schema and again with
+every version. :data:`DEFAULT_CALIBRATION` is what a queue uses when the active version has
+none (a version saved before calibrations, or a pool with no relevant candidate): fitted this
+way on the disease_gene dev split, 1,000 BM25 candidates per query, the LightGBM ranker trained
+on the train split.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
@@ -57,9 +63,31 @@ class Calibration:
         return {"intercept": self.intercept, "slope": self.slope,
                 "rank_slope": self.rank_slope, "queries": self.queries}
 
+    @classmethod
+    def from_json(cls, data: Any) -> Calibration | None:
+        """A calibration stored with a ranker version (its manifest's ``calibration``), or
+        None when ``data`` is missing or malformed (the caller falls back to the default)."""
+        if not isinstance(data, dict):
+            return None
+        values = [data.get(k) for k in ("intercept", "slope", "rank_slope")]
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            return None
+        queries = data.get("queries", 0)
+        try:
+            return cls(float(values[0]), float(values[1]), float(values[2]),
+                       int(queries) if isinstance(queries, int) else 0)
+        except CurationError:
+            return None
+
 
 #: Fitted on the disease_gene dev split (see the module docstring and docs/evaluation.md).
 DEFAULT_CALIBRATION = Calibration(intercept=-0.35, slope=0.48, rank_slope=-0.76)
+
+
+def version_calibration(manifest: Mapping[str, Any]) -> Calibration:
+    """The calibration a ranker version's manifest keeps (fitted by its round on its
+    held-out pool), else :data:`DEFAULT_CALIBRATION`."""
+    return Calibration.from_json(manifest.get("calibration")) or DEFAULT_CALIBRATION
 
 
 def fit_calibration(scores: Sequence[np.ndarray], relevant: Sequence[np.ndarray]

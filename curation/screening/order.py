@@ -4,12 +4,12 @@ The Curate page shows the top ``k`` documents of a search; after labels on the r
 per-query model (:func:`curation.screening.view.screening_view`) orders every unlabelled
 candidate. :func:`learned_order` puts the shown documents in that order (the unlabelled ones the
 queue knows first, best first; then the rest as they were ranked), renumbers their ranks and
-appends :func:`order_tag` to each document's ``model_version``, so a label given on it records
-that the order was learned in the query and after how many labels (no schema change: the tag
-rides on the label row's ``model_version``).
+sets each document's ``order_labels`` to the number of labels the order was learned from, so a
+label given on it records that the order was learned in the query and after how many labels
+(the label row's ``order_labels`` column; ``model_version`` still names what ranked it).
 
-Works on any frozen dataclass with ``doc_id``, ``rank`` and ``model_version`` fields (the search
-wing's ``RankedDoc``), so this wing needs no import of ``curation.search``.
+Works on any frozen dataclass with ``doc_id``, ``rank`` and ``order_labels`` fields (the
+search wing's ``RankedDoc``), so this wing needs no import of ``curation.search``.
 """
 
 from __future__ import annotations
@@ -22,44 +22,35 @@ from curation.screening.view import ORDER_LEARNED, ScreeningView
 
 T = TypeVar("T")
 
-#: Appended to a shown document's ``model_version`` when the learned order was shown. Written
-#: without "@" so that :class:`~curation.store.identities.ModelVersionId` never reads it as a
-#: model version.
-TAG = " · in-query learned after {n} labels"
 
-
-def order_tag(labels: int) -> str:
-    """The ``model_version`` suffix of a document shown in the order learned from ``labels``
-    labels of the relation."""
-    return TAG.format(n=int(labels))
-
-
-def strip_tag(model_version: str) -> str:
-    """``model_version`` without an :func:`order_tag` suffix."""
-    head, sep, tail = model_version.rpartition(" · in-query learned after ")
-    return head if sep and tail.endswith(" labels") else model_version
+def order_words(order_labels: int | None) -> str:
+    """How a label's shown order reads: "as ranked" or "learned within the query after N
+    labels"."""
+    if order_labels is None:
+        return "as ranked"
+    return f"learned within the query after {int(order_labels):d} labels"
 
 
 def learned_order(docs: Sequence[T], view: ScreeningView) -> tuple[T, ...]:
-    """``docs`` in ``view``'s learned order, ranks renumbered and each ``model_version`` tagged.
+    """``docs`` in ``view``'s learned order, ranks renumbered and ``order_labels`` set.
 
     Args:
         docs: The shown documents, as ranked (each a dataclass with ``doc_id``, ``rank`` and
-            ``model_version``).
+            ``order_labels``).
         view: The query's screening view after its labels.
 
     Returns:
         ``docs`` unchanged when the view's order is not learned (no label moved the model);
         otherwise the documents the view orders first (best first), then every other one in
-        its ranked order (labelled ones, ones outside the queue), ranks 1.. in the new order.
+        its ranked order (labelled ones, ones outside the queue), ranks 1.. in the new order,
+        each with ``order_labels = view.order_labels``.
     """
     if view.order_mode != ORDER_LEARNED:
         return tuple(docs)
     position = {d: i for i, d in enumerate(view.order)}
     first = sorted((d for d in docs if _id(d) in position), key=lambda d: position[_id(d)])
     rest = [d for d in docs if _id(d) not in position]
-    tag = order_tag(view.order_labels)
-    return tuple(replace(d, rank=i + 1, model_version=strip_tag(d.model_version) + tag)  # type: ignore[type-var]
+    return tuple(replace(d, rank=i + 1, order_labels=view.order_labels)  # type: ignore[type-var]
                  for i, d in enumerate([*first, *rest]))
 
 

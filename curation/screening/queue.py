@@ -45,6 +45,7 @@ class ScreeningQueue:
         prior: Calibrated prior log-odds of each candidate.
         rows: One sparse row per candidate (TF-IDF, then the dense block when given).
         terms: The TF-IDF vocabulary (column names of the TF-IDF block).
+        calibration: What turned the scores into ``prior``.
     """
 
     query_key: str
@@ -53,6 +54,7 @@ class ScreeningQueue:
     prior: np.ndarray = field(repr=False)
     rows: sp.csr_matrix = field(repr=False)
     terms: tuple[str, ...] = field(repr=False)
+    calibration: Calibration = DEFAULT_CALIBRATION
 
     def __len__(self) -> int:
         return len(self.doc_ids)
@@ -111,7 +113,7 @@ def build_queue(query_key: str, doc_ids: Sequence[str], texts: Sequence[str],
         rows = sp.hstack([rows, sp.csr_matrix(block)], format="csr")
     ordered = scores[order]
     return ScreeningQueue(query_key, tuple(doc_ids[i] for i in order), ordered,
-                          calibration.log_odds(ordered), rows, terms)
+                          calibration.log_odds(ordered), rows, terms, calibration)
 
 
 def relation_queue(ctx: RankingContext, ranker: Ranker, text: str,

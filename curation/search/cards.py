@@ -48,6 +48,9 @@ class RankedDoc:
             that came otherwise): the card says "from PubMed, DATE".
         new_since: The day since which a watch of the relation found it new (``YYYY-MM-DD``;
             "" for none): the card says "NEW since DATE".
+        order_labels: Shown in the order learned within the query from this many labels of
+            the relation (:func:`curation.screening.order.learned_order`); None: as ranked.
+            A label given on it records it.
     """
 
     doc_id: str
@@ -64,6 +67,7 @@ class RankedDoc:
     reasons: tuple[str, ...] = ()
     from_pubmed: str = ""
     new_since: str = ""
+    order_labels: int | None = None
 
     @property
     def text(self) -> str:

@@ -18,7 +18,8 @@ from kb_sources.spreadsheet import SafeDictWriter
 
 #: One column per field of a label, in this order.
 EXPORT_FIELDS: Sequence[str] = ("id", "created_at", "user", "schema", "query_key", "query_text",
-                                "doc_id", "grade", "note", "model_version", "train_size")
+                                "doc_id", "grade", "note", "model_version", "train_size",
+                                "order_labels")
 #: The item's final grade beside each label (empty where the item has none).
 FINAL_FIELDS: Sequence[str] = ("final_grade", "final_source", "adjudicated_by", "adjudicated_at",
                                "adjudication_reason")
@@ -27,10 +28,12 @@ EXPORT_COLUMNS_HELP = (
     "Exported columns (CSV/TSV header, JSONL keys), one row per label: id, created_at (UTC), "
     "user, schema, query_key, query_text, doc_id, grade (complete / partial / irrelevant / "
     "skip), note, model_version and train_size (what ranked the abstract when it was "
-    "labelled); then the item's (schema, query_key, doc_id) final grade, the same on every "
-    "label of the item: final_grade (a curator's adjudicated grade, else the grade every "
-    "current non-skip label gives), final_source (adjudicated or unanimous), adjudicated_by, "
-    "adjudicated_at (UTC) and adjudication_reason (empty unless adjudicated). The final "
+    "labelled), order_labels (empty: shown as ranked; N: shown in the order learned within "
+    "the query from N labels of the relation); then the item's (schema, query_key, doc_id) "
+    "final grade, the same on every label of the item: final_grade (a curator's adjudicated "
+    "grade, else the grade every current non-skip label gives), final_source (adjudicated "
+    "or unanimous), adjudicated_by, adjudicated_at (UTC) and adjudication_reason (empty "
+    "unless adjudicated). The final "
     "columns are empty (JSONL: null) for an open disagreement or an item with only skips.")
 
 

@@ -50,6 +50,9 @@ class Label:
     #: The bulk grade it was given in (:meth:`~curation.store.labels.Labels.record_many`): one
     #: undo takes back every label of the batch; None for a label given alone.
     batch: str | None = None
+    #: The shown order was learned within the query from this many of the relation's labels
+    #: (issue 38); None: the document was shown as ranked.
+    order_labels: int | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> Label:
@@ -80,6 +83,8 @@ class PendingLabel:
     train_size: int | None
     #: The bulk grade it belongs to ("" when given alone; older outbox records have none).
     batch: str = ""
+    #: As :attr:`Label.order_labels` (older outbox records have none).
+    order_labels: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -90,9 +95,12 @@ class PendingLabel:
     def from_json(cls, data: dict[str, Any]) -> PendingLabel:
         """Raises ValueError when ``data`` is not a complete pending label."""
         names = [f.name for f in fields(cls)]
-        missing = [n for n in names if n not in data and n != "batch"]
-        texts = [n for n in names if n not in ("grade", "train_size") and n in data]
-        if missing or any(not isinstance(data[n], str) for n in texts):
+        missing = [n for n in names if n not in data and n not in ("batch", "order_labels")]
+        texts = [n for n in names
+                 if n not in ("grade", "train_size", "order_labels") and n in data]
+        order = data.get("order_labels")
+        if missing or any(not isinstance(data[n], str) for n in texts) or not (
+                order is None or (isinstance(order, int) and not isinstance(order, bool))):
             raise ValueError(f"not a pending label (missing {missing}): {data}")
         values = {n: data[n] for n in names if n in data}
         values["grade"] = Grade(values["grade"])
@@ -147,3 +155,12 @@ def keep_label(outbox: Outbox, label: PendingLabel, cause: CurationError) -> Non
         raise CurationError(f"{cause} The label '{label.grade.value}' on {label.doc_id} could "
                             f"not be kept in {outbox.path} either ({exc.strerror}); give it "
                             "again when the workspace is writable") from exc
+
+
+def checked_order(order_labels: int | None) -> int | None:
+    """``order_labels`` checked: None (shown as ranked) or the labels a learned order used."""
+    if order_labels is None or (isinstance(order_labels, int) and order_labels >= 0
+                                and not isinstance(order_labels, bool)):
+        return order_labels
+    raise CurationError(f"order_labels is {order_labels!r}; expected None (shown as ranked) or "
+                        "the number of the relation's labels the shown order was learned from")

@@ -1,7 +1,8 @@
 """Relevance labels: record, relabel (audited), undo, query, agreement.
 
 Every label stores who gave it, when, for which partial relation and query, which document, the
-grade, an optional note, and which model version (and training-set size) ranked the document.
+grade, an optional note, which model version (and training-set size) ranked the document, and
+whether it was shown in the order learned within the query (``order_labels``).
 A relabel never overwrites: the new row supersedes the old one, and the audit log keeps both.
 Undo removes the user's latest label (its full row goes to the audit log first) and re-activates
 the label it had superseded, so no label is ever lost. A bulk grade (:meth:`Labels.record_many`)
@@ -31,6 +32,7 @@ from curation.store.label_types import (
     Label,
     LabelPending,
     PendingLabel,
+    checked_order,
     keep_label,
     queued_labels,
 )
@@ -76,6 +78,7 @@ class Labels:
         note: str = "",
         model_version: str = "",
         train_size: int | None = None,
+        order_labels: int | None = None,
     ) -> Label:
         """Store a label (one transaction). Labelling the same item again supersedes the old label.
 
@@ -93,7 +96,8 @@ class Labels:
         if train_size is None:  # what the ranking version had learned from (0 for BM25)
             train_size = labels_learned(self.ws.root, model_version)
         label = PendingLabel(uuid.uuid4().hex, utcnow(), user, schema, query_key, query_text,
-                             doc_id, grade, note.strip(), model_version, train_size)
+                             doc_id, grade, note.strip(), model_version, train_size,
+                             order_labels=checked_order(order_labels))
         return self._store([label])[0]
 
     def record_many(
@@ -106,6 +110,7 @@ class Labels:
         grade: str | Grade,
         notes: Mapping[str, str] | None = None,
         model_version: str = "",
+        order_labels: int | None = None,
     ) -> list[Label]:
         """A bulk grade: the same grade for several documents of one query, in one transaction
         and one batch, so :meth:`undo` takes all of them back at once. A relabelled item keeps
@@ -132,7 +137,7 @@ class Labels:
                 note = kept.note if kept else ""
             labels.append(PendingLabel(uuid.uuid4().hex, now, user, schema, query_key,
                                        query_text, doc_id, grade, note.strip(), model_version,
-                                       train_size, batch))
+                                       train_size, batch, checked_order(order_labels)))
         return self._store(labels)
 
     def _store(self, labels: list[PendingLabel]) -> list[Label]:
@@ -246,12 +251,12 @@ class Labels:
         """Insert one label row (linked to the model version its text names); its id."""
         cur = self.ws.conn.execute(
             "INSERT INTO labels(created_at, user, schema, query_key, query_text, doc_id, grade, "
-            "note, model_version, train_size, superseded_by, model_version_id, batch) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "note, model_version, train_size, superseded_by, model_version_id, batch, "
+            "order_labels) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (label.created_at, label.user, label.schema, label.query_key, label.query_text,
              label.doc_id, label.grade.value, label.note, label.model_version, label.train_size,
              superseded_by, version_row_id(self.ws.conn, label.model_version),
-             label.batch or None))
+             label.batch or None, label.order_labels))
         return int(cur.lastrowid)
 
     def _active(self, user: str, schema: str, query_key: str, doc_id: str) -> Label | None:
@@ -392,3 +397,4 @@ class Labels:
         """The model versions named by labels (superseded ones included), sorted."""
         return [r[0] for r in self.ws.conn.execute(
             "SELECT DISTINCT model_version FROM labels ORDER BY model_version")]
+

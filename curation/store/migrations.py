@@ -162,6 +162,13 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE labels ADD COLUMN batch TEXT
     """,
+    # Screening that learns within the query (issue 38; curation/screening/order.py): how many
+    # of the relation's labels the shown order was learned from when the curator labelled the
+    # document in the order learned within the query; NULL when it was shown as ranked (every
+    # older label).
+    """
+    ALTER TABLE labels ADD COLUMN order_labels INTEGER
+    """,
 ]
 
 #: Schema version this code writes and reads.

@@ -180,7 +180,8 @@ def _round(ws: Workspace, schema: str, lock: RankerRoundLock, ctx: RankingContex
                                                   if measured.heldout else {})},
                 "heldout_per_query": measured.per_query,
                 "heldout_fingerprint": measured.fingerprint,
-                "heldout": measured.summary(), "previous": lock.started_from}
+                "heldout": measured.summary(), "previous": lock.started_from,
+                "calibration": measured.calibration}
     same = identical_version(ws, schema, model_sha256(ranker))
     if same is not None:
         decision, outcome_note = identical_decision(same, decision, lock)

@@ -20,10 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from curation.evaluation.harness import EvalQuery, EvalTask
 from curation.ranking.model import Ranker, RankerOptions, fit
 from curation.ranking.pipeline import RankingContext
 from curation.ranking.versions import ActiveRanker, load_ranker
+from curation.screening.calibration import fit_calibration
 from curation.training.heldout import (
     DEFAULT_CONFIGURATION,
     POOL_SPLITS,
@@ -64,6 +67,9 @@ class RoundMeasurement:
         per_query: The candidate's out-of-fold scores per pool query (kept with the version).
         fingerprint: The pool's fingerprint.
         notes: Why fewer queries were compared, or why the active version was not.
+        calibration: The candidate's screening calibration, fitted on its out-of-fold scores
+            of every pool candidate (:meth:`Calibration.to_json`; empty when the pool has no
+            relevant and irrelevant candidate).
     """
 
     candidate: Measurement | None
@@ -78,6 +84,7 @@ class RoundMeasurement:
     per_query: dict[str, Any] = field(default_factory=dict)
     fingerprint: str = ""
     notes: tuple[str, ...] = ()
+    calibration: dict[str, Any] = field(default_factory=dict)
 
     @property
     def compared(self) -> int:
@@ -114,7 +121,8 @@ def measure_round(ctx: RankingContext, task: EvalTask, tset: TrainingSet, labels
     def fit_without(groups: set[str]) -> Ranker:
         return fit(tset.groups(without=groups), ctx.names, options)
 
-    run, refits = out_of_fold(prepared, folds, served, labels.groups(), fit_without)
+    oof_scores: dict[str, np.ndarray] = {}
+    run, refits = out_of_fold(prepared, folds, served, labels.groups(), fit_without, oof_scores)
     candidate = measure(ctx, "candidate", pool, run, texts)
     own = {p.q.qid: top_hits(served, p) for p in prepared}
     split_of = {q.qid: q.split for q in pool}
@@ -131,7 +139,21 @@ def measure_round(ctx: RankingContext, task: EvalTask, tset: TrainingSet, labels
     return RoundMeasurement(
         compared, reference, against, against == DEFAULT_CONFIGURATION, len(pool),
         len(set(folds.values())), refits, served_metrics, candidate.metrics,
-        per_query_json(candidate), fingerprint, notes)
+        per_query_json(candidate), fingerprint, notes, pool_calibration(prepared, oof_scores))
+
+
+def pool_calibration(prepared: Sequence[Prepared], scores: dict[str, np.ndarray]
+                     ) -> dict[str, Any]:
+    """The screening calibration (:mod:`curation.screening.calibration`) fitted on the pool's
+    out-of-fold scores and gold, as JSON; empty when it cannot be fitted (logged)."""
+    items = [(scores[p.q.qid], np.isin(np.array(p.doc_ids), list(p.q.gold)))
+             for p in prepared if p.q.qid in scores and len(p.doc_ids)]
+    try:
+        fitted = fit_calibration([s for s, _ in items], [r for _, r in items])
+    except CurationError as exc:
+        logger.warning("no screening calibration for this version: %s", exc)
+        return {}
+    return {k: round(v, 6) if isinstance(v, float) else v for k, v in fitted.to_json().items()}
 
 
 def reference_measurement(ctx: RankingContext, active: ActiveRanker,
