@@ -31,6 +31,7 @@ from app_pages.curate_cards import (
     undo_labels,
 )
 from app_pages.curate_list_keys import focus_after, keys_row, select_changed, selected_ids
+from app_pages.entity_tips import record_links
 from app_pages.safe import md
 from app_pages.screening_panel import keyword_marks
 from curation.matching.highlight import render_legend, slot_colours
@@ -146,7 +147,8 @@ def _card_body(cards: Cards, doc: RankedDoc, suffix: str, docs: list[RankedDoc])
         shown = label.grade.value if label.grade else None
         if shown and label.pending:
             shown += " (pending)"
-        highlighted = keyword_marks(highlighted_html(doc, cards.colours, cards.enabled))
+        highlighted = keyword_marks(highlighted_html(doc, cards.colours, cards.enabled,
+                                                     record_links(cards.ctx.ws, cards.partial)))
         st.markdown(card_html(doc, highlighted, shown, colours=cards.colours,
                               enabled_slots=cards.enabled), unsafe_allow_html=True)
         with st.container(horizontal=True, vertical_alignment="center"):

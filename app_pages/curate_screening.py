@@ -35,6 +35,7 @@ from app_pages.curate_cards import (
     undo_labels,
 )
 from app_pages.curate_results import highlight_controls, no_mention_warning, ordered_docs
+from app_pages.entity_tips import record_links
 from app_pages.place import remember_place, take_pending_doc
 from app_pages.safe import md
 from app_pages.screening_panel import keyword_marks
@@ -205,7 +206,8 @@ def screening_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
     elif current.note:
         st.caption(f":material/sticky_note_2: Note: {md(current.note)}")
     label = grade.value + (" (pending)" if doc.doc_id in pending else "") if grade else None
-    highlighted = keyword_marks(highlighted_html(doc, colours, enabled))
+    highlighted = keyword_marks(highlighted_html(doc, colours, enabled,
+                                                 record_links(ctx.ws, partial)))
     with st.container(border=True, key=f"screen_doc_{doc_key(doc.doc_id)}"):
         st.markdown(card_html(doc, highlighted, label, colours=colours, enabled_slots=enabled),
                     unsafe_allow_html=True)

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages.common import AppContext, current_user, flash, get_matcher, show_flash
+from app_pages.entity_tips import record_links
 from app_pages.safe import md
 from curation.access.adjudication import (
     REVIEWER_ROLES,
@@ -37,7 +38,8 @@ CHAR_PX, PAD_PX = 7.0, 32
 def document_view(ctx: AppContext, doc_id: str, key: str,
                   relation: tuple[str, str] | None = None) -> None:
     """Title and abstract of one document (escaped), with a PubMed link for a PMID; with
-    ``relation`` (schema, query_key) its entities are highlighted as on the Curate page."""
+    ``relation`` (schema, query_key) its entities are highlighted as on the Curate page, each
+    with its tooltip (name, slot, database and KB record links)."""
     doc = Documents(ctx.ws).rows_by_id([doc_id]).get(doc_id)
     if doc is None:
         st.caption(f"Document {md(doc_id)} is not in the workspace.")
@@ -58,7 +60,9 @@ def document_view(ctx: AppContext, doc_id: str, key: str,
         elif relation:
             st.caption(f"No KB relation or typed query of {md(relation[0])} has the key "
                        f"{md(relation[1])}: the abstract is shown without highlights.")
-        st.markdown(render_highlighted(title, abstract, spans, colours),
+        st.markdown(render_highlighted(title, abstract, spans, colours, tips=True,
+                                       record_links=record_links(ctx.ws, partial)
+                                       if partial else None),
                     unsafe_allow_html=True)
         if not (title and abstract):
             st.caption("(no title)" if abstract else "(no abstract)")

@@ -187,6 +187,10 @@ def test_log_shows_relation_and_title_and_opens_the_abstract(ws_root):
     assert "&lt;script&gt;alert(1)&lt;/script&gt; resistance" in text
     assert marked(text) == 2 * [("gene", "BRAF"), ("variant", "V600E"),
                                 ("treatment", "trametinib")]  # title, then abstract
+    # each mark has its tooltip: the name and NCBI Gene link, the CIViC record of V600E
+    assert text.count('<span class="kb-tip" role="tooltip">') == 6 and "gene: 673" not in text
+    assert 'href="https://www.ncbi.nlm.nih.gov/gene/673"' in text
+    assert 'href="https://civicdb.org/evidence/1425/summary"' in text
     assert any(shown(c.value) == "90100002 (2020) · <b>Evil</b> [journal](javascript:alert(1))"
                for c in at.caption)  # the journal escaped too
     (link,) = at.get("link_button")

@@ -33,7 +33,7 @@ def _doc() -> RankedDoc:
 def test_a_card_is_rendered_once_per_document_and_setting_and_equals_the_uncached_one():
     doc = _doc()
     enabled = frozenset({"gene", "variant", "treatment"})
-    direct = render_highlighted(doc.title, doc.abstract, doc.spans, COLOURS, enabled)
+    direct = render_highlighted(doc.title, doc.abstract, doc.spans, COLOURS, enabled, tips=True)
     evidence = render_evidence(doc.text, doc.evidence, doc.spans, COLOURS, enabled)
     assert 'class="kb-evidence"' in evidence and "dabrafenib" in evidence
     before = (cards._highlighted.cache_info().hits, cards._evidence.cache_info().hits)
@@ -56,3 +56,17 @@ def test_another_setting_or_document_is_rendered_anew():
     other = replace(doc, abstract=ABSTRACT.replace("Cells", "Mice"))
     assert "Mice were grown" in highlighted_html(other, COLOURS, {"gene"})
     assert "Mice" not in genes_only
+
+
+def test_record_links_are_part_of_the_rendering_key():
+    from curation.matching.entity_links import Link
+
+    doc = _doc()
+    civic = Link("CIViC EID1425", "https://civicdb.org/evidence/1425/summary")
+    plain = highlighted_html(doc, COLOURS, {"gene", "variant"})
+    linked = highlighted_html(doc, COLOURS, {"gene", "variant"}, {"v600e": (civic,)})
+    assert 'href="https://civicdb.org/evidence/1425/summary"' in linked
+    assert "civicdb" not in plain and 'href="https://www.ncbi.nlm.nih.gov/gene/673"' in plain
+    hits = cards._highlighted.cache_info().hits
+    again = highlighted_html(doc, COLOURS, {"variant", "gene"}, {"v600e": [civic]})
+    assert again == linked and cards._highlighted.cache_info().hits == hits + 1

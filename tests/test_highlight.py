@@ -151,7 +151,7 @@ def test_entity_in_two_slots_is_marked_in_both() -> None:
     assert first.endswith(">FGFR1</mark>")
     assert 'class="kb-mark kb-slot-substrate kb-slot-catalyst kb-multi"' in first
     assert 'data-slot="substrate" data-slots="substrate catalyst" data-entity="2260"' in first
-    assert 'title="substrate: 2260 (exact, 1.00); catalyst: 2260 (exact, 1.00)"' in first
+    assert "title=" not in first  # no internal "substrate: 2260 (exact, 1.00)" reaches a curator
     assert ("background-color:#fde68a;background-image:linear-gradient(to bottom,"
             "#fde68a 0% 50%,#bfdbfe 50% 100%)") in first
     assert 'data-slot="site"' in marks[1] and "data-slots" not in marks[1]
@@ -193,3 +193,94 @@ def test_legend_shows_the_shared_slots_swatch() -> None:
     assert ">substrate + catalyst</span>" in out
     assert shared_slots(fgfr1_spans(), enabled_slots={"substrate", "site"}) == []
     assert "kb-legend-shared" not in render_legend(PTM_COLOURS)
+
+
+# -- tooltips: the entity's name and database links, not "gene: 673" (issue 36 item 10) -------
+MARK = re.compile(r"<mark [^>]*>[^<]*</mark>")
+
+
+def braf_v600e(**kwargs) -> str:
+    braf = Entity("BRAF", "gene", "673", ("RAFB1",))  # RAFB1: an alias of BRAF
+    spans = EntityMatcher().find_spans(
+        {"gene": [braf], "variant": [Entity("V600E", "variant")]}, "RAFB1 V600E in melanoma")
+    return render_highlighted("", "RAFB1 V600E in melanoma", spans,
+                              {"gene": "gold", "variant": "lightblue"}, tips=True, **kwargs)
+
+
+def test_tooltip_names_the_entity_and_links_ncbi_gene_not_the_internal_id() -> None:
+    out = braf_v600e()
+    assert "gene: 673" not in out and "title=" not in out and "1.00" not in out
+    first = out.index('<span class="kb-ent" tabindex="0"><mark ')
+    gene_tip = out[first:out.index("</span></span></span>", first)]
+    assert ">RAFB1</mark>" in gene_tip  # the text as written, the name in the tooltip
+    assert '<b class="kb-tip-name">BRAF</b>' in gene_tip
+    assert '<span class="kb-tip-what">gene</span>' in gene_tip
+    assert '<span class="kb-tip-how">matched by a synonym</span>' in gene_tip
+    assert ('<a href="https://www.ncbi.nlm.nih.gov/gene/673" target="_blank" '
+            'rel="noopener noreferrer">NCBI Gene 673</a>') in gene_tip
+    # the marks still hold text only, so every parser of <mark> tags keeps working
+    assert [m.rsplit(">", 2)[-2][:-6] for m in MARK.findall(out)] == ["RAFB1", "V600E"]
+    assert out.count('tabindex="0"') == 2 and out.count('role="tooltip"') == 2
+    assert tags(out) == {"div", "mark", "span", "b", "a"}
+
+
+def test_an_entity_without_an_id_gets_its_kb_record_links() -> None:
+    from curation.matching.entity_links import Link
+
+    civic = Link("CIViC EID1425", "https://civicdb.org/evidence/1425/summary")
+    out = braf_v600e(record_links={"variant:v600e": [civic],
+                                   "variant:other": [Link("x", "https://x.example/")]})
+    variant = out[out.index('data-slot="variant"'):]
+    assert '<b class="kb-tip-name">V600E</b>' in variant
+    assert ('<a href="https://civicdb.org/evidence/1425/summary" target="_blank" '
+            'rel="noopener noreferrer">CIViC EID1425</a>') in variant
+    assert "x.example" not in out
+    plain = braf_v600e()
+    assert "no database link for this entity" in plain[plain.index('data-slot="variant"'):]
+
+
+def test_many_kb_records_are_capped_and_counted() -> None:
+    from curation.matching.entity_links import Link
+    from curation.matching.tooltips import MAX_RECORD_LINKS
+
+    records = [Link(f"CIViC EID{i}", f"https://civicdb.org/evidence/{i}/summary")
+               for i in range(1, 8)]
+    out = braf_v600e(record_links={"variant:v600e": records})
+    variant = out[out.index('data-slot="variant"'):]
+    assert MAX_RECORD_LINKS == 4 and variant.count("civicdb.org/evidence/") == 4
+    assert ('<span class="kb-tip-records"><span class="kb-tip-label">KB records:</span> '
+            '<a href="https://civicdb.org/evidence/1/summary"') in variant
+    assert '<span class="kb-tip-more">and 3 more</span>' in variant
+    assert "kb-tip-none" not in variant
+
+
+def test_record_links_that_are_not_https_are_dropped() -> None:
+    from curation.matching.entity_links import Link
+
+    out = braf_v600e(record_links={"variant:v600e": [Link("bad", "javascript:alert(1)"),
+                                                     Link("ok", "https://civicdb.org/x")]})
+    assert "javascript:" not in out and 'href="https://civicdb.org/x"' in out
+
+
+def test_a_hostile_entity_name_type_and_slot_are_escaped_in_the_tooltip() -> None:
+    evil = '<img src=x onerror=alert(1)>"'
+    hostile = Span(0, 4, evil, '673"><script>', MatchKind.EXACT, 1.0, "BRAF", evil, evil)
+    out = render_highlighted("BRAF", "", [hostile], tips=True)
+    assert tags(out) == {"div", "mark", "span", "b"}  # no link from an id that fails its pattern
+    assert "<img" not in out and "<script" not in out
+    assert '<b class="kb-tip-name">&lt;img src=x onerror=alert(1)&gt;&quot;</b>' in out
+    assert MARK.findall(out) and MARK.findall(out)[0].endswith(">BRAF</mark>")
+
+
+def test_an_entity_in_two_slots_has_one_tooltip_entry() -> None:
+    out = render_highlighted("", FGFR1_TEXT, fgfr1_spans(), PTM_COLOURS, tips=True)
+    first = out[:out.index("</span></span></span>")]
+    assert first.count('class="kb-tip-entity"') == 1
+    assert '<span class="kb-tip-what">substrate and catalyst (gene)</span>' in first
+    assert 'href="https://www.ncbi.nlm.nih.gov/gene/2260"' in first
+    assert '<b class="kb-tip-name">Y653</b>' in out
+
+
+def test_without_tips_the_marks_stand_alone() -> None:
+    out = render_highlighted("BRAF", "", [span(0, 4, "BRAF")])
+    assert "kb-tip" not in out and "kb-ent" not in out and tags(out) == {"div", "mark"}

@@ -69,6 +69,24 @@ def test_hostile_keyword_text_is_escaped_inside_its_mark():
     assert "<script>" not in out
 
 
+def test_keywords_are_never_marked_inside_an_entity_tooltip():
+    from curation.matching.matcher import EntityMatcher
+    from kb_sources.types import Entity
+
+    text = "BRAF gene mutations in melanoma: NCBI data on the BRAF gene."
+    spans = EntityMatcher().find_spans({"gene": [Entity("BRAF", "gene", "673")]}, text)
+    page = render_highlighted("", text, spans, {"gene": "gold"}, tips=True)
+    assert page.count('<span class="kb-tip" role="tooltip">') == 2
+    out = mark_keywords(page, Keywords(include=("gene", "NCBI"), exclude=("BRAF",)))
+    tips = re.findall(r'<span class="kb-tip" role="tooltip">.*?</a></span></span></span>', out)
+    assert len(tips) == 2 and all("kb-kw-" not in tip for tip in tips)
+    assert '<b class="kb-tip-name">BRAF</b>' in tips[0] and ">NCBI Gene 673</a>" in tips[0]
+    # the abstract's own words outside the tips are marked as before (inside the marks too)
+    assert re.findall(r'<mark class="kb-kw-(\w+)">([^<]*)</mark>', out) == [
+        ("exclude", "BRAF"), ("include", "gene"), ("include", "NCBI"), ("exclude", "BRAF"),
+        ("include", "gene")]
+
+
 @pytest.fixture
 def ws(tmp_path):
     with Workspace.init(tmp_path / "ws") as ws:

@@ -1,19 +1,25 @@
 """Escaped HTML of a title and abstract with entity spans highlighted, one colour per slot.
 
 Titles and abstracts are untrusted: every character of them goes through :func:`html.escape`, and
-the only markup in the output is our own ``<mark>``, ``<div>`` and ``<span>`` tags, whose
-attribute values (slot names, entity ids) are escaped too and whose colours must be CSS colour
-literals. A ``<script>`` in an abstract comes out as the text "&lt;script&gt;".
+the only markup in the output is our own ``<mark>``, ``<div>`` and ``<span>`` tags (and, in
+tooltips, ``<b>`` and ``<a>`` links built from validated ids), whose attribute values (slot
+names, entity ids, URLs) are escaped too and whose colours must be CSS colour literals. A
+``<script>`` in an abstract comes out as the text "&lt;script&gt;".
 
 Per-slot toggles: the caller passes ``enabled_slots``; every mark carries ``data-slot`` and a
 CSS class per slot (``kb-slot-gene``) so a page can also toggle with CSS.
 
 An entity in two slots (FGFR1 as substrate and as catalyst of its autophosphorylation) is
 marked once with both: the mark carries every slot's class, ``data-slots="substrate
-catalyst"`` (``data-slot`` names the first), a title naming each slot, and the slots' colours
-in horizontal bands (``linear-gradient``; the first colour is also the ``background-color``).
-The legend can show such a pair as its own swatch (``render_legend(..., shared=...)``,
-:func:`shared_slots`).
+catalyst"`` (``data-slot`` names the first), and the slots' colours in horizontal bands
+(``linear-gradient``; the first colour is also the ``background-color``). The legend can
+show such a pair as its own swatch (``render_legend(..., shared=...)``, :func:`shared_slots`).
+
+Tooltips (``tips=True``, the Curate and Review pages): each mark is wrapped in a focusable
+``<span class="kb-ent" tabindex="0">`` followed by a ``<span class="kb-tip">`` with the
+entity's name, slot, type and links (:mod:`curation.matching.tooltips`); the ``<mark>`` itself
+still holds only text. Without tips (evidence sentences, benchmarks) the marks stand alone. No
+mark carries a ``title``: internal ids and match scores never reach a curator.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from curation.matching.matcher import Span, resolve_overlaps
+from curation.matching.tooltips import RecordLinks, entity_tip
 from kb_sources.errors import CurationError
 
 logger = logging.getLogger(__name__)
@@ -54,9 +61,11 @@ def _checked_colour(slot: str, colour: str) -> str:
     return colour
 
 
-def _mark(text: str, spans: Sequence[Span], colours: Mapping[str, str]) -> str:
+def _mark(text: str, spans: Sequence[Span], colours: Mapping[str, str],
+          record_links: RecordLinks | None = None) -> str:
     """One ``<mark>`` for spans of the same offsets: one slot, or several (an entity in two
-    slots) shown with all their colours."""
+    slots) shown with all their colours; with ``record_links`` (tooltips on) wrapped in a
+    focusable ``kb-ent`` span with its :func:`entity_tip` after it."""
     first = spans[0]
     slots = [s.slot for s in spans]
     attrs = {
@@ -66,12 +75,13 @@ def _mark(text: str, spans: Sequence[Span], colours: Mapping[str, str]) -> str:
         **({"data-slots": " ".join(slots)} if len(spans) > 1 else {}),
         "data-entity": " ".join(dict.fromkeys(s.entity_id for s in spans)),
         "data-kind": first.kind.value,
-        "title": "; ".join(f"{s.slot}: {s.entity_id} ({s.kind.value}, {s.score:.2f})"
-                           for s in spans),
         "style": _background([colours[slot] for slot in slots]),
     }
     rendered = " ".join(f'{k}="{html.escape(v, quote=True)}"' for k, v in attrs.items())
-    return f"<mark {rendered}>{html.escape(text)}</mark>"
+    mark = f"<mark {rendered}>{html.escape(text)}</mark>"
+    if record_links is None:
+        return mark
+    return f'<span class="kb-ent" tabindex="0">{mark}{entity_tip(spans, record_links)}</span>'
 
 
 def _background(colours: Sequence[str]) -> str:
@@ -86,7 +96,7 @@ def _background(colours: Sequence[str]) -> str:
 
 
 def _render_part(text: str, offset: int, groups: Sequence[Sequence[Span]],
-                 colours: Mapping[str, str]) -> str:
+                 colours: Mapping[str, str], record_links: RecordLinks | None = None) -> str:
     """Escaped HTML of ``text`` (which starts at ``offset`` of the full text) with marks."""
     out: list[str] = []
     cursor = 0
@@ -97,7 +107,7 @@ def _render_part(text: str, offset: int, groups: Sequence[Sequence[Span]],
         if end <= start or start < cursor:
             continue
         out.append(html.escape(text[cursor:start]))
-        out.append(_mark(text[start:end], group, colours))
+        out.append(_mark(text[start:end], group, colours, record_links))
         cursor = end
     out.append(html.escape(text[cursor:]))
     return "".join(out)
@@ -139,6 +149,9 @@ def render_highlighted(
     spans: Iterable[Span],
     slot_colours: Mapping[str, str] | None = None,
     enabled_slots: Collection[str] | None = None,
+    *,
+    tips: bool = False,
+    record_links: RecordLinks | None = None,
 ) -> str:
     """HTML of a document with its entity spans marked; all document text escaped.
 
@@ -148,6 +161,9 @@ def render_highlighted(
         spans: Spans with offsets into ``title + " " + abstract`` (:attr:`Document.text`).
         slot_colours: Slot -> CSS colour (default: :func:`slot_colours` over the spans' slots).
         enabled_slots: Slots to highlight (default: all); the others render as plain text.
+        tips: Give every mark its tooltip (name, slot, type, links; module docstring).
+        record_links: With ``tips``, entity id of a span -> links to the KB records of the
+            relation in view (:mod:`curation.matching.tooltips`).
 
     Returns:
         ``<div class="kb-doc">`` with a title and an abstract ``<div>``.
@@ -162,8 +178,9 @@ def render_highlighted(
     abstract_offset = len(doc_title) + 1 if doc_title and doc_abstract else 0
     total = len(doc_title) + len(doc_abstract) + (1 if doc_title and doc_abstract else 0)
     kept = visible_groups(spans, enabled_slots, total, list(colours))
-    title_html = _render_part(doc_title, 0, kept, colours) if doc_title else ""
-    abstract_html = _render_part(doc_abstract, abstract_offset, kept, colours) \
+    links = (record_links or {}) if tips else None
+    title_html = _render_part(doc_title, 0, kept, colours, links) if doc_title else ""
+    abstract_html = _render_part(doc_abstract, abstract_offset, kept, colours, links) \
         if doc_abstract else ""
     return (f'<div class="kb-doc"><div class="kb-title">{title_html}</div>'
             f'<div class="kb-abstract">{abstract_html}</div></div>')

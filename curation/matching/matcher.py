@@ -62,7 +62,11 @@ _SCORE = {MatchKind.EXACT: 1.0, MatchKind.SYNONYM: 1.0, MatchKind.NORMALISED: 0.
 
 @dataclass(frozen=True)
 class Span:
-    """One mention of an entity: offsets into the text (title + " " + abstract)."""
+    """One mention of an entity: offsets into the text (title + " " + abstract).
+
+    ``name`` (the entity's preferred name, "BRAF") and ``etype`` (its type, "gene") are what a
+    highlight's tooltip shows; "" when whoever built the span did not know them.
+    """
 
     start: int
     end: int
@@ -71,6 +75,8 @@ class Span:
     kind: MatchKind
     score: float
     text: str
+    name: str = ""
+    etype: str = ""
 
 
 @dataclass(frozen=True)
@@ -145,8 +151,8 @@ class EntityMatcher:
         if self.config.abbreviations and candidates:
             candidates += self._abbreviation_candidates(doc, candidates)
         well_formed = [c for c in candidates if is_well_formed(doc.text[c[0]:c[1]])]
-        return [Span(s, e, slot, ce.entity_id, kind, score, doc.text[s:e])
-                for s, e, kind, score in resolve_overlaps(well_formed)]
+        return [Span(s, e, slot, ce.entity_id, kind, score, doc.text[s:e], ce.entity.text,
+                     ce.entity.type) for s, e, kind, score in resolve_overlaps(well_formed)]
 
     def find_spans(self, slot_entities: Mapping[str, Sequence[Entity]],
                    text: str | Document) -> list[Span]:

@@ -13,9 +13,11 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from curation.matching.entity_links import Link
 from curation.matching.evidence import Evidence, mark_colours, render_evidence
 from curation.matching.highlight import render_highlighted
 from curation.matching.matcher import Span
+from curation.matching.tooltips import RecordLinks, record_links_key
 from curation.search.candidates import is_pmid
 from kb_sources.types import joined_text
 
@@ -85,11 +87,15 @@ class RankedDoc:
 
 
 def highlighted_html(doc: RankedDoc, colours: Mapping[str, str],
-                     enabled_slots: Collection[str] | None = None) -> str:
-    """The card's title and abstract with the entity marks
-    (:func:`~curation.matching.highlight.render_highlighted`), rendered once per document and
-    highlight setting."""
-    return _highlighted(doc, _colour_key(colours), _enabled_key(enabled_slots))
+                     enabled_slots: Collection[str] | None = None,
+                     record_links: RecordLinks | None = None) -> str:
+    """The card's title and abstract with the entity marks and their tooltips
+    (:func:`~curation.matching.highlight.render_highlighted` with ``tips=True``: name, slot,
+    NCBI Gene / MeSH / UniProt links, and ``record_links``: entity id -> links to the KB
+    records of the relation in view), rendered once per document, highlight setting and
+    record links."""
+    return _highlighted(doc, _colour_key(colours), _enabled_key(enabled_slots),
+                        record_links_key(record_links))
 
 
 def _colour_key(colours: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -102,8 +108,10 @@ def _enabled_key(enabled_slots: Collection[str] | None) -> frozenset[str] | None
 
 @lru_cache(maxsize=RENDERED_CARDS)
 def _highlighted(doc: RankedDoc, colours: tuple[tuple[str, str], ...],
-                 enabled: frozenset[str] | None) -> str:
-    return render_highlighted(doc.title, doc.abstract, doc.spans, dict(colours), enabled)
+                 enabled: frozenset[str] | None,
+                 records: tuple[tuple[str, tuple[Link, ...]], ...] | None = None) -> str:
+    return render_highlighted(doc.title, doc.abstract, doc.spans, dict(colours), enabled,
+                              tips=True, record_links=dict(records or ()))
 
 
 @lru_cache(maxsize=RENDERED_CARDS)

@@ -7,9 +7,10 @@ schema), validated on the way in (:func:`set_keywords`) and out (:func:`get_keyw
 
 :func:`mark_keywords` adds ``<mark class="kb-kw-include">`` / ``kb-kw-exclude`` to HTML that is
 already escaped (the output of :func:`curation.matching.highlight.render_highlighted`): only in
-text between tags, never inside a tag or an attribute, only whole words (case-insensitive), and
-every piece of text it touches is escaped again, so a keyword such as ``<script>`` or
-``"onmouseover=`` can only ever become marked text.
+text between tags, never inside a tag or an attribute, never inside an entity's tooltip
+(``<span class="kb-tip">``: its name, slot and links are not the abstract's words), only whole
+words (case-insensitive), and every piece of text it touches is escaped again, so a keyword such
+as ``<script>`` or ``"onmouseover=`` can only ever become marked text.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ MAX_KEYWORDS = 50
 MAX_KEYWORD_CHARS = 60
 KINDS = ("include", "exclude")
 _TAG = re.compile(r"(<[^>]*>)")
+_TIP_OPEN = re.compile(r'<span\b[^>]*\bclass="(?:[^"]* )?kb-tip(?: [^"]*)?"', re.IGNORECASE)
+_SPAN_OPEN = re.compile(r"<span\b", re.IGNORECASE)
+_SPAN_CLOSE = re.compile(r"</span\s*>", re.IGNORECASE)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -168,12 +172,23 @@ def mark_keywords(escaped_html: str, keywords: Keywords) -> str:
         keywords: The curator's keywords.
 
     Returns:
-        The same HTML where every whole-word, case-insensitive match in text between tags is
-        wrapped in ``<mark class="kb-kw-include">`` or ``<mark class="kb-kw-exclude">``; tags
-        and attributes are left byte for byte.
+        The same HTML where every whole-word, case-insensitive match in text between tags
+        (outside ``<span class="kb-tip">`` tooltips) is wrapped in
+        ``<mark class="kb-kw-include">`` or ``<mark class="kb-kw-exclude">``; tags and
+        attributes are left byte for byte.
     """
     pattern = keyword_pattern(keywords)
     if pattern is None or not escaped_html:
         return escaped_html
-    parts = _TAG.split(escaped_html)
-    return "".join(part if i % 2 else _mark_text(part, pattern) for i, part in enumerate(parts))
+    out: list[str] = []
+    in_tip = 0  # depth of <span> inside a tooltip (0: not in one)
+    for i, part in enumerate(_TAG.split(escaped_html)):
+        if not i % 2:  # text between tags
+            out.append(part if in_tip else _mark_text(part, pattern))
+            continue
+        if in_tip:
+            in_tip += 1 if _SPAN_OPEN.match(part) else -1 if _SPAN_CLOSE.match(part) else 0
+        elif _TIP_OPEN.match(part):
+            in_tip = 1
+        out.append(part)
+    return "".join(out)

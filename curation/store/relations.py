@@ -246,3 +246,14 @@ class Relations:
             "SELECT slot, text FROM relation_slots WHERE relation_id = (SELECT MIN(id) FROM "
             "relations WHERE schema = ? AND query_key = ?) ORDER BY rowid", (schema, query_key))
         return [(row["slot"], row["text"]) for row in rows]
+
+    def record_entities(self, schema: str, query_key: str,
+                        limit: int = 500) -> list[tuple[str, str, str]]:
+        """(source, record_id, entity_key) of each entity of each KB record of a partial
+        relation, in import order (at most ``limit`` records); [] when none has that key."""
+        rows = self.ws.conn.execute(
+            "SELECT r.source, r.record_id, rs.entity_key FROM (SELECT id, source, record_id "
+            "FROM relations WHERE schema = ? AND query_key = ? ORDER BY id LIMIT ?) r "
+            "JOIN relation_slots rs ON rs.relation_id = r.id ORDER BY r.id, rs.rowid",
+            (schema, query_key, limit))
+        return [(row[0], row[1], row[2]) for row in rows]
