@@ -1,9 +1,10 @@
 """Curate page: screening that learns within the query and says when to stop (issue 38).
 
 One hook line in app_pages/curate.py, :func:`learned_result`, called before the results are
-drawn: the sidebar's "Keywords" expander, the relation's screening queue (built once per
-schema, relation, query text, ranker version and documents stamp, kept in the session; a
-re-score after a label only runs the per-query model) and, when the order is "learned within
+drawn: the sidebar's "Keywords" expander, the relation's screening queue (the first stages' top
+1,000, its labelled documents and its PubMed hits in the workspace; built once per schema,
+relation, query text, ranker version and documents stamp, kept in the session; a re-score after
+a label only runs the per-query model) and, when the order is "learned within
 the query", the shown documents reordered by it (:func:`curation.screening.order.learned_order`:
 their ``order_labels`` then say after how many labels, which the label rows record). The panel
 (:func:`screening_insight`, an expander atop the right-hand column, so the first abstract stays
@@ -39,6 +40,7 @@ from curation.screening.view import ORDER_LEARNED, ScreeningView, screening_view
 from curation.search.keywords import Keywords, get_keywords, mark_keywords, set_keywords
 from curation.search.session import SearchResult, documents_stamp
 from curation.store.labels import Labels
+from curation.store.pubmed_hits import PubmedHits
 from curation.store.relations import PartialRelation
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
@@ -90,9 +92,11 @@ def _queue(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
         try:
             with st.spinner("Scoring the relation's candidates for screening ..."):
                 ranked = get_ranked(ctx.ws, schema, active.version, get_retriever(ctx.ws, "bm25"))
+                hits = PubmedHits(ctx.ws).relation_documents(schema.name, partial.query_key)
                 cache[key] = relation_queue(
                     ranked.context, ranked.ranker, text, partial.query, partial.query_key,
-                    extra=labelled, calibration=version_calibration(active.version.manifest))
+                    extra=[*labelled, *hits],
+                    calibration=version_calibration(active.version.manifest))
         except (CurationError, OSError, ValueError, RuntimeError) as exc:
             logger.warning("screening queue of %s failed: %s", partial.query_key, exc)
             cache[key] = f"The screening queue could not be built ({exc})."

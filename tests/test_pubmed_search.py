@@ -27,9 +27,11 @@ from curation.pubmed.query import build_pubmed_query
 from curation.pubmed.search import SearchProgress, search_pubmed
 from curation.search.cards import RankedDoc, card_html, with_fetch_dates
 from curation.store.documents import Documents
+from curation.store.importer import import_items
 from curation.store.pubmed_hits import PubmedHits
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
+from kb_sources.types import Document
 from kb_sources.fetch import EntrezSettings, FetchError, fetch_pubmed
 
 BRAF = {"gene": "BRAF", "variant": "V600E"}
@@ -304,12 +306,20 @@ def test_pubmed_hits_answer_the_same_on_postgresql(tmp_path, pg_url):
             hits.record(actor="bob", schema="PO", query_key="k", pubmed_query="q", hit_count=3,
                         pmids=["2", "4"], fetched=1, imported=["4"],
                         at="2026-02-01T00:00:00+00:00")
+            import_items(store, [Document(p, f"T{p}", "A", "pubmed") for p in ("1", "2", "4")],
+                         reader="test", path="t", progress=False)
+            hits.record(actor="bob", schema="PO", query_key="other", pubmed_query="q",
+                        hit_count=1, pmids=["4"], fetched=0, imported=[])
             got[engine] = (hits.hits(first), hits.fetch_dates(["1", "2", "3", "4"]),
-                           [(s.actor, s.imported) for s in hits.searches("PO", "k")])
+                           [(s.actor, s.imported) for s in hits.searches("PO", "k")],
+                           hits.relation_documents("PO", "k"))
     assert got["sqlite"] == got["postgresql"]
+    # the relation's hits in the workspace (3 was never fetched), by best PubMed rank (issue 38:
+    # the screening queue adds them to the first stages' candidates)
+    assert got["sqlite"][3] == ["2", "1", "4"]  # 1 and 4 tie at rank 2
     assert got["sqlite"] == (
         [("3", 1, None), ("1", 2, "2026-01-01T00:00:00+00:00"),
          ("2", 3, "2026-01-01T00:00:00+00:00")],
         {"1": "2026-01-01T00:00:00+00:00", "2": "2026-01-01T00:00:00+00:00",
          "4": "2026-02-01T00:00:00+00:00"},
-        [("bob", 1), ("ann", 2)])
+        [("bob", 1), ("ann", 2)], ["2", "1", "4"])

@@ -103,6 +103,18 @@ class PubmedHits:
         rows = self.ws.conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*args, limit))
         return [PubmedSearch.from_row(r) for r in rows]
 
+    def relation_documents(self, schema: str, query_key: str, limit: int = 10_000
+                           ) -> list[str]:
+        """The PMIDs any PubMed search of the relation found that are in the workspace (the
+        screening queue adds them to the first stages' candidates), best PubMed rank first."""
+        rows = self.ws.conn.execute(
+            "SELECT h.pmid, MIN(h.pubmed_rank) AS best FROM pubmed_hits h "
+            "JOIN pubmed_searches s ON s.id = h.search_id "
+            "JOIN documents d ON d.doc_id = h.pmid "
+            "WHERE s.schema = ? AND s.query_key = ? GROUP BY h.pmid ORDER BY best, h.pmid "
+            "LIMIT ?", (schema, query_key, limit))
+        return [str(r[0]) for r in rows]
+
     def hits(self, search_id: int) -> list[tuple[str, int, str | None]]:
         """(pmid, PubMed rank, fetched_at) of one search, in PubMed's order."""
         return [(r[0], int(r[1]), r[2]) for r in self.ws.conn.execute(
