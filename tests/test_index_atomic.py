@@ -148,3 +148,26 @@ def test_get_index_keeps_the_old_index_when_a_rebuild_dies(tmp_workspace, monkey
     assert saved_fingerprint(folder) == fingerprint and (folder / CORPUS_FILE).is_file()
     assert load_retriever(folder).doc_ids == built.doc_ids and len(built) == 3
     assert hidden(folder) == []
+
+
+def test_a_background_round_loads_the_saved_index_as_it_is_while_documents_arrive(
+        tmp_workspace):
+    """Stress (issue 35 follow-up): ranker rounds every few labels during a 60k import rebuilt
+    BM25 each time and replaced it under the readers ("replaced 3 times while loading"). With
+    ``stale_ok`` a saved index is loaded as it is; without one it is built; a plain call still
+    refreshes it."""
+    from curation.store.importer import import_items
+    from kb_sources.types import Document
+
+    import_file(tmp_workspace, "docs", "jsonl", FIXTURES / "docs_sample.jsonl", progress=False)
+    folder = index_folder(tmp_workspace, "bm25", {})
+    assert saved_fingerprint(folder) is None
+    first = get_index(tmp_workspace, "bm25", progress=False, stale_ok=True)  # none: built
+    fingerprint = saved_fingerprint(folder)
+    assert fingerprint is not None and len(first) == 3
+    import_items(tmp_workspace, [Document("n1", "EGFR T790M", "osimertinib", "test")],
+                 reader="test", path="t", progress=False)
+    stale = get_index(tmp_workspace, "bm25", progress=False, stale_ok=True)
+    assert len(stale) == 3 and saved_fingerprint(folder) == fingerprint  # not rebuilt
+    fresh = get_index(tmp_workspace, "bm25", progress=False)
+    assert len(fresh) == 4 and saved_fingerprint(folder) != fingerprint

@@ -152,14 +152,16 @@ def rank_queries(ws: Workspace, name: str, queries: Sequence[EvalQuery],
 
 def ranking_context(ws: Workspace, task: EvalTask, *, dense: Retriever | None = None,
                     base: Retriever | None = None, matcher: EntityMatcher | None = None,
-                    depth: int = DEPTH, progress: bool = False) -> RankingContext:
-    """The ranking context of a task over BM25 (built when missing), held out: its answer-type
-    dictionary holds only the answers of train-split relations, so no dev or test relation
-    reaches a feature."""
+                    depth: int = DEPTH, progress: bool = False,
+                    stale_ok: bool = False) -> RankingContext:
+    """The ranking context of a task over BM25 (built when missing; a saved one even when
+    stale with ``stale_ok``: see :func:`get_index`), held out: its answer-type dictionary holds
+    only the answers of train-split relations, so no dev or test relation reaches a feature."""
     keys = {a.key for q in task.split("train") for a in q.answers}
     return RankingContext(ws, get_schema(task.schema, ws.schemas()),
-                          get_index(ws, "bm25", progress=progress), dense=dense, base=base,
-                          matcher=matcher, depth=depth, answer_keys=keys)
+                          get_index(ws, "bm25", progress=progress, stale_ok=stale_ok),
+                          dense=dense, base=base, matcher=matcher, depth=depth,
+                          answer_keys=keys)
 
 
 def ranked_queries(ws: Workspace, task: EvalTask, queries: Sequence[EvalQuery],

@@ -257,6 +257,7 @@ def get_index(
     *,
     progress: bool | Callable[[int, int], None] = True,
     rebuild: bool = False,
+    stale_ok: bool = False,
 ) -> Retriever:
     """A retriever indexed over the workspace's current documents (loaded or built).
 
@@ -266,11 +267,17 @@ def get_index(
         options: Retriever options (see ``retrievers.registry``).
         progress: tqdm bar (True), none (False) or a ``(done, total)`` callback.
         rebuild: Ignore a saved index.
+        stale_ok: Load a saved index even when documents were added or changed since it was
+            built (a background ranker round: rebuilding the whole index every few labels
+            while an import runs would replace it under every reader; the index job
+            refreshes it). Built when there is none.
     """
     opts = with_workspace_defaults(ws, name, options or {})
     folder = index_folder(ws, name, opts)
-    fingerprint = corpus_fingerprint(ws)
-    if not rebuild and saved_fingerprint(folder) == fingerprint:
+    saved = saved_fingerprint(folder)
+    fingerprint = saved if stale_ok and saved is not None and not rebuild \
+        else corpus_fingerprint(ws)
+    if not rebuild and saved == fingerprint:
         logger.info("loading index %s", folder)
         _rebase(ws, complete_folder(folder, MANIFEST))
         check_index_models(ws, folder, opts)  # an edited manifest loads no other model

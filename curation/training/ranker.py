@@ -86,8 +86,9 @@ def ranked_run(ctx: RankingContext, ranker: Ranker, queries: Sequence[EvalQuery]
 
 def open_context(ws: Workspace, schema: str, *, dense: Retriever | None = None,
                  base: Retriever | None = None, depth: int = 100, progress: bool = True,
-                 held_out: bool = True) -> RankingContext:
-    """A ranking context over the workspace's BM25 index (built when missing).
+                 held_out: bool = True, stale_ok: bool = False) -> RankingContext:
+    """A ranking context over the workspace's BM25 index (built when missing; a saved one even
+    when documents changed since, with ``stale_ok``).
 
     ``held_out``: the answer-type dictionary holds only the answers of train-split relations,
     so no dev or test relation reaches a feature (evaluation and training; the app ranks with
@@ -96,8 +97,9 @@ def open_context(ws: Workspace, schema: str, *, dense: Retriever | None = None,
     sch = get_schema(schema, ws.schemas())
     if held_out:
         return ranking_context(ws, build_task(ws, sch.name), dense=dense, base=base, depth=depth,
-                               progress=progress)
-    return RankingContext(ws, sch, get_index(ws, "bm25", progress=progress), dense=dense,
+                               progress=progress, stale_ok=stale_ok)
+    return RankingContext(ws, sch, get_index(ws, "bm25", progress=progress,
+                                             stale_ok=stale_ok), dense=dense,
                           base=base, depth=depth)
 
 
@@ -304,7 +306,10 @@ def run_ranker_job(ctx: Any, schema: str, labels: int = 0, labeller: str = "") -
     dense, base = open_first_stages(ctx.ws, dense_version=dense_id,
                                     base=bool(active and active.manifest.get("base")),
                                     build=False)
-    context = open_context(ctx.ws, schema, dense=dense, base=base, progress=False)
+    # the saved BM25 index as it is: a round every few labels must not rebuild it (and
+    # replace it under every reader) while an import adds documents; the index job does
+    context = open_context(ctx.ws, schema, dense=dense, base=base, progress=False,
+                           stale_ok=True)
     trigger = (f"{labels} new labels" + (f" by {labeller}" if labeller else "") if labels
                else f"started by {job.created_by}")
     try:
