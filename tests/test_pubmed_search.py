@@ -31,8 +31,8 @@ from curation.store.importer import import_items
 from curation.store.pubmed_hits import PubmedHits
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
-from kb_sources.types import Document
 from kb_sources.fetch import EntrezSettings, FetchError, fetch_pubmed
+from kb_sources.types import Document
 
 BRAF = {"gene": "BRAF", "variant": "V600E"}
 CURATOR, ANNOTATOR, ADMIN = (User("cora", Role.CURATOR), User("ann", Role.ANNOTATOR),

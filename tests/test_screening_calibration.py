@@ -17,7 +17,7 @@ from curation.screening.calibration import (
     fit_calibration,
     version_calibration,
 )
-from curation.screening.queue import build_queue
+from curation.screening.queue import build_queue, screening_candidates
 from curation.training.heldout import assign_folds, out_of_fold, prepare
 from curation.training.ranker import open_context, train_ranker
 from tests.loop_fixtures import make_loop_workspace
@@ -35,17 +35,19 @@ def test_a_ranker_round_fits_its_screening_calibration_on_the_held_out_pool(tmp_
     cal = version_calibration(result.version.manifest)
     assert cal != DEFAULT_CALIBRATION and cal.queries == 4
     assert cal.slope >= 0 and cal.rank_slope <= 0
-    # the same fit, by hand: each pool query scored out of fold (no label: the served model)
+    # the same fit, by hand: each pool query's screening-deep candidate list (as deep as the
+    # app's queue, not the ranker's top 100) scored out of fold (no label: the served model)
     ctx = open_context(ws, "disease_gene", progress=False)
-    prepared = prepare(ctx, pool)
+    deep = {q.qid: screening_candidates(ctx, q.text, q.query, q.qid) for q in pool}
     scores: dict[str, np.ndarray] = {}
     from curation.ranking.versions import load_ranker
     model = load_ranker(result.version)
-    out_of_fold(prepared, assign_folds(q.group for q in pool), model, set(),
-                lambda groups: model, scores)
-    again = fit_calibration([scores[p.q.qid] for p in prepared],
-                            [np.isin(np.array(p.doc_ids), list(p.q.gold)) for p in prepared])
+    out_of_fold(prepare(ctx, pool), assign_folds(q.group for q in pool), model, set(),
+                lambda groups: model, {k: x for k, (_, x) in deep.items()}, scores)
+    again = fit_calibration([scores[q.qid] for q in pool],
+                            [np.isin(np.array(deep[q.qid][0]), list(q.gold)) for q in pool])
     assert abs(again.intercept - cal.intercept) < 1e-4 and abs(again.slope - cal.slope) < 1e-4
+    assert abs(again.rank_slope - cal.rank_slope) < 1e-4
     # the queue of a relation turns its scores into priors with it
     queue = build_queue("q", ["a", "b", "c"], ["x y", "y z", "z x"], [2.0, 0.5, 1.0],
                         calibration=cal)

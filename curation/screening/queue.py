@@ -121,7 +121,25 @@ def relation_queue(ctx: RankingContext, ranker: Ranker, text: str,
                    depth: int = SCREENING_DEPTH, extra: Sequence[str] = (),
                    calibration: Calibration = DEFAULT_CALIBRATION) -> ScreeningQueue:
     """The queue of one partial relation: BM25's (and the open dense indexes') top ``depth``
-    plus ``extra`` ids (its PubMed hits, labelled documents), scored by ``ranker``.
+    plus ``extra`` ids (its PubMed hits, labelled documents), scored by ``ranker``
+    (:func:`screening_candidates`).
+
+    Raises:
+        CurationError: ``depth`` is below 1.
+    """
+    doc_ids, x = screening_candidates(ctx, text, query, query_key, depth=depth, extra=extra)
+    scores = ranker.score(x) if len(doc_ids) else np.zeros(0)
+    texts = [joined_text(*ctx.parts.get(d, ("", ""))) for d in doc_ids]
+    logger.info("screening queue %s: %d candidates", query_key, len(doc_ids))
+    return build_queue(query_key, doc_ids, texts, scores, calibration=calibration)
+
+
+def screening_candidates(ctx: RankingContext, text: str, query: Mapping[str, Sequence[Entity]],
+                         query_key: str = "", *, depth: int = SCREENING_DEPTH,
+                         extra: Sequence[str] = ()) -> tuple[tuple[str, ...], np.ndarray]:
+    """A screening queue's candidates (BM25's and the open dense indexes' top ``depth``, plus
+    ``extra`` ids) and their ranker feature rows: what a queue scores, and what a ranker round
+    calibrates a version's scores on.
 
     Raises:
         CurationError: ``depth`` is below 1.
@@ -131,8 +149,4 @@ def relation_queue(ctx: RankingContext, ranker: Ranker, text: str,
     dense = ctx.dense.search(text, depth) if ctx.dense is not None else None
     base = ctx.base.search(text, depth) if ctx.base is not None else None
     cands = gather(ctx.bm25.search(text, depth), dense, base, depth=depth, extra=extra)
-    x = ctx.features(query, cands, query_key)
-    scores = ranker.score(x) if len(cands.doc_ids) else np.zeros(0)
-    texts = [joined_text(*ctx.parts.get(d, ("", ""))) for d in cands.doc_ids]
-    logger.info("screening queue %s: %d candidates", query_key, len(cands.doc_ids))
-    return build_queue(query_key, cands.doc_ids, texts, scores, calibration=calibration)
+    return tuple(cands.doc_ids), ctx.features(query, cands, query_key)

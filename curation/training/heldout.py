@@ -166,12 +166,14 @@ def measure(ctx: RankingContext, name: str, queries: Sequence[EvalQuery],
 
 def out_of_fold(prepared: Sequence[Prepared], folds: Mapping[str, int], served: Ranker,
                 learned_groups: set[str], fit_without: Callable[[set[str]], Ranker],
+                extra_rows: Mapping[str, np.ndarray] | None = None,
                 scores: dict[str, np.ndarray] | None = None
                 ) -> tuple[dict[str, list[Hit]], int]:
     """Each pool query's top hits by a model that learned no label of its fold: the served
     model for folds without labels, ``fit_without(the fold's groups)`` for the others.
-    Returns (qid -> hits, how many models were fitted); ``scores``, when given, receives each
-    query's out-of-fold score of every candidate (the screening calibration's data)."""
+    Returns (qid -> hits, how many models were fitted); ``scores``, when given, receives the
+    same out-of-fold model's scores of ``extra_rows[qid]`` (feature rows of a deeper candidate
+    list: the screening calibration's data) for the queries that have them."""
     run: dict[str, list[Hit]] = {}
     refits = 0
     for fold in sorted(set(folds.values())):
@@ -183,8 +185,10 @@ def out_of_fold(prepared: Sequence[Prepared], folds: Mapping[str, int], served: 
         for item in prepared:
             if item.q.group in groups:
                 run[item.q.qid] = top_hits(model, item)
-                if scores is not None:
-                    scores[item.q.qid] = np.asarray(model.score(item.x), dtype=np.float64)
+                if scores is not None and extra_rows and item.q.qid in extra_rows:
+                    rows = extra_rows[item.q.qid]
+                    scores[item.q.qid] = np.asarray(model.score(rows) if len(rows) else
+                                                    np.zeros(0), dtype=np.float64)
     return run, refits
 
 
