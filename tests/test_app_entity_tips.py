@@ -60,6 +60,10 @@ def test_curate_cards_show_names_and_database_and_kb_record_links(ws_root):
     # every mark of the abstract still holds only its text, inside a focusable entity span;
     # the evidence sentences under it keep plain marks (the same entities, just above)
     abstract, evidence = card.split('<div class="kb-evidence', 1)
-    marks = re.findall(r'<span class="kb-ent" tabindex="0"><mark [^>]*>[^<]*</mark>', abstract)
+    marks = re.findall(r'<span class="kb-ent"(?: tabindex="0")?><mark [^>]*>[^<]*</mark>',
+                       abstract)
     assert len(marks) == abstract.count('<mark class="kb-mark') == 9
+    # one Tab stop per entity (its first mark), not one per mention
+    entities = set(re.findall(r'<mark [^>]*data-entity="([^"]+)"', abstract))
+    assert abstract.count('tabindex="0"') == len(entities) < 9
     assert "<mark " in evidence and "kb-tip" not in evidence

@@ -284,3 +284,19 @@ def test_an_entity_in_two_slots_has_one_tooltip_entry() -> None:
 def test_without_tips_the_marks_stand_alone() -> None:
     out = render_highlighted("BRAF", "", [span(0, 4, "BRAF")])
     assert "kb-tip" not in out and "kb-ent" not in out and tags(out) == {"div", "mark"}
+
+
+def test_only_an_entitys_first_mark_is_a_tab_stop() -> None:
+    """Every mention keeps its tooltip (hover), but keyboard focus stops once per entity: a
+    list of 50 cards is not a Tab stop per mention."""
+    braf = Entity("BRAF", "gene", "673")
+    title, abstract = "BRAF in melanoma", "BRAF V600E and BRAF fusions; V600E again."
+    spans = EntityMatcher().find_spans({"gene": [braf], "variant": [Entity("V600E", "variant")]},
+                                       f"{title} {abstract}")
+    out = render_highlighted(title, abstract, spans, {"gene": "gold", "variant": "lightblue"},
+                             tips=True)
+    assert len(MARK.findall(out)) == out.count('role="tooltip"') == 5
+    assert out.count('tabindex="0"') == 2  # BRAF (in the title) and V600E
+    assert out.index('tabindex="0"') < out.index('<div class="kb-abstract">')
+    plain = render_highlighted(title, abstract, spans)
+    assert "tabindex" not in plain and "kb-tip" not in plain

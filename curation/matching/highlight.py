@@ -15,8 +15,9 @@ catalyst"`` (``data-slot`` names the first), and the slots' colours in horizonta
 (``linear-gradient``; the first colour is also the ``background-color``). The legend can
 show such a pair as its own swatch (``render_legend(..., shared=...)``, :func:`shared_slots`).
 
-Tooltips (``tips=True``, the Curate and Review pages): each mark is wrapped in a focusable
-``<span class="kb-ent" tabindex="0">`` followed by a ``<span class="kb-tip">`` with the
+Tooltips (``tips=True``, the Curate and Review pages): each mark is wrapped in a
+``<span class="kb-ent">`` (focusable, ``tabindex="0"``, at an entity's first mark only, so a
+list of cards is not a Tab stop per mention) followed by a ``<span class="kb-tip">`` with the
 entity's name, slot, type and links (:mod:`curation.matching.tooltips`); the ``<mark>`` itself
 still holds only text. Without tips (evidence sentences, benchmarks) the marks stand alone. No
 mark carries a ``title``: internal ids and match scores never reach a curator.
@@ -62,7 +63,7 @@ def _checked_colour(slot: str, colour: str) -> str:
 
 
 def _mark(text: str, spans: Sequence[Span], colours: Mapping[str, str],
-          record_links: RecordLinks | None = None) -> str:
+          record_links: RecordLinks | None = None, focusable: bool = True) -> str:
     """One ``<mark>`` for spans of the same offsets: one slot, or several (an entity in two
     slots) shown with all their colours; with ``record_links`` (tooltips on) wrapped in a
     focusable ``kb-ent`` span with its :func:`entity_tip` after it."""
@@ -81,7 +82,8 @@ def _mark(text: str, spans: Sequence[Span], colours: Mapping[str, str],
     mark = f"<mark {rendered}>{html.escape(text)}</mark>"
     if record_links is None:
         return mark
-    return f'<span class="kb-ent" tabindex="0">{mark}{entity_tip(spans, record_links)}</span>'
+    focus = ' tabindex="0"' if focusable else ""
+    return f'<span class="kb-ent"{focus}>{mark}{entity_tip(spans, record_links)}</span>'
 
 
 def _background(colours: Sequence[str]) -> str:
@@ -96,8 +98,10 @@ def _background(colours: Sequence[str]) -> str:
 
 
 def _render_part(text: str, offset: int, groups: Sequence[Sequence[Span]],
-                 colours: Mapping[str, str], record_links: RecordLinks | None = None) -> str:
-    """Escaped HTML of ``text`` (which starts at ``offset`` of the full text) with marks."""
+                 colours: Mapping[str, str], record_links: RecordLinks | None = None,
+                 focused: set[tuple[str, ...]] | None = None) -> str:
+    """Escaped HTML of ``text`` (which starts at ``offset`` of the full text) with marks; with
+    tooltips, only an entity's first mark (its ids not yet in ``focused``) is a Tab stop."""
     out: list[str] = []
     cursor = 0
     end_of_part = offset + len(text)
@@ -107,7 +111,11 @@ def _render_part(text: str, offset: int, groups: Sequence[Sequence[Span]],
         if end <= start or start < cursor:
             continue
         out.append(html.escape(text[cursor:start]))
-        out.append(_mark(text[start:end], group, colours, record_links))
+        ids = tuple(sorted({s.entity_id for s in group}))
+        first = focused is None or ids not in focused
+        if focused is not None:
+            focused.add(ids)
+        out.append(_mark(text[start:end], group, colours, record_links, first))
         cursor = end
     out.append(html.escape(text[cursor:]))
     return "".join(out)
@@ -179,9 +187,10 @@ def render_highlighted(
     total = len(doc_title) + len(doc_abstract) + (1 if doc_title and doc_abstract else 0)
     kept = visible_groups(spans, enabled_slots, total, list(colours))
     links = (record_links or {}) if tips else None
-    title_html = _render_part(doc_title, 0, kept, colours, links) if doc_title else ""
-    abstract_html = _render_part(doc_abstract, abstract_offset, kept, colours, links) \
-        if doc_abstract else ""
+    focused: set[tuple[str, ...]] = set()  # one Tab stop per entity, its first mark
+    title_html = _render_part(doc_title, 0, kept, colours, links, focused) if doc_title else ""
+    abstract_html = _render_part(doc_abstract, abstract_offset, kept, colours, links,
+                                 focused) if doc_abstract else ""
     return (f'<div class="kb-doc"><div class="kb-title">{title_html}</div>'
             f'<div class="kb-abstract">{abstract_html}</div></div>')
 
