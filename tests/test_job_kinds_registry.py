@@ -86,11 +86,13 @@ def test_each_wing_declares_its_kinds_through_the_entry_points():
     assert group == {"evaluation": "curation.evaluation.job_kinds:JOB_KINDS",
                      "pubmed": "curation.pubmed.job_kinds:JOB_KINDS",
                      "search": "curation.search.job_kinds:JOB_KINDS",
+                     "simulation": "curation.simulation.job_kinds:JOB_KINDS",
                      "training": "curation.training.job_kinds:JOB_KINDS"}
     names = {wing: [kind.name for kind in load_target(target)] for wing, target in group.items()}
     assert names == {"evaluation": ["evaluate"], "search": ["index"],
                      "pubmed": ["pubmed_search", "watch"],
-                     "training": ["train", "retrain", "activate", "rank", "simulate"]}
+                     "simulation": ["simulate"],
+                     "training": ["train", "retrain", "activate", "rank"]}
     for target in group.values():
         assert all(isinstance(kind, JobKind) for kind in load_target(target))
 

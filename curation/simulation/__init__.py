@@ -7,8 +7,8 @@
   (``plots``).
 - Learn-as-you-label with the dense recipes (``kbcurate simulate``, the default learner):
   labelling and retraining rounds in a copy of the workspace (``dense``), their report
-  (``dense_report``) and the admin job ``simulate`` (``jobs``; the kind is declared with the
-  training wing's, :mod:`curation.training.job_kinds`).
+  (``dense_report``) and the admin job ``simulate`` (``jobs``; its kind in ``job_kinds``,
+  the entry point ``simulation`` of ``kbcurate.job_kinds``).
 - Learn-as-you-label with the learned ranker (``kbcurate simulate --learner ranker``:
   ``ranker``), in memory.
 

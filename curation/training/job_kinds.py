@@ -20,7 +20,4 @@ JOB_KINDS = (
             "retrain a schema's learned ranker on KB + labels (seconds); the gate promotes it",
             params=("schema", "labels", "labeller"),
             validator="curation.training.ranker:check_rank_params"),
-    JobKind("simulate", "curation.simulation.jobs:run_simulation",
-            "simulate labelling and retraining rounds in a copy of the workspace",
-            params=("schema", "config", "options")),
 )
