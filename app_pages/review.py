@@ -33,6 +33,7 @@ from curation.evaluation.reporting import (
     label_history,
     labels_frame,
 )
+from curation.search.ranking_names import ranking_label
 from curation.search.suggestions import list_suggestions, suggestions_csv
 from curation.store.documents import Documents
 from curation.store.labels import Grade, Label, Labels
@@ -48,8 +49,10 @@ def _filters(ctx: AppContext) -> list[Label]:
     cols = st.columns(5, vertical_alignment="bottom")
     user = cols[0].selectbox("User", [ALL, *Labels(ctx.ws).users()], key="rv_user")
     grade = cols[1].selectbox("Label", [ALL, *(g.value for g in Grade)], key="rv_grade")
-    model = cols[2].selectbox("Model version", [ALL, *Labels(ctx.ws).model_versions()],
-                              key="rv_model")
+    model = cols[2].selectbox("Ranked by", [ALL, *Labels(ctx.ws).model_versions()],
+                              key="rv_model", help="What ranked the abstract when it was "
+                              "labelled (the label rows' model version, named in words)",
+                              format_func=lambda v: v if v == ALL else ranking_label(v))
     since = cols[3].date_input("Since", key="rv_since", format="YYYY-MM-DD")
     superseded = cols[4].checkbox("Include superseded", key="rv_superseded",
                                   help="Show relabelled versions too (the audit trail)")

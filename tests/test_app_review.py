@@ -86,6 +86,9 @@ def test_label_log_filters(ws_root):
     at.selectbox(key="rv_grade").set_value("(all)").run()
     at.selectbox(key="rv_model").set_value("bm25+rerank").run()
     assert set(log(at)["user"]) == {"bob"}
+    # the filter names what ranked the abstract in words, and filters by the exact version
+    assert at.selectbox(key="rv_model").label == "Ranked by"
+    assert "BM25 + entity rerank" in at.selectbox(key="rv_model").options
 
 
 def test_relabel_keeps_the_audit_trail(ws_root):
