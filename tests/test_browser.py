@@ -211,6 +211,8 @@ def test_reload_screening_by_keyboard_and_adjudication_in_a_real_browser(served_
             # screening mode, keyboard only
             page.locator(".st-key-view_mode").get_by_text("Screening").click()
             page.get_by_text("Abstract 1 of").first.wait_for(timeout=30_000)
+            # a key pressed before the key buttons are mounted reaches no shortcut
+            page.locator(".st-key-screen_note_btn button").wait_for(timeout=30_000)
             page.locator("h3").first.click()  # the focus on the page, not in a field
             shown = [_screen_doc(page)]
             _press(page, "1", 2)

@@ -72,6 +72,9 @@ def braf_list(app, user: str):
     page.get_by_text("Labelled").first.wait_for(timeout=60_000)
     page.locator(f".st-key-doc_{A}").wait_for(timeout=WAIT)
     page.wait_for_function("() => location.search.includes('relation=')", timeout=WAIT)
+    # the list's key buttons (a lazily loaded script): a key pressed before they are mounted
+    # reaches no shortcut
+    page.locator(".st-key-list_note button").wait_for(timeout=WAIT)
     return page
 
 
