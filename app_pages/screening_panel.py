@@ -34,7 +34,7 @@ from curation.screening.calibration import (
     version_calibration,
 )
 from curation.screening.chart import found_chart
-from curation.screening.order import learned_order
+from curation.screening.order import learned_order, order_words
 from curation.screening.queue import ScreeningQueue, relation_queue
 from curation.screening.view import ORDER_LEARNED, ScreeningView, screening_view
 from curation.search.keywords import Keywords, get_keywords, mark_keywords, set_keywords
@@ -196,9 +196,8 @@ def _insight(now: Screening, slug: str) -> None:
              on_change=_remember_mode, args=(slug,),
              help="learned within the query: the unlabelled candidates re-ordered after every "
                   "label of the relation (all curators); label rows record it")
-    shown = ("learned within the query from " + f"{view.order_labels} labels"
-             if now.mode == ORDERS[1] and view.order_mode == ORDER_LEARNED else "as ranked")
-    st.caption(md(f"Cards shown {shown}."))
+    learned = now.mode == ORDERS[1] and view.order_mode == ORDER_LEARNED
+    st.caption(md(f"Cards shown {order_words(view.order_labels if learned else None)}."))
     st.plotly_chart(found_chart(view), key=f"screen_chart_{slug}")
 
 

@@ -98,9 +98,8 @@ class PendingLabel:
         missing = [n for n in names if n not in data and n not in ("batch", "order_labels")]
         texts = [n for n in names
                  if n not in ("grade", "train_size", "order_labels") and n in data]
-        order = data.get("order_labels")
-        if missing or any(not isinstance(data[n], str) for n in texts) or not (
-                order is None or (isinstance(order, int) and not isinstance(order, bool))):
+        if missing or any(not isinstance(data[n], str) for n in texts) \
+                or not is_order(data.get("order_labels")):
             raise ValueError(f"not a pending label (missing {missing}): {data}")
         values = {n: data[n] for n in names if n in data}
         values["grade"] = Grade(values["grade"])
@@ -157,10 +156,15 @@ def keep_label(outbox: Outbox, label: PendingLabel, cause: CurationError) -> Non
                             "again when the workspace is writable") from exc
 
 
+def is_order(value: Any) -> bool:
+    """Whether ``value`` is an ``order_labels``: None (shown as ranked) or a count >= 0."""
+    return value is None or (isinstance(value, int) and not isinstance(value, bool)
+                             and value >= 0)
+
+
 def checked_order(order_labels: int | None) -> int | None:
     """``order_labels`` checked: None (shown as ranked) or the labels a learned order used."""
-    if order_labels is None or (isinstance(order_labels, int) and order_labels >= 0
-                                and not isinstance(order_labels, bool)):
+    if is_order(order_labels):
         return order_labels
     raise CurationError(f"order_labels is {order_labels!r}; expected None (shown as ranked) or "
                         "the number of the relation's labels the shown order was learned from")
