@@ -224,8 +224,8 @@ def bench_browser(root: Path, clicks: int, k: int = 10,
     sys.path.insert(0, str(REPO / "tests"))
     import subprocess
 
+    from browser_support import CHROMIUM, FLAGS, free_port, wait_healthy
     from playwright.sync_api import sync_playwright
-    from test_browser import CHROMIUM, FLAGS, free_port, wait_healthy
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "curation.cli", "serve", "-w", str(root),

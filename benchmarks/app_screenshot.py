@@ -35,8 +35,8 @@ def main() -> int:
     if not (src / "workspace.sqlite").is_file():
         print(f"{src} is not a workspace: kbcurate demo --no-serve -w {src} -q", file=sys.stderr)
         return 2
+    from browser_support import CHROMIUM, FLAGS, serving
     from playwright.sync_api import sync_playwright
-    from test_browser import CHROMIUM, FLAGS, serving
 
     with tempfile.TemporaryDirectory() as tmp:
         root = copy_workspace(src, Path(tmp) / "ws")

@@ -118,3 +118,45 @@ def fake_model_dir(tmp_path: Path) -> Path:
     (folder / "config.json").write_text('{"hidden_size": 32}\n')
     (folder / "1_Pooling" / "config.json").write_text('{"pooling_mode_mean_tokens": true}\n')
     return folder
+
+
+@pytest.fixture
+def browser():
+    """Debian's Chromium driven by Playwright (tests/browser_support.py); fails when missing."""
+    from browser_support import chromium
+
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.fixture
+def served(tmp_path: Path):
+    """The app served on a free loopback port over a small fixture workspace (local mode)."""
+    from app_helpers import build_app_workspace
+    from browser_support import serving
+
+    root = build_app_workspace(tmp_path / "ws")
+    with serving(root, {"HOME": str(tmp_path), "USER": "browser-test"}) as url:
+        yield url, root
+
+
+@pytest.fixture
+def served_team(tmp_path: Path):
+    """The app over the fixture workspace with a users file (password sign-in) and one item two
+    annotators graded differently."""
+    from app_helpers import add_users, build_app_workspace
+    from browser_support import serving
+
+    from curation.store.labels import Labels
+    from curation.store.workspace import Workspace
+
+    root = build_app_workspace(tmp_path / "ws")
+    add_users(root, alice="curator", ann="annotator", bob="annotator", boss="admin")
+    with Workspace.open(root) as ws:
+        for user, grade in (("ann", "complete"), ("bob", "irrelevant")):
+            Labels(ws).record(user=user, schema="PO",
+                              query_key="gene=gene:673|variant=variant:v600e",
+                              query_text="Treatment for gene BRAF and variant V600E?",
+                              doc_id="25265492", grade=grade)
+    with serving(root, {"HOME": str(tmp_path)}) as url:
+        yield url, root

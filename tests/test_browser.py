@@ -1,157 +1,41 @@
-"""One real-browser run: ``kbcurate serve`` on 127.0.0.1, driven by Playwright and Chromium.
-
-Chromium comes from Debian (``apt-get install chromium``), not from a Playwright download; when
-``/usr/bin/chromium`` (or ``$KBCURATE_CHROMIUM``) is missing this test fails, never skips, and
-says how to install it.
+"""Real-browser runs: ``kbcurate serve`` on 127.0.0.1, driven by Playwright and Debian's Chromium
+(tests/browser_support.py; the ``browser``, ``served`` and ``served_team`` fixtures are in
+tests/conftest.py). When Chromium is missing these tests fail, never skip, and say how to
+install it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
-import pytest
-from app_helpers import build_app_workspace, label_rows
+from app_helpers import label_rows
+from browser_support import free_port, open_app, sign_in, signed_out, wait_healthy
 
-from curation.store.labels import Labels
 from curation.store.workspace import Workspace
 
-CHROMIUM = Path(os.environ.get("KBCURATE_CHROMIUM", "/usr/bin/chromium"))
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
-TITLE = "kbcurate: KB curation assistant"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"kbcurate serve exited with {proc.returncode}: "
-                                 f"{proc.stdout.read().decode(errors='replace')[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
-                if resp.read().decode() == "ok":
-                    return
-        except OSError:
-            time.sleep(0.3)
-    raise AssertionError(f"kbcurate serve did not answer on {url} within {timeout} s")
-
-
-@contextlib.contextmanager
-def serving(root: Path, env: dict[str, str]):
-    """``kbcurate serve`` on a free loopback port over ``root``; yields the URL, then stops it."""
-    port = free_port()
-    kbcurate = Path(sys.executable).with_name("kbcurate")
-    cmd = ([str(kbcurate)] if kbcurate.is_file() else [sys.executable, "-m", "curation.cli"])
-    proc = subprocess.Popen([*cmd, "serve", "--workspace", str(root), "--host", "127.0.0.1",
-                             "--port", str(port)], env={**os.environ, **env,
-                                                        "KBCURATE_WORKSPACE": str(root)},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url, proc)
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-
-
-@pytest.fixture
-def served(tmp_path):
-    """The app served on a free loopback port over a small fixture workspace (local mode)."""
-    root = build_app_workspace(tmp_path / "ws")
-    with serving(root, {"HOME": str(tmp_path), "USER": "browser-test"}) as url:
-        yield url, root
-
-
-def open_app(browser, url: str, attempts: int = 3):
-    """A page showing the app's title (reloaded when the first load stalls)."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    for attempt in range(attempts):
-        try:
-            page.goto(url, wait_until="domcontentloaded", timeout=30_000)
-            page.get_by_text(TITLE).first.wait_for(timeout=30_000)
-            return page
-        except Exception:  # noqa: BLE001 - retried, then re-raised
-            if attempt == attempts - 1:
-                raise
-    raise AssertionError("unreachable")
-
-
-def test_search_and_label_in_a_real_browser(served):
-    if not CHROMIUM.is_file():
-        pytest.fail(f"{CHROMIUM} not found: install Debian's Chromium (apt-get install -y "
-                    "chromium); this test drives it with Playwright and never downloads one")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("Playwright for Python is not installed: pip install playwright (the pip "
-                    "package only; no browser download)")
+def test_search_and_label_in_a_real_browser(served, browser):
     url, root = served
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        try:
-            page = open_app(browser, url)
-            search = page.get_by_label("Search relations")
-            search.fill("BRAF")
-            search.press("Enter")
-            card = page.locator(".st-key-doc_25265492")
-            card.get_by_text("PMID 25265492").wait_for(timeout=30_000)
-            assert "cited by KB" in card.inner_text()
-            card.get_by_role("radio", name="Complete").click()
-            deadline = time.time() + 30
-            while not label_rows(root) and time.time() < deadline:
-                time.sleep(0.2)
-            page.get_by_text("Labelled 1 of").first.wait_for(timeout=30_000)
-        finally:
-            browser.close()
+    page = open_app(browser, url)
+    search = page.get_by_label("Search relations")
+    search.fill("BRAF")
+    search.press("Enter")
+    card = page.locator(".st-key-doc_25265492")
+    card.get_by_text("PMID 25265492").wait_for(timeout=30_000)
+    assert "cited by KB" in card.inner_text()
+    card.get_by_role("radio", name="Complete").click()
+    deadline = time.time() + 30
+    while not label_rows(root) and time.time() < deadline:
+        time.sleep(0.2)
+    page.get_by_text("Labelled 1 of").first.wait_for(timeout=30_000)
     (row,) = label_rows(root)
     assert (row["user"], row["doc_id"], row["grade"], row["model_version"]) == (
         "browser-test", "25265492", "complete", "bm25+rerank")  # a new workspace's default
-
-
-@pytest.fixture
-def served_team(tmp_path):
-    """The app over the fixture workspace with a users file (password sign-in) and one item two
-    annotators graded differently."""
-    from app_helpers import add_users
-
-
-    root = build_app_workspace(tmp_path / "ws")
-    add_users(root, alice="curator", ann="annotator", bob="annotator", boss="admin")
-    with Workspace.open(root) as ws:
-        for user, grade in (("ann", "complete"), ("bob", "irrelevant")):
-            Labels(ws).record(user=user, schema="PO",
-                              query_key="gene=gene:673|variant=variant:v600e",
-                              query_text="Treatment for gene BRAF and variant V600E?",
-                              doc_id="25265492", grade=grade)
-    with serving(root, {"HOME": str(tmp_path)}) as url:
-        yield url, root
-
-
-def _sign_in(page, name: str) -> None:
-    page.get_by_role("textbox", name="User name").fill(name)
-    page.get_by_role("textbox", name="Password").fill(f"{name}-password")
-    page.get_by_role("button", name="Sign in").click()
-    page.locator("[data-testid='stSidebar']").get_by_text(name).first.wait_for(timeout=30_000)
 
 
 def _screen_doc(page) -> str:
@@ -176,88 +60,78 @@ def _press(page, key: str, expect_position: int | None) -> None:
         page.get_by_text(f"Abstract {expect_position} of").first.wait_for(timeout=30_000)
 
 
-def test_reload_screening_by_keyboard_and_adjudication_in_a_real_browser(served_team):
+def test_reload_screening_by_keyboard_and_adjudication_in_a_real_browser(served_team, browser):
     """Issue 14's done-when: a reload keeps the signed-in user and the relation; screening mode
     by keyboard only (5 labels, an undo, a note) writes the right rows; the disagreements view."""
-    if not CHROMIUM.is_file():
-        pytest.fail(f"{CHROMIUM} not found: install Debian's Chromium (apt-get install -y "
-                    "chromium)")
-    from playwright.sync_api import sync_playwright
-
     url, root = served_team
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        try:
-            page = open_app(browser, url)
-            page.get_by_text("Sign in").first.wait_for(timeout=30_000)
-            _sign_in(page, "alice")
-            search = page.get_by_label("Search relations")
-            search.fill("BRAF")
-            search.press("Enter")
-            page.locator(".st-key-doc_25265492").wait_for(timeout=30_000)
-            page.wait_for_function("() => location.search.includes('relation=')")
-            assert "relation=gene" in page.url and "v600e" in page.url.lower()
-            # F5: still alice, still BRAF V600E (the search box itself is not kept)
-            page.reload(wait_until="domcontentloaded")
-            page.locator(".st-key-doc_25265492").wait_for(timeout=60_000)
-            assert page.get_by_role("textbox", name="User name").count() == 0
-            page.wait_for_function(  # the picker shows the relation of the URL
-                "() => [...document.querySelectorAll('.st-key-relation_pick_PO')].some(el => "
-                "(el.textContent + [...el.querySelectorAll('input')].map(i => i.value).join(' '))"
-                ".includes('V600E'))", timeout=30_000)
-            cookies = {c["name"]: c for c in page.context.cookies()}
-            assert cookies["kbcurate_session"]["httpOnly"] is True
-            assert cookies["kbcurate_session"]["sameSite"] == "Strict"
-            # screening mode, keyboard only
-            page.locator(".st-key-view_mode").get_by_text("Screening").click()
-            page.get_by_text("Abstract 1 of").first.wait_for(timeout=30_000)
-            # a key pressed before the key buttons are mounted reaches no shortcut
-            page.locator(".st-key-screen_note_btn button").wait_for(timeout=30_000)
-            page.locator("h3").first.click()  # the focus on the page, not in a field
-            shown = [_screen_doc(page)]
-            _press(page, "1", 2)
-            shown.append(_screen_doc(page))
-            _press(page, "n", None)  # a note for the second abstract, then its grade
-            note = page.locator(".st-key-screen_note input")
-            note.wait_for(timeout=30_000)
-            page.wait_for_function(
-                "() => document.activeElement && document.activeElement.closest("
-                "'.st-key-screen_note')", timeout=10_000)
-            page.keyboard.type("dose unclear")
-            page.keyboard.press("Enter")
-            page.get_by_text("Note waiting for a grade").first.wait_for(timeout=30_000)
-            page.locator("h3").first.click()
-            _press(page, "3", 3)
-            shown.append(_screen_doc(page))
-            _press(page, "2", 4)
-            _press(page, "u", 3)  # undo: the third abstract's label goes, and it comes back
-            assert _wait_screen_doc(page, shown[2]) == shown[2]
-            _press(page, "0", 4)
-            fourth = _screen_doc(page)
-            _press(page, "1", None)
-            page.get_by_text("End of the list").first.wait_for(timeout=30_000)
-            deadline = time.time() + 30
-            while len([r for r in label_rows(root) if r["user"] == "alice"]) < 4 and \
-                    time.time() < deadline:
-                time.sleep(0.2)
-            # the Review page's disagreements view: an admin records the final grade
-            page.get_by_role("button", name="Sign out").click()
-            _sign_in(page, "boss")
-            page.get_by_role("link", name="Review").click()
-            page.get_by_role("tab", name="Disagreements").click()
-            page.locator(".st-key-dg_reason input").fill("the abstract names no therapy")
-            page.locator(".st-key-dg_save button").click()
-            page.get_by_text("Final grade", exact=False).first.wait_for(timeout=30_000)
-            deadline = time.time() + 30
-            while time.time() < deadline:
-                with Workspace.open(root) as ws:
-                    adjudications = [dict(r) for r in ws.conn.execute(
-                        "SELECT * FROM adjudications")]
-                if adjudications:
-                    break
-                time.sleep(0.2)
-        finally:
-            browser.close()
+    page = open_app(browser, url)
+    page.get_by_text("Sign in").first.wait_for(timeout=30_000)
+    sign_in(page, "alice")
+    search = page.get_by_label("Search relations")
+    search.fill("BRAF")
+    search.press("Enter")
+    page.locator(".st-key-doc_25265492").wait_for(timeout=30_000)
+    page.wait_for_function("() => location.search.includes('relation=')")
+    assert "relation=gene" in page.url and "v600e" in page.url.lower()
+    # F5: still alice, still BRAF V600E (the search box itself is not kept)
+    page.reload(wait_until="domcontentloaded")
+    page.locator(".st-key-doc_25265492").wait_for(timeout=60_000)
+    assert page.get_by_role("textbox", name="User name").count() == 0
+    page.wait_for_function(  # the picker shows the relation of the URL
+        "() => [...document.querySelectorAll('.st-key-relation_pick_PO')].some(el => "
+        "(el.textContent + [...el.querySelectorAll('input')].map(i => i.value).join(' '))"
+        ".includes('V600E'))", timeout=30_000)
+    cookies = {c["name"]: c for c in page.context.cookies()}
+    assert cookies["kbcurate_session"]["httpOnly"] is True
+    assert cookies["kbcurate_session"]["sameSite"] == "Strict"
+    # screening mode, keyboard only
+    page.locator(".st-key-view_mode").get_by_text("Screening").click()
+    page.get_by_text("Abstract 1 of").first.wait_for(timeout=30_000)
+    # a key pressed before the key buttons are mounted reaches no shortcut
+    page.locator(".st-key-screen_note_btn button").wait_for(timeout=30_000)
+    page.locator("h3").first.click()  # the focus on the page, not in a field
+    shown = [_screen_doc(page)]
+    _press(page, "1", 2)
+    shown.append(_screen_doc(page))
+    _press(page, "n", None)  # a note for the second abstract, then its grade
+    note = page.locator(".st-key-screen_note input")
+    note.wait_for(timeout=30_000)
+    page.wait_for_function(
+        "() => document.activeElement && document.activeElement.closest("
+        "'.st-key-screen_note')", timeout=10_000)
+    page.keyboard.type("dose unclear")
+    page.keyboard.press("Enter")
+    page.get_by_text("Note waiting for a grade").first.wait_for(timeout=30_000)
+    page.locator("h3").first.click()
+    _press(page, "3", 3)
+    shown.append(_screen_doc(page))
+    _press(page, "2", 4)
+    _press(page, "u", 3)  # undo: the third abstract's label goes, and it comes back
+    assert _wait_screen_doc(page, shown[2]) == shown[2]
+    _press(page, "0", 4)
+    fourth = _screen_doc(page)
+    _press(page, "1", None)
+    page.get_by_text("End of the list").first.wait_for(timeout=30_000)
+    deadline = time.time() + 30
+    while len([r for r in label_rows(root) if r["user"] == "alice"]) < 4 and \
+            time.time() < deadline:
+        time.sleep(0.2)
+    # the Review page's disagreements view: an admin records the final grade
+    page.get_by_role("button", name="Sign out").click()
+    sign_in(page, "boss")
+    page.get_by_role("link", name="Review").click()
+    page.get_by_role("tab", name="Disagreements").click()
+    page.locator(".st-key-dg_reason input").fill("the abstract names no therapy")
+    page.locator(".st-key-dg_save button").click()
+    page.get_by_text("Final grade", exact=False).first.wait_for(timeout=30_000)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        with Workspace.open(root) as ws:
+            adjudications = [dict(r) for r in ws.conn.execute(
+                "SELECT * FROM adjudications")]
+        if adjudications:
+            break
+        time.sleep(0.2)
     rows = [(r["doc_id"], r["grade"], r["note"]) for r in label_rows(root) if r["user"] == "alice"]
     assert rows == [(shown[0], "complete", ""), (shown[1], "irrelevant", "dose unclear"),
                     (shown[2], "skip", ""), (fourth, "complete", "")], rows
@@ -283,20 +157,11 @@ def _session_cookie(context) -> dict | None:
     return None
 
 
-def _signed_out(page) -> None:
-    """The sign-in form is on screen and no one is named in the sidebar."""
-    page.get_by_role("textbox", name="User name").wait_for(timeout=30_000)
-    sign_out = page.get_by_role("button", name="Sign out")
-    # the form can show before the rerun has removed the stale sidebar of the signed-in page
-    sign_out.wait_for(state="detached", timeout=15_000)
-    assert sign_out.count() == 0
-
-
 def _sign_out_and_check(browser, page, root: Path, kept: dict) -> None:
     """Sign out; then a reload, a new tab and a browser that kept the old cookie all get the
     sign-in form, and the server marked the remembered sign-in revoked."""
     page.get_by_role("button", name="Sign out").click()
-    _signed_out(page)
+    signed_out(page)
     deadline = time.time() + 15
     while any(r["revoked_at"] is None for r in _session_rows(root, "alice")) and \
             time.time() < deadline:
@@ -308,15 +173,15 @@ def _sign_out_and_check(browser, page, root: Path, kept: dict) -> None:
         time.sleep(0.2)
     assert not _session_cookie_now(page.context)  # the cookie is cleared too
     page.reload(wait_until="domcontentloaded")
-    _signed_out(page)
+    signed_out(page)
     tab = page.context.new_page()
     tab.goto(page.url, wait_until="domcontentloaded")
-    _signed_out(tab)
+    signed_out(tab)
     stolen = browser.new_context()  # a copy of the old cookie signs nobody in
     stolen.add_cookies([{k: kept[k] for k in ("name", "value", "domain", "path")}])
     copy = stolen.new_page()
     copy.goto(page.url, wait_until="domcontentloaded")
-    _signed_out(copy)
+    signed_out(copy)
     stolen.close()
 
 
@@ -324,33 +189,23 @@ def _session_cookie_now(context) -> bool:
     return any(c["name"] == "kbcurate_session" for c in context.cookies())
 
 
-def test_sign_out_signs_out_with_or_without_a_reload_in_a_real_browser(served_team):
+def test_sign_out_signs_out_with_or_without_a_reload_in_a_real_browser(served_team, browser):
     """Issue 28, item 1: sign in -> sign out -> reload, and sign in -> reload -> sign out ->
     reload, both end signed out: the web session row revoked and the cookie cleared."""
-    if not CHROMIUM.is_file():
-        pytest.fail(f"{CHROMIUM} not found: install Debian's Chromium (apt-get install -y "
-                    "chromium)")
-    from playwright.sync_api import sync_playwright
-
     url, root = served_team
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        try:
-            for reload_first in (False, True):
-                context = browser.new_context(viewport={"width": 1400, "height": 1000})
-                page = context.new_page()
-                page.goto(url, wait_until="domcontentloaded")
-                page.get_by_role("textbox", name="User name").wait_for(timeout=60_000)
-                _sign_in(page, "alice")
-                kept = _session_cookie(context)
-                assert kept is not None, "the sign-in was not remembered by a cookie"
-                if reload_first:
-                    page.reload(wait_until="domcontentloaded")
-                    page.get_by_role("button", name="Sign out").wait_for(timeout=60_000)
-                _sign_out_and_check(browser, page, root, kept)
-                context.close()
-        finally:
-            browser.close()
+    for reload_first in (False, True):
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        page.goto(url, wait_until="domcontentloaded")
+        page.get_by_role("textbox", name="User name").wait_for(timeout=60_000)
+        sign_in(page, "alice")
+        kept = _session_cookie(context)
+        assert kept is not None, "the sign-in was not remembered by a cookie"
+        if reload_first:
+            page.reload(wait_until="domcontentloaded")
+            page.get_by_role("button", name="Sign out").wait_for(timeout=60_000)
+        _sign_out_and_check(browser, page, root, kept)
+        context.close()
     assert len(_session_rows(root, "alice")) == 2
 
 
@@ -372,14 +227,9 @@ st.markdown("done-marker")
 """
 
 
-def test_escaped_text_makes_no_links_in_a_real_browser(tmp_path):
+def test_escaped_text_makes_no_links_in_a_real_browser(tmp_path, browser):
     """Issue 28, item 8: URLs and addresses in text escaped by ``md`` render as no ``<a href>``
     in markdown, captions, messages, expander labels and radio options; the text reads the same."""
-    if not CHROMIUM.is_file():
-        pytest.fail(f"{CHROMIUM} not found: install Debian's Chromium (apt-get install -y "
-                    "chromium)")
-    from playwright.sync_api import sync_playwright
-
     script = tmp_path / "md_page.py"
     script.write_text(MD_SCRIPT.format(repo=str(Path(__file__).resolve().parents[1]),
                                        text=HOSTILE), encoding="utf-8")
@@ -393,21 +243,16 @@ def test_escaped_text_makes_no_links_in_a_real_browser(tmp_path):
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, proc)
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-            try:
-                page = browser.new_page()
-                page.goto(url, wait_until="domcontentloaded")
-                page.get_by_text("done-marker").wait_for(timeout=60_000)
-                main = page.locator("[data-testid='stMain']")
-                deadline = time.time() + 30  # under load the last elements may still draw
-                text = main.inner_text().replace("\u200b", "")
-                while text.count(HOSTILE) < 5 and time.time() < deadline:
-                    page.wait_for_timeout(250)
-                    text = main.inner_text().replace("\u200b", "")
-                links = main.locator("a[href]").evaluate_all("els => els.map(e => e.href)")
-            finally:
-                browser.close()
+        page = browser.new_page()
+        page.goto(url, wait_until="domcontentloaded")
+        page.get_by_text("done-marker").wait_for(timeout=60_000)
+        main = page.locator("[data-testid='stMain']")
+        deadline = time.time() + 30  # under load the last elements may still draw
+        text = main.inner_text().replace("\u200b", "")
+        while text.count(HOSTILE) < 5 and time.time() < deadline:
+            page.wait_for_timeout(250)
+            text = main.inner_text().replace("\u200b", "")
+        links = main.locator("a[href]").evaluate_all("els => els.map(e => e.href)")
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=20)

@@ -1,9 +1,10 @@
 """The Curate page in a real browser at a laptop's size (issue 29, items 3, 4 and 6).
 
-``kbcurate serve`` on 127.0.0.1, Playwright and Debian's Chromium (see tests/test_browser.py, whose
-helpers this uses): at 1280x720 the first abstract's text starts above the fold in the list and in
-screening mode; a reload in screening mode comes back to the same abstract; and no page asks
-anything of any host but 127.0.0.1 (no fonts, icons or anything else from the internet).
+``kbcurate serve`` on 127.0.0.1, Playwright and Debian's Chromium (tests/browser_support.py and
+the fixtures of tests/conftest.py): at 1280x720 the first abstract's text starts above the fold
+in the list and in screening mode; a reload in screening mode comes back to the same abstract;
+and no page asks anything of any host but 127.0.0.1 (no fonts, icons or anything else from the
+internet).
 """
 
 from __future__ import annotations
@@ -11,22 +12,12 @@ from __future__ import annotations
 import re
 from urllib.parse import urlparse
 
-import pytest
-from app_helpers import build_app_workspace
-from test_browser import CHROMIUM, FLAGS, TITLE, serving
+from browser_support import TITLE
 
 VIEWPORT = {"width": 1280, "height": 720}
 LOCAL_HOSTS = ("127.0.0.1", "localhost")
 #: The abstract's text must start this far above the fold: at least a line of it is readable.
 ONE_LINE = 24
-
-
-@pytest.fixture
-def app_url(tmp_path):
-    """The app served over the small fixture workspace (local mode: no sign-in)."""
-    root = build_app_workspace(tmp_path / "ws")
-    with serving(root, {"HOME": str(tmp_path), "USER": "browser-test"}) as url:
-        yield url
 
 
 def _above_fold(page, card_selector: str) -> dict:
@@ -50,51 +41,42 @@ def _outside(urls: list[str]) -> list[str]:
                    and urlparse(u).hostname not in LOCAL_HOSTS})
 
 
-def test_first_abstract_above_the_fold_reload_keeps_screening_and_no_outside_requests(app_url):
-    if not CHROMIUM.is_file():
-        pytest.fail(f"{CHROMIUM} not found: install Debian's Chromium (apt-get install -y "
-                    "chromium)")
-    from playwright.sync_api import sync_playwright
-
-    url = app_url
+def test_first_abstract_above_the_fold_reload_keeps_screening_and_no_outside_requests(
+        served, browser):
+    url, _ = served
     requested: list[str] = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        try:
-            page = browser.new_page(viewport=VIEWPORT)
-            page.on("request", lambda request: requested.append(request.url))
-            page.goto(url, wait_until="domcontentloaded")
-            page.get_by_text(TITLE).first.wait_for(timeout=60_000)
-            search = page.get_by_label("Search relations")
-            search.fill("BRAF")
-            search.press("Enter")
-            page.get_by_text("Labelled 0 of").first.wait_for(timeout=60_000)
-            _above_fold(page, "[class*='st-key-doc_']")  # the list view
-            page.locator(".st-key-view_mode").get_by_text("Screening").click()
-            page.get_by_text("Abstract 1 of").first.wait_for(timeout=30_000)
-            _above_fold(page, "[class*='st-key-screen_doc_']")  # screening mode
-            page.locator("h3").first.click()  # the focus on the page, not in a field
-            page.keyboard.press("1")
-            page.get_by_text("Abstract 2 of").first.wait_for(timeout=30_000)
-            page.keyboard.press("1")
-            page.get_by_text("Abstract 3 of").first.wait_for(timeout=30_000)
-            third = _screen_doc(page)
-            page.wait_for_function(
-                "doc => location.search.includes('view=screening') && "
-                "location.search.includes('doc=' + doc)", arg=third, timeout=30_000)
-            page.reload(wait_until="domcontentloaded")
-            page.locator(f".st-key-screen_doc_{third}").wait_for(timeout=60_000)
-            counter = page.get_by_text(re.compile(r"Abstract \d+ of \d+ · rank #\d+")).first
-            counter.wait_for(timeout=30_000)
-            card = page.locator(f".st-key-screen_doc_{third}").inner_text()
-            after_reload = (counter.inner_text(), card)
-            for name in ("Worklist", "Review", "Evaluate", "Models"):  # every page's requests
-                page.get_by_role("link", name=name).click()
-                page.locator("[data-testid='stMain']").get_by_role(
-                    "heading", name=name, exact=True).first.wait_for(timeout=60_000)
-            page.wait_for_timeout(1_000)  # late requests (favicon, fonts) of the last page
-        finally:
-            browser.close()
+    page = browser.new_page(viewport=VIEWPORT)
+    page.on("request", lambda request: requested.append(request.url))
+    page.goto(url, wait_until="domcontentloaded")
+    page.get_by_text(TITLE).first.wait_for(timeout=60_000)
+    search = page.get_by_label("Search relations")
+    search.fill("BRAF")
+    search.press("Enter")
+    page.get_by_text("Labelled 0 of").first.wait_for(timeout=60_000)
+    _above_fold(page, "[class*='st-key-doc_']")  # the list view
+    page.locator(".st-key-view_mode").get_by_text("Screening").click()
+    page.get_by_text("Abstract 1 of").first.wait_for(timeout=30_000)
+    _above_fold(page, "[class*='st-key-screen_doc_']")  # screening mode
+    page.locator("h3").first.click()  # the focus on the page, not in a field
+    page.keyboard.press("1")
+    page.get_by_text("Abstract 2 of").first.wait_for(timeout=30_000)
+    page.keyboard.press("1")
+    page.get_by_text("Abstract 3 of").first.wait_for(timeout=30_000)
+    third = _screen_doc(page)
+    page.wait_for_function(
+        "doc => location.search.includes('view=screening') && "
+        "location.search.includes('doc=' + doc)", arg=third, timeout=30_000)
+    page.reload(wait_until="domcontentloaded")
+    page.locator(f".st-key-screen_doc_{third}").wait_for(timeout=60_000)
+    counter = page.get_by_text(re.compile(r"Abstract \d+ of \d+ · rank #\d+")).first
+    counter.wait_for(timeout=30_000)
+    card = page.locator(f".st-key-screen_doc_{third}").inner_text()
+    after_reload = (counter.inner_text(), card)
+    for name in ("Worklist", "Review", "Evaluate", "Models"):  # every page's requests
+        page.get_by_role("link", name=name).click()
+        page.locator("[data-testid='stMain']").get_by_role(
+            "heading", name=name, exact=True).first.wait_for(timeout=60_000)
+    page.wait_for_timeout(1_000)  # late requests (favicon, fonts) of the last page
     text, card = after_reload
     rank = re.search(r"rank #(\d+)", text).group(1)
     assert text.startswith("Abstract 1 of 4")  # the two labelled ones moved to the queue's end

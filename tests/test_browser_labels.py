@@ -1,8 +1,7 @@
 """The curator's labels on the Curate page in a real browser (issue 36, items 1, 2, 10 and 12).
 
-``kbcurate serve`` on 127.0.0.1 once for the module, Playwright and Debian's Chromium (see
-tests/test_browser.py, whose helpers this uses); each test signs in as its own curator, so their
-labels never mix:
+``kbcurate serve`` on 127.0.0.1 once for the module, Playwright and Debian's Chromium
+(tests/browser_support.py); each test signs in as its own curator, so their labels never mix:
 
 * item 1: an undo after a note edit shows the re-activated label's note, and no later click stores
   the undone note again;
@@ -24,7 +23,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
 from app_helpers import add_users, build_app_workspace
-from test_browser import CHROMIUM, FLAGS, _sign_in, serving
+from browser_support import chromium, serving, sign_in
 
 from curation.store.labels import Labels
 from curation.store.workspace import Workspace
@@ -39,23 +38,14 @@ WAIT = 30_000  # ms
 def app(tmp_path_factory):
     """The app over the fixture workspace, one curator per test; carol has two labels with notes
     (as given on the Review page)."""
-    if not CHROMIUM.is_file():
-        pytest.fail(f"{CHROMIUM} not found: install Debian's Chromium (apt-get install -y "
-                    "chromium)")
-    from playwright.sync_api import sync_playwright
-
     tmp = tmp_path_factory.mktemp("browser_labels")
     root = build_app_workspace(tmp / "ws")
     add_users(root, alice="curator", carol="curator", dave="curator", erin="curator")
     with Workspace.open(root) as ws:
         Labels(ws).record(user="carol", doc_id=A, grade="partial", note="names both drugs", **Q)
         Labels(ws).record(user="carol", doc_id=B, grade="irrelevant", note="one patient", **Q)
-    with serving(root, {"HOME": str(tmp)}) as url, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        try:
-            yield browser, url, root
-        finally:
-            browser.close()
+    with serving(root, {"HOME": str(tmp)}) as url, chromium() as browser:
+        yield browser, url, root
 
 
 def braf_list(app, user: str):
@@ -65,7 +55,7 @@ def braf_list(app, user: str):
     page = context.new_page()
     page.goto(url, wait_until="domcontentloaded")
     page.get_by_role("textbox", name="User name").wait_for(timeout=60_000)
-    _sign_in(page, user)
+    sign_in(page, user)
     search = page.get_by_label("Search relations")
     search.fill("BRAF")
     search.press("Enter")

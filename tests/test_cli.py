@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -11,6 +10,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from browser_support import free_port
 
 from curation.cli.main import main
 from curation.cli.serve import streamlit_command
@@ -80,16 +80,10 @@ def test_query_and_schema_list(tmp_path, capsys):
     assert "PTM" in out and "Catalysts for the {ptm} of {substrate} at {residue}?" in out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_serve_answers_http_on_loopback(tmp_path, capsys):
     ws = tmp_path / "ws"
     run_cli(capsys, "init", str(ws))
-    port = _free_port()
+    port = free_port()
     cmd = streamlit_command(ws, "127.0.0.1", port)
     assert cmd[:4] == [sys.executable, "-m", "streamlit", "run"]
     assert cmd[cmd.index("--client.toolbarMode") + 1] == "viewer"  # no Deploy button

@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_browser import free_port, wait_healthy
+from browser_support import free_port, wait_healthy
 
 from curation.store.workspace import Workspace
 
