@@ -1,4 +1,5 @@
-"""Shared fixtures: the real data folder, offline guards, hand-made fixture files."""
+"""Shared fixtures: the real data folder, offline guards, hand-made fixture files, the tiny model,
+PostgreSQL, and the real-browser fixtures (Chromium, the served app: tests/browser_support.py)."""
 
 from __future__ import annotations
 
