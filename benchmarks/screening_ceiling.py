@@ -18,12 +18,16 @@ meets it; only a new signal can. Usage::
 
     python benchmarks/screening_ceiling.py -w WS [--similarity 0,8,16,32,64,128]
         [--dissimilarity 0,6,12,24,48,96] [--tasks disease_gene,chemical_gene,variant_disease]
-        [--quiet]
+        [--out ceiling.json] [--quiet]
+
+``--out`` writes every list's documents to find all per strength (and the printed summaries) as
+JSON, for a closer look at single queries.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -93,6 +97,7 @@ def main() -> int:
     p.add_argument("--tasks", default=",".join(DEFAULT_TASKS))
     p.add_argument("--similarity", default="0,8,16,32,64,128")
     p.add_argument("--dissimilarity", default="0,6,12,24,48,96")
+    p.add_argument("--out", help="write the per-list results and summaries as JSON here")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     args = p.parse_args()
     shipped = LearnerOptions()
@@ -114,13 +119,22 @@ def main() -> int:
           f"load {load:.1f}")
     print(f"{'lists':<28} {'queries':>7} {'static':>7} {'shipped':>8} {'best fixed':>16} "
           f"{'oracle':>7}   (change in mean documents to find all)")
+    summaries = {}
     for name in [*SPLITS, *sorted(k for k in groups if k.startswith("heldout/")),
                  "heldout (pooled)"]:
         if not groups.get(name):
             continue
-        s = summary(groups[name], grid, default)
+        s = summaries[name] = summary(groups[name], grid, default)
         print(f"{name:<28} {s['queries']:>7} {s['static']:>7.2f} {s['shipped']:>+8.1%} "
               f"{s['best_fixed']:>+8.1%} {s['best']:>7} {s['oracle']:>+7.1%}")
+    if args.out:
+        lists = [{**{k: r[k] for k in ("task", "split", "qid", "static")},
+                  "docs_to_all": {f"{a:g}/{b:g}": v for (a, b), v in r["grid"].items()}}
+                 for r in rows]
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump({"shipped": f"{default[0]:g}/{default[1]:g}", "summaries": summaries,
+                       "lists": lists}, fh, indent=1)
+        print(f"wrote {args.out}")
     return 0
 
 
