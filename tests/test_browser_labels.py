@@ -65,6 +65,7 @@ def braf_list(app, user: str):
     # the list's key buttons (a lazily loaded script): a key pressed before they are mounted
     # reaches no shortcut
     page.locator(".st-key-list_note button").wait_for(timeout=WAIT)
+    idle(page)  # the first click lands on a page that is not still drawing
     return page
 
 
