@@ -27,18 +27,19 @@ JSON, for a closer look at single queries.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 import time
 from collections import defaultdict
 
-import numpy as np
 from tqdm import tqdm
 
 from curation.screening.learner import LearnerOptions
 from curation.screening.queue import build_queue
 from curation.simulation.lists import list_texts, task_lists
+from curation.simulation.metrics import relevant_positions
 from curation.simulation.screening import (
     DEFAULT_TASKS,
     MIN_RELEVANT,
@@ -48,11 +49,6 @@ from curation.simulation.screening import (
 from curation.store.workspace import Workspace
 
 SPLITS = ("train", "dev", "test")
-
-
-def docs_to_all(order: list[int], relevant: np.ndarray) -> int:
-    """1-based position of the last relevant item in ``order``."""
-    return max(k + 1 for k, i in enumerate(order) if relevant[i])
 
 
 def replay_grid(ws: Workspace, tasks: list[str], grid: list[tuple[float, float]],
@@ -69,13 +65,13 @@ def replay_grid(ws: Workspace, tasks: list[str], grid: list[tuple[float, float]]
             queue = build_queue(item.qid, item.doc_ids, list_texts(ws, item), item.static,
                                 calibration=calibration)
             found = {}
-            for a, b in grid:
-                options = LearnerOptions(similarity=a, dissimilarity=b,
-                                         evidence=shipped.evidence)
-                found[(a, b)] = docs_to_all(feedback_order(queue, item.relevant, options),
-                                            item.relevant)
+            for a, b in grid:  # every other option as shipped
+                options = dataclasses.replace(shipped, similarity=a, dissimilarity=b)
+                found[(a, b)] = max(relevant_positions(
+                    feedback_order(queue, item.relevant, options), item.relevant))
             rows.append({"task": task, "split": item.split, "qid": item.qid,
-                         "static": docs_to_all(list(range(len(item.relevant))), item.relevant),
+                         "static": max(relevant_positions(range(len(item.relevant)),
+                                                          item.relevant)),
                          "grid": found})
     return rows
 

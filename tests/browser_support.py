@@ -116,6 +116,12 @@ def sign_in(page, name: str) -> None:
     page.locator("[data-testid='stSidebar']").get_by_text(name).first.wait_for(timeout=30_000)
 
 
+def screen_doc(page) -> str:
+    """The document id of the abstract on screen in screening mode."""
+    classes = page.locator("[class*='st-key-screen_doc_']").first.get_attribute("class")
+    return next(c for c in classes.split() if c.startswith("st-key-screen_doc_"))[18:]
+
+
 def signed_out(page) -> None:
     """The sign-in form is on screen and no one is named in the sidebar."""
     page.get_by_role("textbox", name="User name").wait_for(timeout=30_000)

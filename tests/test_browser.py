@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from app_helpers import label_rows
-from browser_support import free_port, open_app, sign_in, signed_out, wait_healthy
+from browser_support import free_port, open_app, screen_doc, sign_in, signed_out, wait_healthy
 
 from curation.store.workspace import Workspace
 
@@ -38,17 +38,11 @@ def test_search_and_label_in_a_real_browser(served, browser):
         "browser-test", "25265492", "complete", "bm25+rerank")  # a new workspace's default
 
 
-def _screen_doc(page) -> str:
-    """The document id of the abstract on screen in screening mode."""
-    classes = page.locator("[class*='st-key-screen_doc_']").first.get_attribute("class")
-    return next(c for c in classes.split() if c.startswith("st-key-screen_doc_"))[18:]
-
-
 def _wait_screen_doc(page, expected: str, timeout_s: float = 30) -> str:
     """The abstract on screen once it is ``expected`` (the counter can be drawn a moment
     before the card under load), or what is shown when the time is up."""
     deadline = time.monotonic() + timeout_s
-    while (shown := _screen_doc(page)) != expected and time.monotonic() < deadline:
+    while (shown := screen_doc(page)) != expected and time.monotonic() < deadline:
         page.wait_for_timeout(200)
     return shown
 
@@ -90,9 +84,9 @@ def test_reload_screening_by_keyboard_and_adjudication_in_a_real_browser(served_
     # a key pressed before the key buttons are mounted reaches no shortcut
     page.locator(".st-key-screen_note_btn button").wait_for(timeout=30_000)
     page.locator("h3").first.click()  # the focus on the page, not in a field
-    shown = [_screen_doc(page)]
+    shown = [screen_doc(page)]
     _press(page, "1", 2)
-    shown.append(_screen_doc(page))
+    shown.append(screen_doc(page))
     _press(page, "n", None)  # a note for the second abstract, then its grade
     note = page.locator(".st-key-screen_note input")
     note.wait_for(timeout=30_000)
@@ -104,12 +98,12 @@ def test_reload_screening_by_keyboard_and_adjudication_in_a_real_browser(served_
     page.get_by_text("Note waiting for a grade").first.wait_for(timeout=30_000)
     page.locator("h3").first.click()
     _press(page, "3", 3)
-    shown.append(_screen_doc(page))
+    shown.append(screen_doc(page))
     _press(page, "2", 4)
     _press(page, "u", 3)  # undo: the third abstract's label goes, and it comes back
     assert _wait_screen_doc(page, shown[2]) == shown[2]
     _press(page, "0", 4)
-    fourth = _screen_doc(page)
+    fourth = screen_doc(page)
     _press(page, "1", None)
     page.get_by_text("End of the list").first.wait_for(timeout=30_000)
     deadline = time.time() + 30

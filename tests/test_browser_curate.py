@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlparse
 
-from browser_support import TITLE
+from browser_support import TITLE, screen_doc
 
 VIEWPORT = {"width": 1280, "height": 720}
 LOCAL_HOSTS = ("127.0.0.1", "localhost")
@@ -28,11 +28,6 @@ def _above_fold(page, card_selector: str) -> dict:
     text_top = card.locator(".kb-abstract").first.bounding_box()["y"]
     assert box["y"] >= 0 and text_top + ONE_LINE <= VIEWPORT["height"], (box, text_top)
     return box
-
-
-def _screen_doc(page) -> str:
-    classes = page.locator("[class*='st-key-screen_doc_']").first.get_attribute("class")
-    return next(c for c in classes.split() if c.startswith("st-key-screen_doc_"))[18:]
 
 
 def _outside(urls: list[str]) -> list[str]:
@@ -62,7 +57,7 @@ def test_first_abstract_above_the_fold_reload_keeps_screening_and_no_outside_req
     page.get_by_text("Abstract 2 of").first.wait_for(timeout=30_000)
     page.keyboard.press("1")
     page.get_by_text("Abstract 3 of").first.wait_for(timeout=30_000)
-    third = _screen_doc(page)
+    third = screen_doc(page)
     page.wait_for_function(
         "doc => location.search.includes('view=screening') && "
         "location.search.includes('doc=' + doc)", arg=third, timeout=30_000)
