@@ -304,3 +304,29 @@ def test_failed_pair_import_rolls_back(tmp_workspace):
     added = insert_pairs(tmp_workspace, sql, [("1", "2"), ("1", "3")], reader="citations",
                          path="c", actor="cli")
     assert added == 1
+
+
+def test_a_labelled_document_keeps_the_text_its_label_was_given_on(tmp_workspace):
+    """Issue 42: a PubMed record for a labelled PMID (a correction, or a record a server slipped
+    in) once replaced its title under the label; now the text stays, the offered one is audited
+    and the report says so, while an unlabelled document of the same import still updates."""
+    ws = tmp_workspace
+    run(ws, [doc("26878440", "BRAF V600E in melanoma", source="pubmed"),
+             doc("26878441", "KRAS G12C in lung cancer", source="pubmed")], reader="docs:t")
+    Labels(ws).record(user="ann", schema="PO", query_key="q", query_text="BRAF V600E",
+                      doc_id="26878440", grade="complete")
+    report = run(ws, [doc("26878440", "HIJACKED TITLE 26878440", "Planted text.",
+                          source="pubmed", journal="J Planted"),
+                      doc("26878441", "KRAS G12C in NSCLC", source="pubmed")], reader="docs:t")
+    title, abstract, journal = ws.conn.execute(
+        "SELECT title, abstract, journal FROM documents WHERE doc_id = '26878440'").fetchone()
+    assert (title, abstract) == ("BRAF V600E in melanoma", "An abstract.")
+    assert journal == "J Planted"  # fields a label was not given on still update
+    assert ws.conn.execute("SELECT title FROM documents WHERE doc_id = '26878441'"
+                           ).fetchone()[0] == "KRAS G12C in NSCLC"
+    assert report.documents_held == 1 and report.documents_updated == 2
+    assert "1 labelled document(s) kept the text" in report.summary()
+    (held,) = [e for e in ws.audit_log("document") if e.action == "held"]
+    assert held.object_id == "26878440"
+    assert held.after_value() == {"title": "HIJACKED TITLE 26878440",
+                                  "abstract": "Planted text."}

@@ -8,12 +8,17 @@ import can be rolled back. The rules:
 * Documents are keyed by doc_id (PMID). The first source owns the text; a later source of the
   same PMID only fills what is missing (MeSH, references, journal, year, an empty title) and
   adds annotations, so importing two corpora that share abstracts never flip-flops.
+* A labelled document keeps the title and abstract its labels were given on: an import that
+  brings another text for it (a PubMed correction, or a record a server slipped in) changes
+  neither; the offered text is kept in the audit log (action ``held``) and the document is
+  counted as held (:data:`TEXT_FIELDS`). Its other fields (MeSH, journal, ...) still update.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,8 +28,12 @@ from kb_sources.errors import SchemaError
 from kb_sources.schema import Schema
 from kb_sources.types import Annotation, Document, Entity, Relation
 
+logger = logging.getLogger(__name__)
+
 # -- documents ------------------------------------------------------------------------------
 DOC_FIELDS = ("title", "abstract", "journal", "year", "mesh", "refs")
+#: The fields a label was given on: an import never changes them on a labelled document.
+TEXT_FIELDS = ("title", "abstract")
 
 
 def _doc_row(doc: Document) -> dict[str, Any]:
@@ -57,11 +66,14 @@ def import_documents(run: ImportRun, docs: list[Document], actor: str) -> dict[s
     ws, conn = run.ws, run.ws.conn
     docs = list({d.doc_id: d for d in docs}.values())  # last occurrence in a chunk wins
     ids = [d.doc_id for d in docs]
-    existing = {
-        r["doc_id"]: dict(r) for r in conn.execute(
-            f"SELECT * FROM documents WHERE doc_id IN ({','.join('?' * len(ids))})", ids)
-    }
-    counts = {"documents_added": 0, "documents_updated": 0, "documents_unchanged": 0}
+    marks = ",".join("?" * len(ids))
+    existing = {r["doc_id"]: dict(r) for r in conn.execute(
+        f"SELECT * FROM documents WHERE doc_id IN ({marks})", ids)}
+    labelled = {r[0] for r in conn.execute(
+        f"SELECT DISTINCT doc_id FROM labels WHERE doc_id IN ({marks})", ids)} \
+        if existing else set()
+    counts = {"documents_added": 0, "documents_updated": 0, "documents_unchanged": 0,
+              "documents_held": 0}
     now = utcnow()
     inserts = []
     for doc in docs:
@@ -73,17 +85,9 @@ def import_documents(run: ImportRun, docs: list[Document], actor: str) -> dict[s
             counts["documents_added"] += 1
             continue
         merged = _merge_doc(old, row, same_source=old["source"] == doc.source)
-        new_hash = row_hash(merged)
-        changed = new_hash != old["content_hash"]
-        if changed:
-            run.remember("document", doc.doc_id)
-            conn.execute(
-                "UPDATE documents SET title=?, abstract=?, journal=?, year=?, mesh=?, refs=?, "
-                "content_hash=?, updated_at=? WHERE doc_id=?",
-                (*(merged[f] for f in DOC_FIELDS), new_hash, now, doc.doc_id))
-            ws.audit(actor, "update", "document", doc.doc_id,
-                     before={f: old[f] for f in DOC_FIELDS if old[f] != merged[f]},
-                     after={f: merged[f] for f in DOC_FIELDS if old[f] != merged[f]})
+        if doc.doc_id in labelled and _hold_text(ws, actor, old, merged):
+            counts["documents_held"] += 1
+        changed = _update_document(run, actor, old, merged, now)
         if doc.annotations and _replace_annotations(run, doc):
             changed = True
         counts["documents_updated" if changed else "documents_unchanged"] += 1
@@ -95,6 +99,39 @@ def import_documents(run: ImportRun, docs: list[Document], actor: str) -> dict[s
         if doc.doc_id in new_ids and doc.annotations:
             _insert_annotations(ws, doc.doc_id, doc.annotations)
     return counts
+
+
+def _hold_text(ws: Workspace, actor: str, old: dict[str, Any], merged: dict[str, Any]) -> bool:
+    """Keep a labelled document's title and abstract in ``merged`` (the text its labels were
+    given on); the offered text goes to the audit log. True when a text was held back."""
+    offered = {f: merged[f] for f in TEXT_FIELDS if merged[f] != old[f]}
+    if not offered:
+        return False
+    merged.update({f: old[f] for f in offered})
+    ws.audit(actor, "held", "document", old["doc_id"], before={f: old[f] for f in offered},
+             after=offered)
+    logger.warning("document %s is labelled: kept the text its labels were given on; the "
+                   "import offered another %s (in the audit log, action 'held')", old["doc_id"],
+                   " and ".join(offered))
+    return True
+
+
+def _update_document(run: ImportRun, actor: str, old: dict[str, Any], merged: dict[str, Any],
+                     now: str) -> bool:
+    """Write ``merged`` over ``old`` when it differs (announced and audited); True if so."""
+    new_hash = row_hash(merged)
+    if new_hash == old["content_hash"]:
+        return False
+    doc_id = old["doc_id"]
+    run.remember("document", doc_id)
+    run.ws.conn.execute(
+        "UPDATE documents SET title=?, abstract=?, journal=?, year=?, mesh=?, refs=?, "
+        "content_hash=?, updated_at=? WHERE doc_id=?",
+        (*(merged[f] for f in DOC_FIELDS), new_hash, now, doc_id))
+    run.ws.audit(actor, "update", "document", doc_id,
+                 before={f: old[f] for f in DOC_FIELDS if old[f] != merged[f]},
+                 after={f: merged[f] for f in DOC_FIELDS if old[f] != merged[f]})
+    return True
 
 
 def _annotation_rows(doc_id: str, annotations: Iterable[Annotation]) -> list[tuple[Any, ...]]:

@@ -40,8 +40,8 @@ __all__ = ["ImportReport", "add_entity", "import_citations", "import_file", "imp
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_COUNTS = ("documents_added", "documents_updated", "documents_unchanged", "relations_added",
-           "relations_updated", "relations_unchanged")
+_COUNTS = ("documents_added", "documents_updated", "documents_unchanged", "documents_held",
+           "relations_added", "relations_updated", "relations_unchanged")
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,7 @@ class ImportReport:
     relations_added: int = 0
     relations_updated: int = 0
     relations_unchanged: int = 0
+    documents_held: int = 0  # labelled documents that kept their text (import_rows)
     read_issues: tuple[ReadIssue, ...] = ()  # input the reader skipped (counted, warned)
 
     @property
@@ -74,6 +75,9 @@ class ImportReport:
         text = (f"{self.path}: documents +{self.documents_added} ~{self.documents_updated} "
                 f"={self.documents_unchanged}; relations +{self.relations_added} "
                 f"~{self.relations_updated} ={self.relations_unchanged}")
+        if self.documents_held:
+            text += (f"; {self.documents_held} labelled document(s) kept the text their labels "
+                     "were given on (the offered text is in the audit log, action 'held')")
         return text + "".join(f"; warning: {i.summary()}" for i in self.read_issues)
 
 
