@@ -70,12 +70,14 @@ def handle_request(ctx: AppContext) -> tuple[str, str] | None:
         return "error", md(exc)
 
 
-def _verdict(manifest: Mapping[str, Any]) -> str:
+def gate_verdict(manifest: Mapping[str, Any]) -> str:
+    """The versions table's gate column: "promoted", or "kept: " and the gate's last reason
+    (without repeating "kept as a candidate")."""
     gate = manifest.get("gate")
     if not isinstance(gate, dict):
         return ""
     reasons = gate.get("reasons") or []
-    last = str(reasons[-1]) if reasons else ""
+    last = str(reasons[-1]).removeprefix("kept as a candidate").lstrip(": ") if reasons else ""
     return ("promoted" if gate.get("activated") else f"kept: {last}" if last else "kept")
 
 
@@ -88,7 +90,7 @@ def version_row(v: RankerVersion, state: ActiveRanker) -> dict[str, Any]:
             "test NDCG@10": m.get("test", {}).get("ndcg@10"),
             "labels used": len(v.manifest.get("labels_used", []) or []),
             "learned from": learned_from(v.manifest),
-            "gate": _verdict(v.manifest),
+            "gate": gate_verdict(v.manifest),
             "dense features": ", ".join(
                 x for x in (v.manifest.get("dense") or "", "base" if v.manifest.get("base")
                             else "") if x) or "none",

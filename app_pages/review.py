@@ -90,6 +90,10 @@ def relabel_panel(ctx: AppContext, labels: list[Label]) -> None:
         format_func=lambda i: f"#{i} · {mine[i].doc_id} · {mine[i].grade.value} · "
                               f"{mine[i].query_text[:60]}")
     label = mine[label_id]
+    if st.session_state.get("rv_for") != label.id:  # a label chosen: start from its grade, note
+        st.session_state["rv_for"] = label.id
+        st.session_state["rv_new_grade"] = label.grade.value
+        st.session_state["rv_new_note"] = label.note
     cols = st.columns([2, 3, 1], vertical_alignment="bottom")
     cols[0].selectbox("New label", [g.value for g in Grade], key="rv_new_grade")
     cols[1].text_input("Note", key="rv_new_note")
@@ -105,9 +109,10 @@ def agreement_panel(ctx: AppContext) -> None:
     if len(users) < 2:
         st.caption("Agreement needs labels from two annotators.")
         return
+    pair = Labels(ctx.ws).busiest_pair() or (users[0], users[1])  # most shared items first
     cols = st.columns(2)
-    a = cols[0].selectbox("Annotator A", users, key="ag_a")
-    b = cols[1].selectbox("Annotator B", users, index=1, key="ag_b")
+    a = cols[0].selectbox("Annotator A", users, index=users.index(pair[0]), key="ag_a")
+    b = cols[1].selectbox("Annotator B", users, index=users.index(pair[1]), key="ag_b")
     if a == b:
         st.caption("Choose two different annotators.")
         return

@@ -118,7 +118,8 @@ def test_twenty_labels_train_a_ranker_that_the_next_search_uses(ws_root):
     assert "ranked · active" not in at.selectbox(key="retriever").options
     (line,) = [c for c in sidebar_rounds(at) if "disease_gene-ranker@1" in c]
     assert "20 labels (alice) · held-out NDCG@10 1.000 vs 1.000 for bm25+rerank (4 queries)" in line
-    assert line.endswith("kept disease_gene-ranker@1 as a candidate: no metric improved: a "
+    assert line.endswith("kept disease_gene-ranker@1 as a candidate: no metric improved (a tie is "
+                         "not a gain): a "
                          "first version must beat the measured default (bm25+rerank) on the "
                          "held-out queries")
     # an admin activates it with a written reason: the next search uses it
@@ -275,3 +276,45 @@ def test_a_missing_active_ranker_falls_back_and_admins_recover_on_the_models_pag
         (job,) = list_jobs(ws, kind="rank")
         assert (job.created_by, job.params) == ("boss", {"schema": "disease_gene", "labels": 0})
         assert wait_for_job(ws, job.id, timeout=120).status is JobStatus.DONE
+
+
+def test_the_versions_table_says_kept_once():
+    """Issue 44 item 10: the gate column read "kept: kept as a candidate: ..."."""
+    from app_pages.ranker_panel import gate_verdict
+
+    kept = {"gate": {"activated": False, "reasons": [
+        "held-out: 5 queries", "kept as a candidate: ndcg@10 dropped by 1.20 pp"]}}
+    assert gate_verdict(kept) == "kept: ndcg@10 dropped by 1.20 pp"
+    assert gate_verdict({"gate": {"activated": True, "reasons": ["promoted"]}}) == "promoted"
+    assert gate_verdict({"gate": {"activated": False, "reasons": [
+        "only 3 held-out queries (< 20): too few to trust the comparison; kept as a candidate "
+        "(an admin may ...)"]}}).startswith("kept: only 3 held-out queries")
+    assert gate_verdict({}) == ""
+
+
+def test_a_deeply_nested_manifest_falls_back_with_a_notice(ws_root):
+    """Issue 42 item 10: the active version's manifest in the database, and a stray version
+    folder's manifest.json, each "[" x 100,000: the Curate page searches with the next
+    configuration and says why (it raised RecursionError), the Models page names the folder."""
+    nested = "[" * 100_000
+    with Workspace.open(ws_root) as ws:
+        train_versions(ws, seeds=(13,))
+        with ws.transaction():
+            ws.conn.execute("UPDATE ranker_versions SET manifest = ? WHERE ident = ?",
+                            (nested, "disease_gene-ranker@1"))
+    stray = ws_root / "rankers" / "disease_gene-ranker@5"
+    stray.mkdir()
+    (stray / "manifest.json").write_text(nested)
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    assert not at.exception and cards(at)
+    notice = " ".join(shown(w.value) for w in at.sidebar.warning)
+    assert ("The active ranker disease_gene-ranker@1 of disease_gene cannot be used: the "
+            "manifest of disease_gene-ranker@1 in the workspace database: JSON arrays/objects "
+            "are nested too deeply to parse. Expected a ranker manifest") in notice
+    admin = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "boss")
+    admin.switch_page("app_pages/models.py").run()
+    assert not admin.exception
+    warnings = " ".join(shown(w.value) for w in admin.warning)
+    assert (f"{stray / 'manifest.json'}: JSON arrays/objects are nested too deeply to parse. "
+            "Expected a ranker manifest (a JSON object of a few levels). Fix: the ranker version "
+            "is damaged: restore its manifest, or remove its folder") in warnings

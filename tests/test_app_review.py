@@ -399,3 +399,40 @@ def test_blind_mode_export_gives_an_annotator_final_grades_of_her_items_only(ws_
         "1": "complete", "2": "irrelevant", "3": "", "4": ""}
     assert {r["doc_id"]: r["final_grade"] for r in everything if r["user"] == "bob"} == {
         "1": "complete", "2": "irrelevant", "3": "", "4": "partial", "5": "complete"}
+
+
+# -- issue 44: a relabel starts from the label's grade and note; agreement opens on a real pair --
+def test_relabel_starts_from_the_labels_grade_and_keeps_its_note(ws_root):
+    with Workspace.open(ws_root) as ws:
+        noted = Labels(ws).record(user="alice", schema="PO", query_key="q", query_text="BRAF?",
+                                  doc_id="22934253", grade="complete", note="names V600E")
+    at = review("alice")
+    at.selectbox(key="rv_label").set_value(noted.id).run()
+    assert at.selectbox(key="rv_new_grade").value == "complete"  # not always "complete":
+    assert at.text_input(key="rv_new_note").value == "names V600E"
+    at.selectbox(key="rv_new_grade").set_value("partial").run()
+    at.button(key="rv_relabel").click().run()
+    assert any("Relabelled 22934253 as partial" in s.value for s in at.success)
+    with Workspace.open(ws_root) as ws:
+        (current,) = [lab for lab in Labels(ws).find(user="alice") if lab.doc_id == "22934253"]
+    assert (current.grade.value, current.note) == ("partial", "names V600E")
+    # the form now stands on the new label, with its grade and note
+    assert at.selectbox(key="rv_label").value == current.id
+    assert at.selectbox(key="rv_new_grade").value == "partial"
+    assert at.text_input(key="rv_new_note").value == "names V600E"
+    with Workspace.open(ws_root) as ws:
+        other = next(lab for lab in Labels(ws).find(user="alice") if lab.doc_id == "3")
+    at.selectbox(key="rv_label").set_value(other.id).run()
+    assert (at.selectbox(key="rv_new_grade").value,
+            at.text_input(key="rv_new_note").value) == ("partial", "")
+
+
+def test_agreement_opens_on_the_pair_that_shares_the_most_items(ws_root):
+    with Workspace.open(ws_root) as ws:  # "aaron" sorts first and shares nothing with alice
+        Labels(ws).record(user="aaron", schema="PO", query_key="other", query_text="KRAS?",
+                          doc_id="9", grade="complete")
+        assert Labels(ws).busiest_pair() == ("alice", "bob")
+        assert Labels(ws).agreement("aaron", "alice").shared == 0
+    at = review("boss")
+    assert (at.selectbox(key="ag_a").value, at.selectbox(key="ag_b").value) == ("alice", "bob")
+    assert {m.label: m.value for m in at.metric}["Shared items"] == "3"

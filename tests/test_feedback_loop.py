@@ -168,7 +168,21 @@ def test_gate_wants_a_written_reason_below_20_test_queries():
         "only 19 test queries (< 20), promoted on an admin's written reason: pilot schema, "
         "checked by hand")
     worse = decide(better[1], better[0], test_queries=3, small_test_reason="anyway")
-    assert not worse.promote and worse.reasons[-1] == "kept as a candidate: a metric dropped"
+    assert not worse.promote
+    assert worse.reasons[-1] == "kept as a candidate: ndcg@10 dropped by 20.00 pp"
+
+
+def test_the_gate_verdict_names_the_metric_that_dropped_and_calls_a_tie_no_gain():
+    """Issue 44 item 10: "a metric dropped" was shown beside NDCG@10 0.400 vs 0.400."""
+    from curation.training.gate import decide
+
+    tie_but_recall = decide({"ndcg@10": 0.4, "entity_recall@10": 0.38},
+                            {"ndcg@10": 0.4, "entity_recall@10": 0.40})
+    assert tie_but_recall.reasons[-1] == "kept as a candidate: entity_recall@10 dropped by 2.00 pp"
+    tie = decide({"ndcg@10": 0.4, "entity_recall@10": 0.4},
+                 {"ndcg@10": 0.4, "entity_recall@10": 0.4})
+    assert tie.reasons[-1] == "kept as a candidate: no metric improved (a tie is not a gain)"
+    assert tie.reasons[0] == "ndcg@10 changes by +0.00 pp (within tolerance, no gain)"
 
 
 def test_gate_refuses_bad_input():

@@ -106,21 +106,21 @@ def _compare(candidate: Mapping[str, float], active: Mapping[str, float] | None,
     deltas = {m: round(100 * (float(candidate[m]) - float(active.get(m, 0.0))), 2)
               for m in metrics}
     reasons = []
-    dropped = improved = False
+    improved = False
     for m in metrics:
         d = deltas[m]
         if d < -tolerance_pp:
-            dropped = True
             reasons.append(f"{m} drops by {-d:.2f} pp (more than the {tolerance_pp:g} pp allowed)")
         elif d > 0:
             improved = True
             reasons.append(f"{m} improves by {d:.2f} pp")
         else:
             reasons.append(f"{m} changes by {d:+.2f} pp (within tolerance, no gain)")
-    promote = improved and not dropped
+    fallen = [f"{m} dropped by {-deltas[m]:.2f} pp" for m in metrics if deltas[m] < -tolerance_pp]
+    promote = improved and not fallen
     verdict = ("promoted" if promote else
-               "kept as a candidate: a metric dropped" if dropped else
-               "kept as a candidate: no metric improved")
+               f"kept as a candidate: {' and '.join(fallen)}" if fallen else
+               "kept as a candidate: no metric improved (a tie is not a gain)")
     return GateDecision(promote, (*reasons, verdict), dict(candidate), dict(active), deltas,
                         tolerance_pp)
 
