@@ -24,7 +24,8 @@ README = REPO / "README.md"
 INSTALL = ("python3 -m venv .venv && . .venv/bin/activate && "
            "pip install -c constraints.txt -e '.[test]' && kbcurate demo")
 TESTS = ("[ -x /usr/bin/chromium ] || (apt-get update && apt-get install -y chromium); "
-         "python -m pytest -q")
+         "ls /usr/lib/postgresql/*/bin/initdb > /dev/null 2>&1 || command -v initdb > /dev/null "
+         "|| (apt-get update && apt-get install -y postgresql); python -m pytest -q")
 
 
 def build(root: Path, site: Path) -> subprocess.CompletedProcess[str]:
