@@ -25,6 +25,7 @@ from curation.access.users import Role, User
 from curation.evaluation.reporting import export_labels_bytes
 from curation.search import session
 from curation.search.suggestions import add_suggestion, list_suggestions
+from curation.store.label_agreement import busiest_pair
 from curation.store.labels import Labels
 from curation.store.relations import Relations
 from curation.store.workspace import Workspace
@@ -431,8 +432,26 @@ def test_agreement_opens_on_the_pair_that_shares_the_most_items(ws_root):
     with Workspace.open(ws_root) as ws:  # "aaron" sorts first and shares nothing with alice
         Labels(ws).record(user="aaron", schema="PO", query_key="other", query_text="KRAS?",
                           doc_id="9", grade="complete")
-        assert Labels(ws).busiest_pair() == ("alice", "bob")
+        assert busiest_pair(ws) == ("alice", "bob")
         assert Labels(ws).agreement("aaron", "alice").shared == 0
     at = review("boss")
     assert (at.selectbox(key="ag_a").value, at.selectbox(key="ag_b").value) == ("alice", "bob")
     assert {m.label: m.value for m in at.metric}["Shared items"] == "3"
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_exports_name_the_relation_in_words_and_the_abstracts_title(ws_root, fmt):
+    """Issue 44 item 11: an export named the relation only by its key."""
+    with Workspace.open(ws_root) as ws:
+        (partial,) = Relations(ws).partial("PO", {"gene": "BRAF"})
+        Labels(ws).record(user="alice", schema="PO", query_key=partial.query_key,
+                          query_text="BRAF V600E treatment", doc_id="90100002", grade="partial")
+        rows = exported(export_labels_bytes(ws, Labels(ws).find(), fmt), fmt)
+    (row,) = [r for r in rows if r["doc_id"] == "90100002"]
+    assert row["query_key"] == partial.query_key
+    assert row["relation"] == "gene: BRAF · variant: V600E"
+    assert row["title"].startswith("BRAF V600E <script>alert(1)</script> resistance")
+    typed = [r for r in rows if r["query_key"] == "q"]  # a key of neither form: no words
+    assert typed and all(r["relation"] == "" for r in typed)
+    assert list(rows[0])[:10] == ["id", "created_at", "user", "schema", "query_key", "relation",
+                                  "query_text", "doc_id", "title", "grade"]

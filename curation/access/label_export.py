@@ -1,5 +1,6 @@
 """Label exports with each item's final grade (the CLI's ``labels export`` and the Review
-page's download buttons write the same files).
+page's download buttons write the same files), the relation in words and the abstract's title,
+so that a spreadsheet reads without the workspace.
 
 The columns are those of :func:`curation.store.label_files.export_labels` (listed in
 :data:`curation.store.label_files.EXPORT_COLUMNS_HELP`); the final-grade ones come from
@@ -14,8 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from curation.access.adjudication import FinalGrade, Item, final_grades
+from curation.access.adjudication import FinalGrade, Item, final_grades, relation_texts
 from curation.access.users import User
+from curation.store.documents import Documents
 from curation.store.label_files import export_labels
 from curation.store.labels import Label
 from curation.store.workspace import Workspace
@@ -55,7 +57,9 @@ def export_labels_with_final_grades(ws: Workspace, labels: Sequence[Label], path
     only = schemas.pop() if len(schemas) == 1 else None  # one schema: read only its items
     finals: dict[Item, FinalGrade] = final_grades(ws, only, viewer=viewer)
     columns = {item: final_columns(final) for item, final in finals.items() if item in wanted}
-    out = export_labels(labels, path, finals=columns)
+    relations = relation_texts(ws, {(lab.schema, lab.query_key) for lab in labels})
+    titles = Documents(ws).titles({lab.doc_id for lab in labels})
+    out = export_labels(labels, path, finals=columns, relations=relations, titles=titles)
     logger.info("%d labels exported to %s (%d items with a final grade)", len(labels), out,
                 len(columns))
     return out

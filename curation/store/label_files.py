@@ -17,16 +17,20 @@ from kb_sources.errors import CurationError
 from kb_sources.spreadsheet import SafeDictWriter
 
 #: One column per field of a label, in this order.
-EXPORT_FIELDS: Sequence[str] = ("id", "created_at", "user", "schema", "query_key", "query_text",
-                                "doc_id", "grade", "note", "model_version", "train_size",
-                                "order_labels")
+EXPORT_FIELDS: Sequence[str] = ("id", "created_at", "user", "schema", "query_key", "relation",
+                                "query_text", "doc_id", "title", "grade", "note",
+                                "model_version", "train_size", "order_labels")
+#: The columns that describe the item in words (not fields of the label itself).
+DESCRIBED_FIELDS: Sequence[str] = ("relation", "title")
 #: The item's final grade beside each label (empty where the item has none).
 FINAL_FIELDS: Sequence[str] = ("final_grade", "final_source", "adjudicated_by", "adjudicated_at",
                                "adjudication_reason")
 #: What each exported column holds (the ``kbcurate labels export`` help prints it).
 EXPORT_COLUMNS_HELP = (
     "Exported columns (CSV/TSV header, JSONL keys), one row per label: id, created_at (UTC), "
-    "user, schema, query_key, query_text, doc_id, grade (complete / partial / irrelevant / "
+    "user, schema, query_key, relation (the relation's slots and entities in words: "
+    "'gene: BRAF · variant: V600E'), query_text (the question it was searched with), doc_id, "
+    "title (the abstract's title), grade (complete / partial / irrelevant / "
     "skip), note, model_version and train_size (what ranked the abstract when it was "
     "labelled), order_labels (empty: shown as ranked; N: shown in the order learned within "
     "the query from N labels of the relation); then the item's (schema, query_key, doc_id) "
@@ -38,7 +42,9 @@ EXPORT_COLUMNS_HELP = (
 
 
 def export_labels(labels: Sequence[Label], path: str | Path, *,
-                  finals: Mapping[tuple[str, str, str], Mapping[str, Any]] | None = None) -> Path:
+                  finals: Mapping[tuple[str, str, str], Mapping[str, Any]] | None = None,
+                  relations: Mapping[tuple[str, str], str] | None = None,
+                  titles: Mapping[str, str] | None = None) -> Path:
     """Write labels as CSV, TSV or JSONL (by the file suffix), with the final-grade columns.
 
     Args:
@@ -47,16 +53,21 @@ def export_labels(labels: Sequence[Label], path: str | Path, *,
         finals: (schema, query_key, doc_id) -> the item's :data:`FINAL_FIELDS` values
             (:func:`curation.access.label_export.export_labels_with_final_grades` fills it);
             items not in it, or every item when None, get empty final columns.
+        relations: (schema, query_key) -> the relation in words (the ``relation`` column;
+            empty where missing).
+        titles: doc_id -> the document's title (the ``title`` column; empty where missing).
 
     Raises:
         CurationError: A suffix other than .csv, .tsv or .jsonl.
     """
     path = Path(path)
-    finals = finals or {}
+    finals, relations, titles = finals or {}, relations or {}, titles or {}
     fields = [*EXPORT_FIELDS, *FINAL_FIELDS]
     rows = []
     for lab in labels:
         data, final = lab.to_json(), finals.get((lab.schema, lab.query_key, lab.doc_id), {})
+        data |= {"relation": relations.get((lab.schema, lab.query_key), ""),
+                 "title": titles.get(lab.doc_id, "")}
         rows.append({**{k: data[k] for k in EXPORT_FIELDS},
                      **{k: final.get(k) for k in FINAL_FIELDS}})
     if path.suffix.lower() == ".jsonl":
