@@ -151,9 +151,20 @@ def grade_card(ws: Workspace, cards: Cards, doc: RankedDoc, grade: Grade, *,
     return stored
 
 
-def undo_message(undone: list[Label]) -> str:
-    """What an undo says (plain text: the caller escapes it): one label, or a bulk grade's."""
+def undo_message(undone: list[Label], back: Label | None = None) -> str:
+    """What an undo says (plain text: the caller escapes it): one label, or a bulk grade's.
+
+    ``back`` is the label of that abstract the undo brought back (None: it has none now). An
+    undone note edit (a relabel with the same grade) says the note went back and the grade
+    stays, so the card and the message agree."""
     first = undone[0]
+    if len(undone) == 1 and back is not None and back.grade is first.grade:
+        was = f"'{back.note[:60]}'" if back.note else "empty"
+        return (f"Undid your note edit on {first.doc_id}: the note is {was} again; its label "
+                f"'{first.grade.value}' stays.")
+    if len(undone) == 1 and back is not None:
+        return (f"Undid your label '{first.grade.value}' on {first.doc_id}: it is "
+                f"'{back.grade.value}' again.")
     if len(undone) == 1:
         return f"Undid your label '{first.grade.value}' on {first.doc_id}."
     ids = sorted(lab.doc_id for lab in undone)
@@ -175,5 +186,8 @@ def undo_labels(ws: Workspace, where: str = "page") -> list[Label]:
     if not undone:
         flash("info", "Nothing to undo.", where=where)
         return []
-    flash("info", md(undo_message(undone)), where=where)
+    first = undone[0]
+    back = (Labels(ws).current(first.user, first.schema, first.query_key, first.doc_id)
+            if len(undone) == 1 else None)
+    flash("info", md(undo_message(undone, back)), where=where)
     return undone

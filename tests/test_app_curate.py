@@ -120,6 +120,8 @@ def test_label_writes_one_row_with_user_and_model_version_and_undo_removes_it(ws
     at.button(key="undo").click().run()
     assert control(at, "note", "25265492").value == "first note"
     assert control(at, "grade", "25265492").value == "partial"
+    assert any("Undid your note edit on 25265492: the note is 'first note' again; its label "
+               "'partial' stays." in shown(i.value) for i in at.info)
     control(at, "grade", "25265492").set_value("irrelevant").run()
     assert [(r["grade"], r["note"]) for r in label_rows(ws_root)
             if r["superseded_by"] is None] == [("irrelevant", "first note")]
@@ -450,8 +452,13 @@ def test_undo_after_a_note_edit_restores_the_note_and_a_note_alone_labels_nothin
     assert _current(ws_root, "25265492") == [("partial", "")]
     assert control(at, "note", "25265492").value == ""
     assert control(at, "note", "25265492").key != first_key
+    # issue 44 item 6: the message says a note edit was undone and the label stays (it said
+    # "Undid your label 'partial'" while the card still showed partial)
+    assert [shown(i.value) for i in at.info] == [
+        "Undid your note edit on 25265492: the note is empty again; its label 'partial' stays."]
     at.button(key="undo").click().run()
     assert label_rows(ws_root) == []
+    assert [shown(i.value) for i in at.info] == ["Undid your label 'partial' on 25265492."]
     control(at, "note", "25265492").input("just a thought").run()
     assert label_rows(ws_root) == []  # kept in the field for the next grade, no label
     assert any("Note kept" in c.value for c in at.caption)

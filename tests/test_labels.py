@@ -57,6 +57,25 @@ def test_undo_removes_last_and_restores_previous(tmp_workspace):
     assert len(undos) == 2 and undos[0].before_value()["grade"] == "partial"
 
 
+def test_undo_messages_say_what_came_back(tmp_workspace):
+    """Issue 44 item 6: an undo says whether a note edit or a grade went back."""
+    from app_pages.curate_cards import undo_message
+
+    ws, labels = tmp_workspace, Labels(tmp_workspace)
+    label(ws, "ann", "1", "partial")
+    label(ws, "ann", "1", "irrelevant")
+    label(ws, "ann", "1", "irrelevant", note="no drug named")
+
+    def undo() -> str:
+        undone = labels.undo("ann")
+        return undo_message(undone, labels.current("ann", "PO", Q["query_key"], "1"))
+
+    assert undo() == ("Undid your note edit on 1: the note is empty again; its label "
+                      "'irrelevant' stays.")
+    assert undo() == "Undid your label 'irrelevant' on 1: it is 'partial' again."
+    assert undo() == "Undid your label 'partial' on 1."
+
+
 def test_bad_grade_and_missing_user(tmp_workspace):
     with pytest.raises(CurationError, match="Unknown grade 'maybe'. Available options: complete"):
         label(tmp_workspace, "ann", "1", "maybe")
