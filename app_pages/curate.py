@@ -91,12 +91,17 @@ def pick_schema(ctx: AppContext) -> Schema:
 
 def retriever_controls(ctx: AppContext, schema: Schema) -> tuple[str, bool, int]:
     """Retriever, rerank and depth in the sidebar. Opening a schema selects its default ranking
-    (the configuration its evaluation measured best; bm25 + rerank until one did), unless the
-    URL named a retriever for it; the caption says what the default is and why."""
+    (:func:`curation.search.ranked.default_for`), and so does a change of that default while it
+    is open (an admin activated a ranker version), unless the URL named a retriever for it; the
+    caption says what the default is and why."""
     default = default_for(ctx.ws, schema.name)
     choices = [*ranked_choices(ctx.ws, schema.name), *retriever_choices(ctx.ws, schema.name)]
-    if st.session_state.get(DEFAULTS_FOR) != schema.name:
-        st.session_state[DEFAULTS_FOR] = schema.name
+    marker = (schema.name, default.choice, default.rerank)
+    if st.session_state.get(DEFAULTS_FOR) == schema.name:  # a link named the retriever: it wins
+        st.session_state[DEFAULTS_FOR] = marker  # ... until the default changes
+    # a schema opened, or its default changed since (an admin activated a ranker version)
+    if st.session_state.get(DEFAULTS_FOR) != marker:
+        st.session_state[DEFAULTS_FOR] = marker
         if default.choice in choices:
             st.session_state["retriever"], st.session_state["rerank"] = (default.choice,
                                                                           default.rerank)

@@ -36,7 +36,6 @@ from curation.evaluation.reporting import (
 from curation.search.ranking_names import ranking_label
 from curation.search.suggestions import list_suggestions, suggestions_csv
 from curation.store.documents import Documents
-from curation.store.label_agreement import busiest_pair
 from curation.store.labels import Grade, Label, Labels
 from kb_sources.errors import CurationError
 
@@ -110,7 +109,7 @@ def agreement_panel(ctx: AppContext) -> None:
     if len(users) < 2:
         st.caption("Agreement needs labels from two annotators.")
         return
-    pair = busiest_pair(ctx.ws) or (users[0], users[1])  # most shared items first
+    pair = Labels(ctx.ws).busiest_pair() or (users[0], users[1])  # most shared items first
     cols = st.columns(2)
     a = cols[0].selectbox("Annotator A", users, index=users.index(pair[0]), key="ag_a")
     b = cols[1].selectbox("Annotator B", users, index=users.index(pair[1]), key="ag_b")

@@ -25,7 +25,6 @@ from curation.access.users import Role, User
 from curation.evaluation.reporting import export_labels_bytes
 from curation.search import session
 from curation.search.suggestions import add_suggestion, list_suggestions
-from curation.store.label_agreement import busiest_pair
 from curation.store.labels import Labels
 from curation.store.relations import Relations
 from curation.store.workspace import Workspace
@@ -432,7 +431,7 @@ def test_agreement_opens_on_the_pair_that_shares_the_most_items(ws_root):
     with Workspace.open(ws_root) as ws:  # "aaron" sorts first and shares nothing with alice
         Labels(ws).record(user="aaron", schema="PO", query_key="other", query_text="KRAS?",
                           doc_id="9", grade="complete")
-        assert busiest_pair(ws) == ("alice", "bob")
+        assert Labels(ws).busiest_pair() == ("alice", "bob")
         assert Labels(ws).agreement("aaron", "alice").shared == 0
     at = review("boss")
     assert (at.selectbox(key="ag_a").value, at.selectbox(key="ag_b").value) == ("alice", "bob")

@@ -4,6 +4,8 @@ measurement, and the in-memory simulation of labelling rounds."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from curation.access.users import Role, User
@@ -207,8 +209,14 @@ def test_default_ranking_is_measured_recorded_and_explained(tmp_workspace, capsy
     assert "ranker_version" not in record.to_json()  # stored as before: only what was measured
     # issue 36 item 4: 2 test queries are too few to choose by: said with the choice
     assert record.queries == 2 and record.warnings[0].startswith("Scored on only 2 test queries")
-    assert default_for(ws, "disease_gene").reason.endswith(
-        "; warning: measured on only 2 test queries (< 20): too few to choose between rankings")
+    # issue 44 item 2: too few to choose by, so the workspace's evidence decides (here none:
+    # no schema was measured on enough queries), never plain bm25 on a 2-query whim
+    small = default_for(ws, "disease_gene")
+    assert (small.choice, small.rerank, small.configuration) == ("bm25", True, "bm25+rerank")
+    assert small.reason == (
+        "disease_gene's own measurement is too small to choose (measured on only 2 test queries "
+        "(< 20): too few to choose between rankings); no schema of the workspace was measured "
+        "on enough queries, so bm25 with the entity rerank, the workspace default")
     train_active(ws)
     assert main(["evaluate", "-w", str(ws.root), "--schema", "disease_gene", "--retriever",
                  "best", "--quiet"]) == 0
@@ -219,13 +227,69 @@ def test_default_ranking_is_measured_recorded_and_explained(tmp_workspace, capsy
     best = max(record.scores.values())
     assert record.scores[record.best] == best
     chosen = default_for(ws, "disease_gene")
-    assert chosen.configuration == record.best and chosen.record == record
+    assert chosen.record == record
+    # the active ranker ranks: measured best, or (issue 44 item 2) an admin's activation that 2
+    # queries are too few to overrule
+    assert (chosen.choice, chosen.rerank, chosen.configuration) == (RANKED_ACTIVE, False,
+                                                                    "ranked")
     if record.best == "ranked":
-        assert chosen.choice == RANKED_ACTIVE and not chosen.rerank
-    assert chosen.reason.startswith(f"chosen by test NDCG@10 {best:.3f}")
-    assert "warning: measured on only 2 test queries" in chosen.reason
+        assert chosen.reason.startswith(f"chosen by test NDCG@10 {best:.3f}")
+        assert "warning: measured on only 2 test queries" in chosen.reason
+    else:
+        assert chosen.reason.startswith("the active learned ranker disease_gene-ranker@1: "
+                                        "disease_gene's own measurement is too small to "
+                                        "overrule it (measured on only 2 test queries")
     assert main(["evaluate", "-w", str(ws.root), "--schema", "disease_gene", "--retriever",
                  "best", "--retriever", "bm25"]) == 2
+
+
+def measured(best: str, queries: int, **scores: float) -> RankingChoice:
+    """A stored measurement ("bm25_rerank" stands for bm25+rerank)."""
+    return RankingChoice(best=best, queries=queries, measured_at="2026-11-28T10:00:00+00:00",
+                         scores={k.replace("_rerank", "+rerank"): v for k, v in scores.items()})
+
+
+def test_a_schema_too_small_to_choose_takes_the_workspaces_pooled_evidence(tmp_workspace):
+    """Issue 44 item 2: PO measured on 2 test queries opened on plain bm25."""
+    ws = make_loop_workspace(tmp_workspace)
+    store = Rankers(ws)
+    store.set_default_ranking("PO", measured("bm25", 2, bm25=0.50, bm25_rerank=0.45),
+                              user=ADMIN)
+    store.set_default_ranking("chemical_gene", measured("bm25+rerank", 40, bm25=0.60,
+                                                        bm25_rerank=0.66), user=ADMIN)
+    store.set_default_ranking("disease_gene", measured("bm25+rerank", 30, bm25=0.70,
+                                                       bm25_rerank=0.72), user=ADMIN)
+    small = default_for(ws, "PO")
+    assert (small.choice, small.rerank, small.configuration) == ("bm25", True, "bm25+rerank")
+    assert small.reason == (
+        "PO's own measurement is too small to choose (measured on only 2 test queries (< 20): "
+        "too few to choose between rankings); the workspace's evidence: bm25 with the entity "
+        "rerank beats bm25 on 2 of 2 schemas measured on enough queries (NDCG@10 +4.0 pp on "
+        "average)")
+    # a schema measured on enough queries keeps its own choice, whatever the others say
+    store.set_default_ranking("PO", measured("bm25", 25, bm25=0.50, bm25_rerank=0.45),
+                              user=ADMIN)
+    assert default_for(ws, "PO").configuration == "bm25"
+
+
+def test_an_admins_activation_is_the_default_curators_see(tmp_workspace):
+    """Issue 44 item 2: after an admin activated a ranker version, Curate still opened on the
+    configuration measured before (bm25)."""
+    ws = make_loop_workspace(tmp_workspace)
+    Rankers(ws).set_default_ranking("disease_gene", measured("bm25", 40, bm25=0.7,
+                                                            bm25_rerank=0.6), user=ADMIN)
+    assert default_for(ws, "disease_gene").configuration == "bm25"
+    version = train_active(ws).version.id
+    chosen = default_for(ws, "disease_gene")
+    assert (chosen.choice, chosen.rerank, chosen.configuration) == (RANKED_ACTIVE, False,
+                                                                    "ranked")
+    assert chosen.reason == (f"the active learned ranker {version}: it was activated after the "
+                             "last measurement (bm25 best, no ranker measured)")
+    # a measurement of that very version on enough queries overrules it again
+    Rankers(ws).set_default_ranking("disease_gene", replace(
+        measured("bm25", 40, bm25=0.7, bm25_rerank=0.6, ranked=0.65), ranker_version=version),
+        user=ADMIN)
+    assert default_for(ws, "disease_gene").configuration == "bm25"
 
 
 def test_describe_names_the_runner_up_and_ties_go_to_the_simpler():

@@ -8,8 +8,11 @@ indexes it was trained with (a trained dense version's, the base model's), when 
 (otherwise those features are missing values, as for any document outside the dense top N).
 
 The default ranking of a schema is what ``kbcurate evaluate --retriever best`` measured best on
-its held-out split (:mod:`curation.evaluation.best`), recorded in the workspace; a workspace
-that measured nothing yet starts on bm25 + the entity rerank. When the active ranker version
+its held-out split (:mod:`curation.evaluation.best`), recorded in the workspace, unless an
+admin's activation of a ranker version is newer than that measurement (then the active ranker),
+or the measurement rests on too few queries (then what the workspace's other schemas measured:
+:func:`pooled_default`); a workspace that measured nothing yet starts on bm25 + the entity
+rerank (:func:`default_for`). When the active ranker version
 cannot be used (its folder gone, its file damaged), the schema falls back to the next measured
 configuration with a notice naming the version and what an admin can do
 (:func:`fallback_for`); ``ranked · active`` is not offered until an admin activates or trains
@@ -217,25 +220,65 @@ def configuration_choice(configuration: str, record: RankingChoice | None = None
 
 
 def default_for(ws: Workspace, schema: str) -> DefaultRanking:
-    """The schema's default ranking: the recorded best configuration, or bm25 + rerank; when
-    that is the ranker and the active version cannot be used, :func:`fallback_for` with a
-    notice."""
+    """The schema's default ranking, in this order:
+
+    1. the active learned ranker, when an admin's activation (or a round's promotion) is newer
+       evidence than the stored measurement: none was made, it rests on too few queries, or it
+       measured another ranker version (or none);
+    2. :func:`pooled_default` when the schema's own measurement is missing or rests on too few
+       queries: what the workspace's other schemas measured on enough queries;
+    3. the recorded best configuration; when that is the ranker and the active version cannot
+       be used, :func:`fallback_for` with a notice.
+    """
     record = Rankers(ws).default_ranking(schema)
-    if record is None:
-        return DefaultRanking("bm25", True, FALLBACK, "no evaluation has chosen yet (kbcurate "
-                              "evaluate --retriever best)", None)
+    state = active_ranker(ws, schema)
+    if state.version is not None and (record is None or record.best != RANKED and (
+            record.caution() or record.ranker_version != state.ident)):
+        why = ("no measurement has compared it yet" if record is None else
+               f"{schema}'s own measurement is too small to overrule it ({record.caution()})"
+               if record.caution() else "it was activated after the last measurement "
+               f"({record.best} best, {record.ranker_version or 'no ranker'} measured)")
+        return DefaultRanking(RANKED_ACTIVE, False, RANKED, f"the active learned ranker "
+                              f"{state.ident}: {why}", record)
+    if record is None or record.caution() and (record.best != RANKED or state.version is None):
+        return pooled_default(ws, schema, record)
     configuration = record.best
     choice, rerank = configuration_choice(configuration, record)
-    if configuration == RANKED:
-        state = active_ranker(ws, schema)
-        if state.version is None:
-            fallback = fallback_for(ws, schema)
-            why = (f"{RANKED} was measured best but no ranker version is active now"
-                   if not state.problem else f"{RANKED} was measured best but "
-                   f"{state.ident} cannot be used")
-            return replace(fallback, reason=f"{why}; {fallback.reason}",
-                           notice=state.notice(fallback.configuration) if state.problem else "")
+    if configuration == RANKED and state.version is None:
+        fallback = fallback_for(ws, schema)
+        why = (f"{RANKED} was measured best but no ranker version is active now"
+               if not state.problem else f"{RANKED} was measured best but "
+               f"{state.ident} cannot be used")
+        return replace(fallback, reason=f"{why}; {fallback.reason}",
+                       notice=state.notice(fallback.configuration) if state.problem else "")
     return DefaultRanking(choice, rerank, configuration, describe(record), record)
+
+
+def pooled_default(ws: Workspace, schema: str, record: RankingChoice | None) -> DefaultRanking:
+    """bm25 or bm25 + rerank for a schema too small to decide (or not measured), by what the
+    workspace's other schemas measured on enough queries: the rerank unless it lost to plain
+    bm25 on average there (with no such schema: bm25 + rerank, the workspace default)."""
+    own = (f"{schema}'s own measurement is too small to choose ({record.caution()})"
+           if record is not None else "no evaluation has chosen yet (kbcurate evaluate "
+           "--retriever best)")
+    gains = []
+    for other in sorted(ws.schemas()):
+        measured = Rankers(ws).default_ranking(other) if other != schema else None
+        if measured and not measured.caution() and {"bm25", FALLBACK} <= set(measured.scores):
+            gains.append(measured.scores[FALLBACK] - measured.scores["bm25"])
+    if not gains and record is None:
+        return DefaultRanking("bm25", True, FALLBACK, own, None)
+    if not gains:
+        return DefaultRanking("bm25", True, FALLBACK, f"{own}; no schema of the workspace was "
+                              "measured on enough queries, so bm25 with the entity rerank, the "
+                              "workspace default", record)
+    mean = 100 * sum(gains) / len(gains)
+    wins = sum(g >= 0 for g in gains)
+    base = FALLBACK if mean >= 0 else "bm25"
+    return DefaultRanking("bm25", base == FALLBACK, base, f"{own}; the workspace's evidence: "
+                          f"bm25 with the entity rerank {'beats' if mean >= 0 else 'trails'} "
+                          f"bm25 on {wins} of {len(gains)} schemas measured on enough queries "
+                          f"(NDCG@10 {mean:+.1f} pp on average)", record)
 
 
 def fallback_for(ws: Workspace, schema: str) -> DefaultRanking:

@@ -174,7 +174,7 @@ class _FileState:
     new_versions: dict[str, int] = field(default_factory=dict)
     deletions: dict[str, None] = field(default_factory=dict)  # in file order
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
-        ("added", "updated", "unchanged", "older"), 0))
+        ("added", "updated", "unchanged", "held", "older"), 0))  # held: labelled, text kept
 
 
 def _import_file(ws: Workspace, path: Path, versions: dict[str, int], *, actor: str,
@@ -210,6 +210,9 @@ def _import_file(ws: Workspace, path: Path, versions: dict[str, int], *, actor: 
                         kept=deleted.kept, md5_checked=md5, seconds=time.perf_counter() - start)
     logger.info("%s: %d records in %.1f s, %d deleted, %d kept", path.name, report.records,
                 report.seconds, report.deleted, len(report.kept))
+    if c["held"]:
+        logger.warning("%s: %d labelled document(s) kept the text their labels were given on "
+                       "(the new text is in the audit log, action 'held')", path.name, c["held"])
     return report
 
 

@@ -388,6 +388,17 @@ class Labels:
             "(SELECT COUNT(*) || ':' || IFNULL(MAX(updated_at), '') FROM relations)").fetchone()
         return "|".join(str(v) for v in row)
 
+    def busiest_pair(self) -> tuple[str, str] | None:
+        """The two annotators who share the most graded items (current labels, no skips; ties
+        by name), or None when no two share one."""
+        row = self.ws.conn.execute(
+            "SELECT a.user, b.user, COUNT(*) AS n FROM labels a JOIN labels b ON a.schema = "
+            "b.schema AND a.query_key = b.query_key AND a.doc_id = b.doc_id AND a.user < b.user "
+            "WHERE a.superseded_by IS NULL AND b.superseded_by IS NULL AND a.grade <> 'skip' "
+            "AND b.grade <> 'skip' GROUP BY a.user, b.user ORDER BY n DESC, a.user, b.user "
+            "LIMIT 1").fetchone()
+        return (row[0], row[1]) if row else None
+
     def users(self) -> list[str]:
         """The names of the users who gave a label (superseded ones included), sorted."""
         rows = self.ws.conn.execute("SELECT DISTINCT user FROM labels ORDER BY user")
