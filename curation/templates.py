@@ -8,12 +8,11 @@
 
 from __future__ import annotations
 
-import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from kb_sources.errors import TemplateError
-from kb_sources.schema import Schema
+from kb_sources.schema import Schema, template_parts
 from kb_sources.types import Entity
 
 SlotValue = str | Entity | Sequence[Entity]
@@ -45,8 +44,31 @@ class Query:
 
 
 def template_fields(template: str) -> set[str]:
-    """Slot names a template uses."""
-    return {f for _, f, _, _ in string.Formatter().parse(template) if f}
+    """Slot names a template uses.
+
+    Raises:
+        TemplateError: A placeholder is not a plain slot name (see
+            :func:`~kb_sources.schema.template_parts`).
+    """
+    return {name for _, name in template_parts(template) if name is not None}
+
+
+def fill_template(template: str, filled: Mapping[str, str]) -> str:
+    """The template with each ``{slot}`` replaced by its text: names only, never
+    ``str.format`` (a format spec in a stored template cannot build a huge string).
+
+    Raises:
+        TemplateError: A placeholder is not a plain slot name, or names a slot not in
+            ``filled``.
+    """
+    out = []
+    for literal, name in template_parts(template):
+        out.append(literal)
+        if name is not None:
+            if name not in filled:
+                raise TemplateError(f"Template {template!r} needs slot {name}, which is empty")
+            out.append(filled[name])
+    return "".join(out)
 
 
 def slot_text(value: SlotValue) -> str:
@@ -92,7 +114,7 @@ def render_query(
         raise TemplateError(f"No query slot is filled; give at least one of "
                             f"{', '.join(schema.query_slots)}")
     chosen = _choose_template(schema, filled, template)
-    return Query(schema.name, filled, chosen, chosen.format(**filled))
+    return Query(schema.name, filled, chosen, fill_template(chosen, filled))
 
 
 def _choose_template(schema: Schema, filled: dict[str, str], template: str | int | None) -> str:

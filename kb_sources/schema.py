@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from kb_sources.errors import SchemaError, UnknownNameError
+from kb_sources.errors import SchemaError, TemplateError, UnknownNameError
 from kb_sources.types import Relation
 
 #: Largest schema or mapping TOML read (they are a few hundred bytes).
@@ -170,10 +170,47 @@ def _parse_slot(raw: object, index: int, origin: str) -> Slot:
 
 def _template_fields(template: str, origin: str) -> set[str]:
     try:
-        return {f for _, f, _, _ in string.Formatter().parse(template) if f}
+        return {name for _, name in template_parts(template) if name is not None}
+    except TemplateError as exc:
+        raise SchemaError(f"{origin}: {exc}") from exc
+
+
+def template_parts(template: str) -> list[tuple[str, str | None]]:
+    """Split a query template into (literal text, slot name or None) pairs.
+
+    A placeholder is a slot name only (``{gene}``); ``{{`` and ``}}`` are literal braces. Format
+    specs (``{gene:>9}``), conversions (``{gene!r}``) and attribute or index access
+    (``{gene.x}``, ``{gene[0]}``) are refused: a spec such as ``{gene:>200000000}`` would build a
+    string of that many characters.
+
+    >>> template_parts("Drugs for {gene}?")
+    [('Drugs for ', 'gene'), ('?', None)]
+
+    Raises:
+        TemplateError: Malformed braces, or a placeholder that is not a plain slot name; the
+            message names the template and the placeholder.
+    """
+    try:
+        parsed = list(string.Formatter().parse(template))
     except ValueError as exc:
-        raise SchemaError(f"{origin}: template {template!r} is malformed ({exc}); "
-                          "use {slot} placeholders and double braces for literal braces") from exc
+        raise TemplateError(f"template {_short(template)} is malformed ({exc}); use {{slot}} "
+                            "placeholders and double braces for literal braces") from exc
+    parts: list[tuple[str, str | None]] = []
+    for literal, name, spec, conversion in parsed:
+        if name is not None and (spec or conversion or not _SLOT_NAME.fullmatch(name)):
+            raw = f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
+            raise TemplateError(
+                f"template {_short(template)} has the placeholder {_short(raw)}; a placeholder "
+                "is a slot name only, without a format spec (':'), conversion ('!') or "
+                "attribute/index access ('.', '[]'). Use {slot}, e.g. {gene}, and double "
+                "braces {{ }} for literal braces")
+        parts.append((literal, name))
+    return parts
+
+
+def _short(text: str, limit: int = 80) -> str:
+    """``repr`` of ``text``, cut to ``limit`` characters (a template in an error message)."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text):,} chars)"
 
 
 def read_toml(path: str | Path, what: str) -> dict:

@@ -10,11 +10,13 @@ source matches and every file still has its checksum; anything else means "expor
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from kb_sources.errors import InputFormatError
+from kb_sources.json_text import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -82,8 +84,9 @@ def verify_export(folder: Path, source: str) -> ExportManifest | None:
     if not path.is_file():
         return None
     try:
-        manifest = ExportManifest(**json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, TypeError) as exc:
+        manifest = ExportManifest(**read_json(path, expected="an export manifest (a JSON "
+                                              "object)", fix="none needed: exported again"))
+    except (ValueError, TypeError, InputFormatError) as exc:
         logger.warning("%s: unreadable %s (%s); exporting again", folder, EXPORT_MANIFEST, exc)
         return None
     if manifest.format != EXPORT_FORMAT or manifest.source != source or not manifest.files:

@@ -29,6 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from kb_sources.errors import InputFormatError
+from kb_sources.json_text import read_json
 from retrievers.errors import RetrieverError
 
 logger = logging.getLogger(__name__)
@@ -36,6 +38,8 @@ logger = logging.getLogger(__name__)
 #: The manifest every saved retriever folder holds; written last, so it marks a complete save.
 MANIFEST = "retriever.json"
 FORMAT_VERSION = 1
+_EXPECTED = "a saved retriever's manifest (a JSON object)"
+_REBUILD = "rebuild the index (it replaces the folder) or delete the folder"
 TMP_TAG = ".tmp-"
 OLD_TAG = ".old-"
 _SWAP_ATTEMPTS = 5
@@ -199,8 +203,8 @@ def _owner_alive(path: Path) -> bool:
 def same_save(folder: Path, manifest: dict[str, Any]) -> bool:
     """Whether ``folder`` still holds the save that ``manifest`` was read from."""
     try:
-        return json.loads((folder / MANIFEST).read_text(encoding="utf-8")) == manifest
-    except (OSError, ValueError):
+        return read_json(folder / MANIFEST, expected=_EXPECTED, fix=_REBUILD) == manifest
+    except (OSError, InputFormatError):
         return False
 
 
@@ -232,7 +236,8 @@ def read_manifest(folder: Path) -> dict[str, Any]:
 
     Raises:
         RetrieverError: The folder holds no manifest (nothing was saved there, or a save by an
-            older version was cut short).
+            older version was cut short), or one that is not a manifest (not JSON, nested too
+            deeply).
     """
     folder = Path(folder)
     path = complete_folder(folder, MANIFEST) / MANIFEST
@@ -247,7 +252,13 @@ def read_manifest(folder: Path) -> dict[str, Any]:
             f"no saved retriever in {folder} (missing {MANIFEST}); save one there with "
             "retriever.save(folder) or point to the folder that holds it"
         )
-    manifest = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        manifest = read_json(path, expected=_EXPECTED, fix=_REBUILD)
+    except InputFormatError as exc:
+        raise RetrieverError(str(exc)) from exc
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("format", 0), int):
+        raise RetrieverError(f"{path}: not a saved retriever's manifest (expected {_EXPECTED} "
+                             f"with a whole-number format); {_REBUILD}")
     if manifest.get("format", 0) > FORMAT_VERSION:
         raise RetrieverError(
             f"{folder} was saved in format {manifest['format']}, newer than this version reads "

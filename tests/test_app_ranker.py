@@ -296,9 +296,14 @@ def test_a_deeply_nested_manifest_falls_back_with_a_notice(ws_root):
     """Issue 42 item 10: the active version's manifest in the database, and a stray version
     folder's manifest.json, each "[" x 100,000: the Curate page searches with the next
     configuration and says why (it raised RecursionError), the Models page names the folder."""
+    from curation.store.rankers import RankingChoice
+
     nested = "[" * 100_000
     with Workspace.open(ws_root) as ws:
         train_versions(ws, seeds=(13,))
+        Rankers(ws).set_default_ranking("disease_gene", RankingChoice(
+            best="ranked", scores={"bm25": 0.5, "bm25+rerank": 0.6, "ranked": 0.7},
+            ranker_version="disease_gene-ranker@1"), user=BOSS)
         with ws.transaction():
             ws.conn.execute("UPDATE ranker_versions SET manifest = ? WHERE ident = ?",
                             (nested, "disease_gene-ranker@1"))
@@ -318,3 +323,24 @@ def test_a_deeply_nested_manifest_falls_back_with_a_notice(ws_root):
     assert (f"{stray / 'manifest.json'}: JSON arrays/objects are nested too deeply to parse. "
             "Expected a ranker manifest (a JSON object of a few levels). Fix: the ranker version "
             "is damaged: restore its manifest, or remove its folder") in warnings
+
+
+def test_an_activation_while_the_page_is_open_becomes_what_the_curator_sees(ws_root):
+    """Issue 44 item 2: after an admin activated a version, Curate stayed on the default it had
+    opened with until the curator picked "ranked · active" by hand."""
+    with Workspace.open(ws_root) as ws:
+        train_versions(ws, active=None)  # a candidate only: the page opens on bm25 + rerank
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    assert (at.selectbox(key="retriever").value, at.checkbox(key="rerank").value) == (
+        "bm25", True)
+    with Workspace.open(ws_root) as ws:
+        train_versions(ws, seeds=(), active=1)
+    at.run()
+    assert at.selectbox(key="retriever").value == "ranked · active"
+    captions = " ".join(shown(c.value) for c in at.sidebar.caption)
+    assert ("Default: ranked · disease_gene-ranker@1, the active learned ranker "
+            "disease_gene-ranker@1: no measurement has compared it yet") in captions
+    # the curator's own pick stands while the default stays the same
+    at.selectbox(key="retriever").set_value("bm25").run()
+    at.run()
+    assert at.selectbox(key="retriever").value == "bm25"

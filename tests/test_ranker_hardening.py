@@ -12,6 +12,7 @@ import errno
 import json
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -306,15 +307,14 @@ def test_a_round_never_undoes_an_activation_made_while_it_ran(tmp_workspace, mon
     easy = {qid: {"ndcg@10": 0.0, "entity_recall@10": 0.0}  # @1 easy to beat
             for qid in first.version.manifest["heldout_per_query"]}
     versions.update_manifest(ws, first.version.id, {"heldout_per_query": easy})
-    real = rounds.save_version
+    real = rounds.saving_version
 
-    def save_then_admin_acts(*args, **kwargs):
-        version = real(*args, **kwargs)
-        with Workspace.open(ws.root) as other:  # the admin, milliseconds before the promotion
+    def admin_acts_then_save(*args, **kwargs):
+        with Workspace.open(ws.root) as other:  # the admin, milliseconds before the save
             promote_ranker(other, "disease_gene-ranker@2", user=ADMIN, reason="the better one")
-        return version
+        return real(*args, **kwargs)  # the save and the promotion are one transaction
 
-    monkeypatch.setattr(rounds, "save_version", save_then_admin_acts)
+    monkeypatch.setattr(rounds, "saving_version", admin_acts_then_save)
     third = train_ranker(ws, "disease_gene", user=ADMIN, progress=False,
                          options=RankerOptions(n_estimators=20, min_child_samples=1, seed=15))
     assert not third.activated and not third.decision.promote
@@ -438,6 +438,62 @@ def test_a_damaged_record_in_the_database_or_logistic_model_is_one_line(tmp_work
             load_ranker(get_version(tmp_workspace, folder.name))
 
 
+# -- issue 42 item 10: a manifest nested 100,000 deep ---------------------------------------------
+NESTED = "[" * 100_000
+NESTED_PROBLEM = ("JSON arrays/objects are nested too deeply to parse. Expected a ranker manifest "
+                  "(a JSON object of a few levels). Fix: the ranker version is damaged: restore "
+                  "its manifest, or remove its folder (in rankers/) and re-run the round "
+                  "(kbcurate rank train)")
+
+
+def test_a_deeply_nested_manifest_on_disk_or_in_the_database_is_one_line(tmp_workspace, capsys):
+    from curation.cli.main import main
+
+    first = saved(tmp_workspace)
+    stray = old_style(tmp_workspace, first, "PO-ranker@5")
+    (stray / "manifest.json").write_text(NESTED)
+    second = saved(tmp_workspace, kind="logistic")
+    Rankers(tmp_workspace).set_active("PO", second.id, user=ADMIN)
+    with tmp_workspace.transaction():
+        tmp_workspace.conn.execute("UPDATE ranker_versions SET manifest = ? WHERE ident = ?",
+                                   (NESTED, second.id))
+    found = scan_versions(tmp_workspace, "PO")
+    assert [v.id for v in found.versions] == [first.id]
+    assert sorted(found.problems) == sorted([
+        f"{stray / 'manifest.json'}: {NESTED_PROBLEM}",
+        f"the manifest of {second.id} in the workspace database: {NESTED_PROBLEM}"])
+    state = active_ranker(tmp_workspace, "PO")
+    assert state.version is None and state.problem == found.problems[-1]
+    assert main(["rank", "list", "-w", str(tmp_workspace.root)]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err and out.startswith(first.id)
+    assert f"warning: skipped: {stray / 'manifest.json'}: {NESTED_PROBLEM}\n" in out
+    assert main(["rank", "activate", "-w", str(tmp_workspace.root), "PO-ranker@5",
+                 "--reason", "try"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {stray / 'manifest.json'}: {NESTED_PROBLEM}\n"
+
+
+def test_a_deeply_nested_logistic_model_or_stored_measurement_is_refused(tmp_workspace, caplog):
+    logistic = saved(tmp_workspace, kind="logistic")
+    folder = old_style(tmp_workspace, logistic, "PO-ranker@9")
+    (folder / "model.json").write_text(NESTED)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps(
+        {**manifest, "sha256": sha(folder / "model.json")}))
+    with pytest.raises(CurationError) as caught:
+        load_ranker(get_version(tmp_workspace, folder.name))
+    assert str(caught.value) == (
+        f"{folder / 'model.json'}: JSON arrays/objects are nested too deeply to parse. Expected "
+        "a ranker JSON model (an object with names, coef, intercept, mean and scale). Fix: the "
+        "version is damaged, train a new one")
+    with tmp_workspace.transaction():  # the stored measurement behind the default ranking
+        tmp_workspace.conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)",
+                                   ("ranking.default.PO", NESTED))
+    assert Rankers(tmp_workspace).default_ranking("PO") is None
+    assert "nested too deeply" in caplog.text
+
+
 # -- item 10: a full disk during a round ----------------------------------------------------------
 def test_a_full_disk_while_saving_says_so_and_leaves_nothing(tmp_workspace, monkeypatch, capsys):
     import lightgbm
@@ -466,6 +522,62 @@ def test_a_full_disk_while_saving_says_so_and_leaves_nothing(tmp_workspace, monk
     assert [p.name for p in (ws.root / "rankers").iterdir()] == []
     assert RankerVersions(ws).saving() == [] and RankerVersions(ws).saved() == []
     assert Rankers(ws).running_round("disease_gene") is None  # the lock was released
+
+
+# -- issue 42 item 11: a full disk while the gate records its verdict ----------------------------
+def _verdict_disk_full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _verdict_db_full(*args, **kwargs):
+    raise sqlite3.OperationalError("database or disk is full")
+
+
+def _verdict_db_full_translated(self, *args, **kwargs):  # as the workspace connection raises it
+    raise self.ws.conn.translate(sqlite3.OperationalError("database or disk is full"))
+
+
+SAVE_FAILED = "Cannot save a ranker version of disease_gene into {root}/rankers: "
+NOT_SAVED = ". Nothing was saved; the active ranker version still ranks"
+DB_FULL = ("Disk full: the workspace {root} cannot grow (database or disk is full). Free space in "
+           "{root} (or on its disk) and retry; the unfinished change was not saved")
+
+
+@pytest.mark.parametrize("target, fail, message", [
+    ("curation.training.gate.update_manifest", _verdict_disk_full,
+     SAVE_FAILED + "Disk full (No space left on device). Free space in {root} (or on its disk) "
+     "and retry; the unfinished step was not saved" + NOT_SAVED),
+    ("curation.store.ranker_versions.RankerVersions.set_manifest", _verdict_db_full,
+     SAVE_FAILED + DB_FULL + NOT_SAVED),
+    ("curation.store.ranker_versions.RankerVersions.set_manifest", _verdict_db_full_translated,
+     DB_FULL),
+])
+def test_a_round_whose_verdict_cannot_be_recorded_leaves_no_version(tmp_workspace, monkeypatch,
+                                                                    capsys, target, fail,
+                                                                    message):
+    """The version row, its folder, the promotion and the gate's verdict commit together: a
+    full disk while recording the verdict left ``@2`` saved without one."""
+    from curation.cli.main import main
+    from curation.training.ranker import train_ranker
+    from curation.training.round_history import last_rounds
+
+    ws = make_learnable_workspace(tmp_workspace)
+    first = train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL)
+    assert first.activated and first.version.id == "disease_gene-ranker@1"
+    monkeypatch.setattr(target, fail)
+    assert main(["rank", "train", "-w", str(ws.root), "--schema", "disease_gene", "--model",
+                 "logistic", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    root = ws.root
+    assert [r.ident for r in RankerVersions(ws).saved()] == ["disease_gene-ranker@1"]
+    assert RankerVersions(ws).saving() == []
+    assert [p.name for p in (root / "rankers").iterdir()] == ["disease_gene-ranker@1"]
+    assert Rankers(ws).active("disease_gene") == "disease_gene-ranker@1"
+    assert last_rounds(ws, "disease_gene", 1)[0].outcome == "failed"
+    assert err == f"error: {message.format(root=root)}\n"
+    monkeypatch.undo()
+    assert main(["rank", "list", "-w", str(root)]) == 0
+    assert "ranker@2" not in capsys.readouterr().out
 
 
 # -- item 13: orphan folders of killed rounds -----------------------------------------------------

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from curation.ranking.model import LIGHTGBM_FILE, LOGISTIC_FILE
 from kb_sources.errors import CurationError
+from kb_sources.json_text import parse_json, read_json
 
 #: The model file names a manifest may name (in the version's own folder, never a path).
 MODEL_FILES = (LIGHTGBM_FILE, LOGISTIC_FILE)
@@ -47,6 +49,10 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "created_at": (lambda v: isinstance(v, str), "a date"),
     "created_by": (lambda v: isinstance(v, str), "a user name"),
 }
+#: What a manifest must be, and how to fix one that is not JSON (or nested too deeply).
+EXPECTED = "a ranker manifest (a JSON object of a few levels)"
+DAMAGED = ("the ranker version is damaged: restore its manifest, or remove its folder (in "
+           "rankers/) and re-run the round (kbcurate rank train)")
 #: Keys every manifest must have.
 REQUIRED = ("kind", "features", "file")
 
@@ -55,14 +61,20 @@ def parse_manifest(text: str | bytes, where: str) -> dict[str, Any]:
     """A manifest read from JSON text and checked (:func:`check_manifest`).
 
     Raises:
-        CurationError: Not JSON, or not a ranker manifest; the message names ``where``.
+        CurationError: Not JSON (or nested too deeply, or too long), or not a ranker manifest;
+            the message names ``where``.
     """
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise CurationError(f"{where}: not JSON ({exc}); the ranker version is damaged: restore "
-                            "the file or train a new version") from exc
-    return check_manifest(data, where)
+    return check_manifest(parse_json(text, where, expected=EXPECTED, fix=DAMAGED), where)
+
+
+def read_manifest_file(path: Path) -> dict[str, Any]:
+    """The checked manifest of the file ``path`` (its size checked before it is read).
+
+    Raises:
+        OSError: The file cannot be read.
+        CurationError: As :func:`parse_manifest`; the message names the file.
+    """
+    return check_manifest(read_json(path, expected=EXPECTED, fix=DAMAGED), str(path))
 
 
 def check_manifest(data: Any, where: str) -> dict[str, Any]:

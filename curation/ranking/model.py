@@ -23,6 +23,7 @@ import numpy as np
 
 from curation.ranking.features import monotone_constraints
 from kb_sources.errors import CurationError, UnknownNameError
+from kb_sources.json_text import read_json
 from kb_sources.plugins import Registry, load_target
 
 logger = logging.getLogger(__name__)
@@ -188,8 +189,10 @@ class LogisticModel:
     @classmethod
     def load(cls, path: Path, names: Sequence[str]) -> LogisticModel:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            data = read_json(path, expected="a ranker JSON model (an object with names, coef, "
+                             "intercept, mean and scale)", fix="the version is damaged, train "
+                             "a new one")
+        except OSError as exc:
             raise CurationError(f"{path}: not a ranker JSON model ({exc})") from exc
         if not isinstance(data, dict):
             raise CurationError(f"{path}: not a ranker JSON model (expected an object with names, "

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from curation.ranking.manifest import check_manifest, parse_manifest
+from curation.ranking.manifest import check_manifest, parse_manifest, read_manifest_file
 from curation.store.errors import WorkspaceError
 from curation.store.ranker_versions import RankerVersionRow, RankerVersions, parse_ranker_id
 from curation.store.workspace import Workspace
@@ -105,7 +105,7 @@ def register_found(ws: Workspace, folder: Path) -> RankerVersion:
         raise CurationError(f"{folder}: no {MANIFEST} (or a link); not a ranker version: remove "
                             "the folder or restore the file")
     try:
-        manifest = parse_manifest(path.read_bytes(), str(path))
+        manifest = read_manifest_file(path)
     except OSError as exc:
         raise CurationError(f"{path}: unreadable ({exc.strerror or exc})") from exc
     model = folder / manifest["file"]

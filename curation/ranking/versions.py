@@ -9,7 +9,9 @@ whose checksum differs from the database's, and checks a file not yet checked be
 lets LightGBM read it (:mod:`curation.ranking.model_check`: a damaged file never takes the server
 down). A version is written into a temporary folder (recorded with its process) and renamed into
 place, so a crash never leaves half a version, and the next round removes the folders of killed
-ones. Versions written before the database kept them are registered when first seen.
+ones. A round's version commits with its gate verdict and promotion (:func:`saving_version`):
+a full disk while recording them leaves no version. Versions written before the database kept
+them are registered when first seen.
 
 Which version ranks is a workspace setting per schema (:meth:`~curation.store.rankers.Rankers.
 set_active`, admins only, audited); activating an older version is the rollback.
@@ -23,6 +25,8 @@ import json
 import logging
 import shutil
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +47,14 @@ from curation.ranking.version_files import (
     version_from_row,
     version_root,
 )
-from curation.store.errors import Actor, WorkspaceError, describe_os_error, require_admin_actor
+from curation.store.errors import (
+    DATABASE_ERRORS,
+    Actor,
+    WorkspaceError,
+    describe_database_error,
+    describe_os_error,
+    require_admin_actor,
+)
 from curation.store.ranker_versions import RankerVersions, parse_ranker_id, ranker_id
 from curation.store.rankers import Rankers
 from curation.store.workspace import DB_NAME, Workspace, utcnow
@@ -55,7 +66,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["ActiveRanker", "RankerVersion", "VersionScan", "activate", "active_ranker",
            "active_version", "clean_orphans", "get_version", "identical_version",
            "list_versions", "load_ranker", "model_sha256", "parse_id", "promote",
-           "save_version", "scan_versions", "update_manifest", "update_metrics",
+           "save_version", "saving_version", "scan_versions", "update_manifest", "update_metrics",
            "verify_model"]
 
 
@@ -150,6 +161,23 @@ def save_version(ws: Workspace, schema: str, ranker: Ranker, manifest: dict[str,
         CurationError: No user, a schema name no version id can carry, or the disk is full
             (nothing is saved then).
     """
+    with saving_version(ws, schema, ranker, manifest, actor=actor) as version:
+        ident = version.id
+    return get_version(ws, ident)
+
+
+@contextmanager
+def saving_version(ws: Workspace, schema: str, ranker: Ranker, manifest: dict[str, Any], *,
+                   actor: str) -> Iterator[RankerVersion]:
+    """Write a new version of ``schema`` and yield it inside the transaction that makes it a
+    saved version: what the block records (the gate's verdict, the promotion) commits with it,
+    all or nothing. A block that fails (a full disk while recording the verdict) leaves no
+    version: the transaction rolls back, the folder and the row are removed.
+
+    Raises:
+        CurationError: No user, a schema name no version id can carry, or a file or database
+            error (a full disk) while saving or in the block (nothing is saved then).
+    """
     if not actor.strip():
         raise CurationError("Saving a ranker version needs a user; sign in first")
     parse_id(ranker_id(schema, 1))
@@ -171,20 +199,28 @@ def save_version(ws: Workspace, schema: str, ranker: Ranker, manifest: dict[str,
         (tmp / MANIFEST).write_text(json.dumps(full, indent=1, sort_keys=True), encoding="utf-8")
         with ws.transaction():
             store.finish(ident, file=path.name, sha256=sha, manifest=full)
-            target = root / ident
-            if target.exists() or target.is_symlink():
-                raise CurationError(f"{target} exists but is no saved version (left by an "
-                                    "interrupted save?); move it away and train again")
-            tmp.rename(target)
-            final = target
+            final = _rename_into_place(tmp, root / ident)
+            yield get_version(ws, ident)
     except BaseException as exc:
         _undo_save(store, ident, tmp, final)
-        if isinstance(exc, OSError):
+        if isinstance(exc, (OSError, *DATABASE_ERRORS)):
             raise _save_error(ws, schema, exc) from exc
         raise
     remember_checked(sha)
     logger.info("saved ranker %s (%s, %d features)", ident, ranker.kind, len(ranker.names))
-    return get_version(ws, ident)
+
+
+def _rename_into_place(tmp: Path, target: Path) -> Path:
+    """Rename the finished temporary folder to ``target`` (the version's folder).
+
+    Raises:
+        CurationError: ``target`` exists (left by an interrupted save).
+    """
+    if target.exists() or target.is_symlink():
+        raise CurationError(f"{target} exists but is no saved version (left by an "
+                            "interrupted save?); move it away and train again")
+    tmp.rename(target)
+    return target
 
 
 def model_sha256(ranker: Ranker) -> str:
@@ -221,11 +257,15 @@ def _undo_save(store: RankerVersions, ident: str, tmp: Path, final: Path | None)
         logger.warning("could not drop the unfinished ranker row %s (%s)", ident, exc)
 
 
-def _save_error(ws: Workspace, schema: str, exc: OSError) -> CurationError:
-    """The one line for a file error while saving (a full disk says so, and what to do)."""
+def _save_error(ws: Workspace, schema: str, exc: BaseException) -> CurationError:
+    """The one line for a file or database error while saving (a full disk says so, and what
+    to do)."""
+    db = ws.root / DB_NAME
+    why = (describe_os_error(exc, db) if isinstance(exc, OSError)
+           else describe_database_error(exc, db))
     return CurationError(f"Cannot save a ranker version of {schema} into {version_root(ws)}: "
-                         f"{describe_os_error(exc, ws.root / DB_NAME)}. Nothing was "
-                         "saved; the active ranker version still ranks")
+                         f"{why.rstrip('.')}. Nothing was saved; the active ranker version "
+                         "still ranks")
 
 
 def verify_model(version: RankerVersion, ws: Workspace | None = None) -> Path:

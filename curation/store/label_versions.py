@@ -15,12 +15,13 @@ BM25 and for versions trained on the KB alone), read from the version's manifest
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 from curation.store.database import StoreConnection
 from curation.store.identities import ModelVersionId
+from kb_sources.errors import InputFormatError
+from kb_sources.json_text import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -64,9 +65,11 @@ def labels_learned(root: Path, model_version: str | None) -> int | None:
     folder = "rankers" if version.is_ranker else "models"
     path = Path(root) / folder / str(version) / "manifest.json"
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        manifest = read_json(path, expected="a version manifest", fix="restore its manifest.json")
+    except (OSError, InputFormatError):
         logger.debug("no readable manifest for %s at %s", version, path)
+        return None
+    if not isinstance(manifest, dict):
         return None
     if version.is_ranker:
         used = manifest.get("labels_used") or []

@@ -27,7 +27,8 @@ from typing import Any
 from curation.store.errors import Actor, require_admin_actor
 from curation.store.model_files import check_model_files
 from curation.store.workspace import Workspace, utcnow
-from kb_sources.errors import CurationError, UnknownNameError, parse_choice
+from kb_sources.errors import CurationError, InputFormatError, UnknownNameError, parse_choice
+from kb_sources.json_text import parse_json
 
 logger = logging.getLogger(__name__)
 
@@ -372,10 +373,27 @@ class Models:
                                     (name, version)).fetchone()
 
     def _from_row(self, row: Any) -> ModelVersion:
+        ident = f"{row['name']}@{row['version']}"
         return ModelVersion(
-            id=f"{row['name']}@{row['version']}", name=row["name"], version=int(row["version"]),
+            id=ident, name=row["name"], version=int(row["version"]),
             schema=row["schema"], recipe=row["recipe"], base_model=row["base_model"],
             path=self.ws.root / row["path"], status=ModelStatus.parse(row["status"]),
             created_at=row["created_at"], created_by=row["created_by"],
-            manifest=json.loads(row["manifest"]), metrics=json.loads(row["metrics"]),
-            sha256=row["sha256"])
+            manifest=_stored_object(row["manifest"], ident, "manifest"),
+            metrics=_stored_object(row["metrics"], ident, "metrics"), sha256=row["sha256"])
+
+
+def _stored_object(text: str, ident: str, column: str) -> dict[str, Any]:
+    """The JSON object kept in ``column`` of version ``ident``'s row.
+
+    Raises:
+        InputFormatError: Not a JSON object of a few levels; the message names the record.
+    """
+    where = f"the {column} of model version {ident} in the workspace database"
+    fix = ("the record is damaged: restore workspace.sqlite from a backup, or train the "
+           "version again (kbcurate train)")
+    value = parse_json(text, where, expected="a JSON object", fix=fix)
+    if not isinstance(value, dict):
+        raise InputFormatError(where, f"a JSON {type(value).__name__}, not an object",
+                               expected="a JSON object", fix=fix)
+    return value

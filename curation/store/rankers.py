@@ -37,7 +37,8 @@ from curation.store.errors import Actor, require_admin_actor
 from curation.store.import_log import pid_alive, this_host
 from curation.store.ranker_versions import RankerVersions
 from curation.store.workspace import Workspace, utcnow
-from kb_sources.errors import CurationError
+from kb_sources.errors import CurationError, InputFormatError
+from kb_sources.json_text import parse_json
 
 logger = logging.getLogger(__name__)
 
@@ -215,10 +216,12 @@ class Rankers:
                                    (_DEFAULT_KEY.format(schema=schema),)).fetchone()
         if not row or not row[0]:
             return None
+        where = f"meta {_DEFAULT_KEY.format(schema=schema)} in the workspace database"
         try:
-            value = json.loads(row[0])
-        except ValueError:
-            logger.warning("meta %s is not JSON; ignoring it", _DEFAULT_KEY.format(schema=schema))
+            value = parse_json(row[0], where, expected="a ranking measurement (a JSON object)",
+                               fix="measure it again (kbcurate evaluate --retriever best)")
+        except InputFormatError as exc:
+            logger.warning("%s; ignoring it", exc)
             return None
         if not isinstance(value, dict):
             return None

@@ -46,7 +46,7 @@ from curation.ranking.versions import (
     clean_orphans,
     identical_version,
     model_sha256,
-    save_version,
+    saving_version,
 )
 from curation.search.indexing import get_index
 from curation.search.ranked import open_first_stages
@@ -190,10 +190,10 @@ def _round(ws: Workspace, schema: str, lock: RankerRoundLock, ctx: RankingContex
         version, decision, activated = gate_ranker_round(
             ws, same, lock, decision, user=user, gate=request.gate and outcome_note == "",
             record=False)
-    else:
-        version = save_version(ws, schema, ranker, manifest, actor=actor)
-        version, decision, activated = gate_ranker_round(ws, version, lock, decision, user=user,
-                                                         gate=request.gate)
+    else:  # the version and the gate's verdict commit together, or neither stays
+        with saving_version(ws, schema, ranker, manifest, actor=actor) as saved:
+            version, decision, activated = gate_ranker_round(ws, saved, lock, decision,
+                                                             user=user, gate=request.gate)
     outcome = "promoted" if activated else "identical" if same is not None else "kept"
     rec = record_round(ws, lock, request, outcome, decision.reasons, version=version.id,
                        labels=labels, measured=measured,

@@ -18,13 +18,14 @@ The Models page and the sidebar show the last rounds per schema (:func:`last_rou
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from curation.store.audit import AuditEntry
 from curation.store.workspace import Workspace, utcnow
+from kb_sources.errors import InputFormatError
+from kb_sources.json_text import parse_json
 
 logger = logging.getLogger(__name__)
 
@@ -115,9 +116,10 @@ def last_rounds_per_schema(ws: Workspace, limit: int = 3) -> dict[str, list[Roun
 def _record(entry: AuditEntry) -> RoundRecord | None:
     """A round read back from its audit row (None, logged, when the row is not one)."""
     try:
-        data = json.loads(entry.after or "{}")
-    except ValueError:
-        logger.warning("audit row %d: a ranker round whose record is not JSON", entry.id)
+        data = parse_json(entry.after or "{}", f"audit row {entry.id}", expected="a ranker round "
+                          "record (a JSON object)", fix="none needed: the row is skipped")
+    except InputFormatError as exc:
+        logger.warning("a ranker round whose record cannot be read: %s", exc)
         return None
     if not isinstance(data, dict):
         return None
