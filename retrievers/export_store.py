@@ -15,8 +15,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kb_sources.errors import InputFormatError
-from kb_sources.json_text import read_json
+from retrievers.errors import RetrieverError
+from retrievers.saved import load_json
 
 logger = logging.getLogger(__name__)
 
@@ -84,9 +84,8 @@ def verify_export(folder: Path, source: str) -> ExportManifest | None:
     if not path.is_file():
         return None
     try:
-        manifest = ExportManifest(**read_json(path, expected="an export manifest (a JSON "
-                                              "object)", fix="none needed: exported again"))
-    except (ValueError, TypeError, InputFormatError) as exc:
+        manifest = ExportManifest(**load_json(path))
+    except (OSError, TypeError, RetrieverError) as exc:
         logger.warning("%s: unreadable %s (%s); exporting again", folder, EXPORT_MANIFEST, exc)
         return None
     if manifest.format != EXPORT_FORMAT or manifest.source != source or not manifest.files:

@@ -29,8 +29,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kb_sources.errors import InputFormatError
-from kb_sources.json_text import read_json
 from retrievers.errors import RetrieverError
 
 logger = logging.getLogger(__name__)
@@ -40,6 +38,8 @@ MANIFEST = "retriever.json"
 FORMAT_VERSION = 1
 _EXPECTED = "a saved retriever's manifest (a JSON object)"
 _REBUILD = "rebuild the index (it replaces the folder) or delete the folder"
+#: Largest manifest read (a few KB in practice).
+MAX_MANIFEST_BYTES = 16_000_000
 TMP_TAG = ".tmp-"
 OLD_TAG = ".old-"
 _SWAP_ATTEMPTS = 5
@@ -203,8 +203,8 @@ def _owner_alive(path: Path) -> bool:
 def same_save(folder: Path, manifest: dict[str, Any]) -> bool:
     """Whether ``folder`` still holds the save that ``manifest`` was read from."""
     try:
-        return read_json(folder / MANIFEST, expected=_EXPECTED, fix=_REBUILD) == manifest
-    except (OSError, InputFormatError):
+        return load_json(folder / MANIFEST) == manifest
+    except (OSError, RetrieverError):
         return False
 
 
@@ -230,6 +230,26 @@ def saved_encoders(folder: str | Path) -> list[tuple[Path, dict[str, Any]]]:
     return found
 
 
+def load_json(path: Path) -> Any:
+    """The JSON value of a retriever's own file (this floor does not read kb_sources).
+
+    Raises:
+        OSError: The file cannot be read.
+        RetrieverError: Larger than :data:`MAX_MANIFEST_BYTES`, not UTF-8 JSON, or nested so
+            deeply that parsing it overflows the stack (``[`` x 100,000).
+    """
+    if path.stat().st_size > MAX_MANIFEST_BYTES:
+        raise RetrieverError(f"{path}: {path.stat().st_size:,} bytes, more than the "
+                             f"{MAX_MANIFEST_BYTES:,} a manifest may hold; {_REBUILD}")
+    try:
+        return json.loads(path.read_bytes())
+    except RecursionError:
+        problem = "JSON arrays/objects are nested too deeply to parse"
+    except ValueError as exc:  # not JSON, not UTF-8, a number too long
+        problem = f"not JSON ({str(exc)[:120]})"
+    raise RetrieverError(f"{path}: {problem}. Expected {_EXPECTED}. Fix: {_REBUILD}")
+
+
 def read_manifest(folder: Path) -> dict[str, Any]:
     """Read ``retriever.json`` from a saved retriever folder (or from the complete previous
     version that a save killed mid-swap left, see :func:`complete_folder`).
@@ -252,10 +272,7 @@ def read_manifest(folder: Path) -> dict[str, Any]:
             f"no saved retriever in {folder} (missing {MANIFEST}); save one there with "
             "retriever.save(folder) or point to the folder that holds it"
         )
-    try:
-        manifest = read_json(path, expected=_EXPECTED, fix=_REBUILD)
-    except InputFormatError as exc:
-        raise RetrieverError(str(exc)) from exc
+    manifest = load_json(path)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("format", 0), int):
         raise RetrieverError(f"{path}: not a saved retriever's manifest (expected {_EXPECTED} "
                              f"with a whole-number format); {_REBUILD}")
