@@ -4,14 +4,22 @@ nightly TSV.
 Parsers never touch the network; these functions do, and only when called. Every E-utilities
 request goes through :func:`kb_sources.eutils.eutils_request` (the configurable base URL
 ``$KBCURATE_EUTILS_URL``, ``tool``/``email``/``api_key`` from :class:`EntrezSettings` on every
-request, a shared :class:`Throttle`, time-outs, retries with backoff, ``<ERROR>`` answers as
-:class:`EutilsError`):
+request, a :class:`Throttle` shared with the other processes of the cache folder, time-outs, a
+deadline and a size limit per call, redirects only within the base URL's origin, retries with
+backoff, ``<ERROR>`` answers as :class:`EutilsError`, the key and e-mail never in a message):
 
 - :func:`esearch`: PubMed ids for a query, in relevance order, with the history server's
-  ``WebEnv``/``query_key`` (:class:`SearchHistory`);
+  ``WebEnv``/``query_key`` (:class:`SearchHistory`). At most ``retmax`` ids are kept, each
+  once, in the order of the answer (a server sending more is logged); ``<Count>`` and
+  ``<RetStart>`` must be ASCII digits (at most 12), else :class:`FetchError`; the answer may
+  be at most :data:`ESEARCH_MAX_BYTES`;
 - :func:`fetch_pubmed`: records by PMID (efetch, batches of :data:`EFETCH_BATCH`; POST from 200
   ids on); :func:`fetch_pubmed_history`: records of a search by its ``WebEnv``;
 - :func:`elink_citations`: the PMIDs a paper cites.
+
+An efetch answer yields only the PMIDs asked for: by id, those of the batch; by ``WebEnv``, the
+ids esearch listed for those positions (``expected``). Other records, and further copies of a
+PMID (the first is kept), are dropped before anything is cached, with a warning naming them.
 
 Records and links are cached as plain files (one per PMID) when ``cache_dir`` is set:
 
@@ -29,7 +37,7 @@ import json
 import logging
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.request import urlopen
@@ -45,8 +53,10 @@ from kb_sources.eutils import (
     EutilsError,
     FetchError,
     Throttle,
+    ascii_number,
     eutils_base_url,
     eutils_request,
+    redact,
     with_retries,
 )
 from kb_sources.fetch_cache import RecordCache, atomic_file, cached_pmids, pubmed_cache
@@ -58,9 +68,9 @@ from kb_sources.pubmed_xml import (
 from kb_sources.types import Document
 
 __all__ = ["CIVIC_NIGHTLY_URL", "DEFAULT_EUTILS_URL", "EFETCH_BATCH", "EFETCH_SOURCE",
-           "EUTILS_BASE_URL", "EUTILS_URL_ENV", "ELINK_BATCH", "ESEARCH_MAX", "EntrezSettings",
-           "EsearchResult", "EutilsError", "FetchError", "SearchHistory", "Throttle",
-           "cached_pmids", "download_civic_nightly", "elink_citations", "esearch",
+           "EUTILS_BASE_URL", "EUTILS_URL_ENV", "ELINK_BATCH", "ESEARCH_MAX", "ESEARCH_MAX_BYTES",
+           "EntrezSettings", "EsearchResult", "EutilsError", "FetchError", "SearchHistory",
+           "Throttle", "cached_pmids", "download_civic_nightly", "elink_citations", "esearch",
            "eutils_base_url", "fetch_pubmed", "fetch_pubmed_history"]
 
 logger = logging.getLogger(__name__)
@@ -75,6 +85,10 @@ EFETCH_BATCH = 200
 ELINK_BATCH = 100
 #: Most ids one esearch request may return (NCBI's limit for ``retmax``).
 ESEARCH_MAX = 10_000
+#: Largest esearch answer (bytes; 10,000 ids are about 200 KB). It is parsed whole.
+ESEARCH_MAX_BYTES = 4 << 20
+#: PMIDs named in a warning about dropped records.
+NAMED_IN_WARNINGS = 5
 #: Source label of fetched documents.
 EFETCH_SOURCE = "pubmed-efetch"
 #: Dates esearch's ``datetype`` may filter on (Entrez, publication, modification dates).
@@ -152,33 +166,53 @@ def esearch(
     if mindate is not None and maxdate is not None:
         params.update(mindate=mindate, maxdate=maxdate, datetype=datetype)
     data = eutils_request("esearch.fcgi", settings, throttle or Throttle.for_settings(settings),
-                          params)
-    return _parse_esearch(data, term)
+                          params, max_bytes=ESEARCH_MAX_BYTES)
+    return _parse_esearch(data, term, retmax, settings)
 
 
-def _parse_esearch(data: bytes, term: str) -> EsearchResult:
+def _parse_esearch(data: bytes, term: str, retmax: int,
+                   settings: EntrezSettings) -> EsearchResult:
     root = _xml(data, "esearch response")
     if root.tag != "eSearchResult" or root.find("Count") is None:
         raise FetchError(f"esearch response is not an eSearchResult (root <{root.tag}>). Fix: "
                          f"check {EUTILS_URL_ENV} points at E-utilities")
-    ids = tuple(i for i in ((e.text or "").strip() for e in root.iterfind("IdList/Id"))
-                if is_pmid(i))
+    listed = [i for i in ((e.text or "").strip() for e in root.iterfind("IdList/Id"))
+              if is_pmid(i)]
+    ids = tuple(dict.fromkeys(listed))[:retmax]
+    if len(listed) > len(ids):
+        logger.warning("esearch listed %s ids (%s repeated) for retmax %d; kept the first %d "
+                       "distinct ones", f"{len(listed):,}", f"{len(listed) - len(set(listed)):,}",
+                       retmax, len(ids))
     webenv = (root.findtext("WebEnv") or "").strip()
     key = (root.findtext("QueryKey") or "").strip()
-    notes = [f"{e.tag}: {(e.text or '').strip()}" for part in ("ErrorList", "WarningList")
+    notes = [redact(f"{e.tag}: {(e.text or '').strip()}", settings)
+             for part in ("ErrorList", "WarningList")
              for e in root.iterfind(f"{part}/*") if (e.text or "").strip()]
     for note in notes:
         logger.info("esearch %r: %s", term[:80], note)
-    return EsearchResult(term=term, count=_int(root.findtext("Count")), ids=ids,
-                         retstart=_int(root.findtext("RetStart")),
+    return EsearchResult(term=term, count=_number(root, "Count"), ids=ids,
+                         retstart=_number(root, "RetStart"),
                          history=SearchHistory(webenv, key) if webenv and key else None,
                          translation=(root.findtext("QueryTranslation") or "").strip(),
                          warnings=tuple(notes))
 
 
-def _int(text: str | None) -> int:
-    value = (text or "").strip()
-    return int(value) if value.isdigit() else 0
+def _number(root: ET.Element, tag: str) -> int:
+    """The number in ``<tag>`` (0 when the element is absent).
+
+    Raises:
+        FetchError: Anything but 1 to 12 ASCII digits.
+    """
+    text = root.findtext(tag)
+    if text is None:
+        return 0
+    value = ascii_number(text)
+    if value is None:
+        shown = text.strip()
+        shown = shown if len(shown) <= 40 else f"{shown[:40]}..."
+        raise FetchError(f"esearch response: <{tag}> is {shown!r}; expected a number of at most "
+                         f"12 ASCII digits. Fix: check {EUTILS_URL_ENV} points at E-utilities")
+    return value
 
 
 def _xml(data: bytes, name: str) -> ET.Element:
@@ -195,7 +229,8 @@ def fetch_pubmed(
     """Fetch PubMed records with efetch (XML, batches of :data:`EFETCH_BATCH`) as documents.
 
     Cached PMIDs come first (no request), then the fetched ones batch by batch. PMIDs PubMed
-    does not return are logged and skipped (and not cached, so a later call asks again).
+    does not return are logged and skipped (and not cached, so a later call asks again);
+    records of other PMIDs in an answer, and repeats, are dropped before caching (logged).
 
     Args:
         pmids: PMIDs to fetch; duplicates are dropped.
@@ -214,10 +249,12 @@ def fetch_pubmed(
     missing = []
     for pmid in wanted:
         path = cache.get(pmid)
-        if path is None:
-            missing.append(pmid)
+        cached = [] if path is None else [d for d in read_pubmed_xml(path, source=source)
+                                          if d.doc_id == pmid]
+        if cached:
+            yield cached[0]
         else:
-            yield from read_pubmed_xml(path, source=source)
+            missing.append(pmid)
     for batch in _batches(missing, EFETCH_BATCH):
         data = eutils_request("efetch.fcgi", settings, throttle,
                               {"db": "pubmed", "id": ",".join(batch), "retmode": "xml"})
@@ -226,38 +263,71 @@ def fetch_pubmed(
 
 
 def fetch_pubmed_history(
-    history: SearchHistory, settings: EntrezSettings, *, retstart: int = 0,
-    retmax: int = EFETCH_BATCH, throttle: Throttle | None = None, source: str = EFETCH_SOURCE,
+    history: SearchHistory, settings: EntrezSettings, *, expected: Sequence[str],
+    retstart: int = 0, retmax: int | None = None, throttle: Throttle | None = None,
+    source: str = EFETCH_SOURCE,
 ) -> list[Document]:
     """Fetch the records at positions ``retstart .. retstart + retmax`` of a search kept on the
     history server (efetch with ``WebEnv`` and ``query_key``), caching each.
+
+    Args:
+        history: The search on the history server.
+        settings: E-utilities settings.
+        expected: The PMIDs esearch listed for these positions: only these are kept (and
+            cached); any other record of the answer is dropped with a warning.
+        retstart: Position of the first record.
+        retmax: Records to fetch (default: as many as ``expected``).
+        throttle: Share one throttle between calls; by default the call makes its own.
+        source: Source label of the documents.
 
     Raises:
         EutilsError: The history server no longer knows the search (an expired ``WebEnv``).
         FetchError: A failed request.
         InputFormatError: The response is not PubMed XML.
     """
+    retmax = len(expected) if retmax is None else retmax
     data = eutils_request("efetch.fcgi", settings, throttle or Throttle.for_settings(settings),
                           {"db": "pubmed", "query_key": history.query_key,
                            "WebEnv": history.webenv, "retstart": retstart, "retmax": retmax,
                            "retmode": "xml"})
     cache = pubmed_cache(settings.cache_dir)
     name = f"efetch response for search positions {retstart}..{retstart + retmax - 1}"
-    return list(_documents_from_efetch(data, name, None, cache, source))
+    return list(_documents_from_efetch(data, name, expected, cache, source))
 
 
-def _documents_from_efetch(data: bytes, name: str, batch: list[str] | None, cache: RecordCache,
+def _documents_from_efetch(data: bytes, name: str, expected: Sequence[str], cache: RecordCache,
                            source: str) -> Iterator[Document]:
-    returned = set()
+    """The records of ``expected`` in an efetch answer, each once, cached as they come; other
+    records and repeats are dropped before caching and logged."""
+    wanted = set(expected)
+    returned: set[str] = set()
+    unasked: list[str] = []
+    repeated: list[str] = []
     for index, element in enumerate(iter_article_elements(io.BytesIO(data), name), start=1):
         doc = article_to_document(element, name, index=index, source=source)
+        if doc.doc_id not in wanted or doc.doc_id in returned:
+            (repeated if doc.doc_id in returned else unasked).append(doc.doc_id)
+            continue
         cache.put(doc.doc_id, _single_article_set(element))
         returned.add(doc.doc_id)
         yield doc
-    absent = [p for p in batch or () if p not in returned]
+    if unasked:
+        logger.warning("%s: dropped %d record(s) nobody asked for: %s", name, len(unasked),
+                       _some(unasked))
+    if repeated:
+        logger.warning("%s: dropped %d repeated record(s) (the first copy is kept): %s", name,
+                       len(repeated), _some(repeated))
+    absent = [p for p in expected if p not in returned]
     if absent:
         logger.warning("PubMed returned no record for %d PMID(s): %s", len(absent),
                        ", ".join(absent[:20]))
+
+
+def _some(pmids: Sequence[str]) -> str:
+    """The first PMIDs of a list, for a warning ("1, 2, 3 and 4 more")."""
+    shown = ", ".join(pmids[:NAMED_IN_WARNINGS])
+    more = len(pmids) - NAMED_IN_WARNINGS
+    return f"{shown} and {more:,} more" if more > 0 else shown
 
 
 def _single_article_set(element: ET.Element) -> bytes:

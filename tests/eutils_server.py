@@ -16,7 +16,11 @@ The real client code (:mod:`kb_sources.fetch`) talks HTTP to it through
 - faults (:class:`Fault`, consumed in order by the requests they match): an HTTP status (429,
   500 ...) with optional headers, a slow answer (``seconds`` before the first byte), an
   ``<ERROR>`` body, a reset connection (closed without an answer) and a cut-off body (the full
-  ``Content-Length`` announced, half of it sent).
+  ``Content-Length`` announced, half of it sent); and the hostile answers of issue 42: an efetch
+  answer carrying records nobody asked for (``extra``), an esearch answer with made-up ids and
+  ``<Count>``/``<RetStart>`` texts (``ids``), an answer sent one byte at a time (``trickle``:
+  the body, ``trickle-head``: from the status line on), a body of ``size`` bytes (``huge``,
+  streamed, its length announced or not) and a redirect (``redirect``, to another server).
 - ``delay``: seconds every request waits before answering (a realistic 0.3 s for benchmarks).
 - ``log``: every request with its arrival time (``time.monotonic()``), to check the rate limit.
 
@@ -178,7 +182,14 @@ class Fault:
 
     kind: ``status`` (answer HTTP ``code`` with ``headers``), ``slow`` (wait ``seconds``, then
     answer normally), ``error`` (HTTP 200 with an ``<ERROR>message</ERROR>`` body), ``reset``
-    (close without answering) or ``truncate`` (announce the whole body, send half).
+    (close without answering), ``truncate`` (announce the whole body, send half), ``extra``
+    (efetch: the answer also carries the corpus records ``pmids``; one that was asked for comes
+    again with its title prefixed ``FORGED``), ``ids`` (esearch: the id list is ``pmids``, and
+    ``tags`` replace the text of ``Count``/``RetStart``), ``trickle`` (the answer's body one
+    byte every ``seconds``), ``trickle-head`` (the same from the status line on), ``huge``
+    (HTTP 200 with ``size`` bytes of XML padding, with ``Content-Length`` when ``declare``,
+    else until the connection closes) or ``redirect`` (HTTP ``code`` to ``location`` + the
+    endpoint and query asked for).
     """
 
     kind: str
@@ -187,6 +198,11 @@ class Fault:
     seconds: float = 0.0
     message: str = "Search Backend failed"
     headers: dict[str, str] = field(default_factory=dict)
+    pmids: tuple[str, ...] = ()
+    tags: dict[str, str] = field(default_factory=dict)
+    size: int = 0
+    declare: bool = True
+    location: str = ""
 
 
 @dataclass(frozen=True)
@@ -213,6 +229,7 @@ class EutilsServer:
         self.log: list[Logged] = []
         self.histories: dict[str, list[str]] = {}
         self._lock = threading.Lock()
+        self._closed = False
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -240,6 +257,7 @@ class EutilsServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._closed = True  # ends trickling and huge answers
         self.httpd.shutdown()
         self.httpd.server_close()
         self._thread.join(timeout=5)
@@ -273,23 +291,76 @@ class EutilsServer:
         if fault is not None and fault.kind == "slow":
             time.sleep(fault.seconds)
             fault = None
-        if fault is not None and fault.kind == "reset":
-            handler.close_connection = True
-            handler.connection.close()
+        if fault is not None and self._misbehave(handler, fault, endpoint, query):
             return
-        if fault is not None and fault.kind == "status":
-            self._send(handler, fault.code, b"fault", fault.headers)
-            return
-        if fault is not None and fault.kind == "error":
-            root = "eSearchResult" if endpoint == "esearch.fcgi" else "eFetchResult"
-            self._send(handler, 200, ERROR_BODY.format(root=root, message=fault.message).encode())
-            return
-        status, body = self._answer(endpoint, params)
+        status, body = self._answer(endpoint, params, fault)
         if fault is not None and fault.kind == "truncate":
             self._send(handler, status, body[:len(body) // 2], length=len(body))
             handler.close_connection = True
-            return
-        self._send(handler, status, body)
+        elif fault is not None and fault.kind in ("trickle", "trickle-head"):
+            self._trickle(handler, status, body, fault)
+        else:
+            self._send(handler, status, body)
+
+    def _misbehave(self, handler: BaseHTTPRequestHandler, fault: Fault, endpoint: str,
+                   query: str) -> bool:
+        """Answer a fault that replaces the whole answer; False for the others."""
+        if fault.kind == "reset":
+            handler.close_connection = True
+            handler.connection.close()
+        elif fault.kind == "status":
+            self._send(handler, fault.code, b"fault", fault.headers)
+        elif fault.kind == "error":
+            root = "eSearchResult" if endpoint == "esearch.fcgi" else "eFetchResult"
+            self._send(handler, 200, ERROR_BODY.format(root=root, message=fault.message).encode())
+        elif fault.kind == "redirect":
+            target = f"{fault.location}{endpoint}?{query}"
+            self._send(handler, fault.code, b"moved", {"Location": target})
+        elif fault.kind == "huge":
+            self._send_huge(handler, fault)
+        else:
+            return False
+        return True
+
+    def _send_huge(self, handler: BaseHTTPRequestHandler, fault: Fault) -> None:
+        """``fault.size`` bytes of well-formed XML, streamed 1 MiB at a time."""
+        head = b'<?xml version="1.0" ?>\n<PubmedArticleSet>\n'
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/xml; charset=UTF-8")
+        if fault.declare:
+            handler.send_header("Content-Length", str(fault.size))
+        else:
+            handler.send_header("Connection", "close")
+        handler.end_headers()
+        handler.close_connection = True
+        chunk, sent = b" " * (1 << 20), 0
+        try:
+            handler.wfile.write(head)
+            sent = len(head)
+            while sent < fault.size and not self._closed:
+                part = chunk[:fault.size - sent]
+                handler.wfile.write(part)
+                sent += len(part)
+        except (BrokenPipeError, ConnectionResetError):  # the client stopped reading
+            pass
+
+    def _trickle(self, handler: BaseHTTPRequestHandler, status: int, body: bytes,
+                 fault: Fault) -> None:
+        """The answer one byte every ``fault.seconds`` (the body, or from the status line on)."""
+        head = (f"HTTP/1.1 {status} OK\r\nContent-Type: text/xml; charset=UTF-8\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+        data = head + body
+        first = 0 if fault.kind == "trickle-head" else len(head)
+        handler.close_connection = True
+        try:
+            handler.wfile.write(data[:first])
+            for i in range(first, len(data)):
+                if self._closed:
+                    return
+                time.sleep(fault.seconds)
+                handler.wfile.write(data[i:i + 1])
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up
+            pass
 
     @staticmethod
     def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes,
@@ -306,17 +377,18 @@ class EutilsServer:
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (a time-out)
             handler.close_connection = True
 
-    def _answer(self, endpoint: str, params: dict[str, list[str]]) -> tuple[int, bytes]:
+    def _answer(self, endpoint: str, params: dict[str, list[str]],
+                fault: Fault | None = None) -> tuple[int, bytes]:
         one = {k: v[0] for k, v in params.items()}
         if not one.get("email") or one.get("tool") != "kbcurate":
             return 400, b"tool and email are required"
         if endpoint == "esearch.fcgi":
-            return 200, self._esearch(one)
+            return 200, self._esearch(one, fault)
         if endpoint == "efetch.fcgi":
-            return 200, self._efetch(one)
+            return 200, self._efetch(one, fault)
         return 404, b"no such endpoint"
 
-    def _esearch(self, p: dict[str, str]) -> bytes:
+    def _esearch(self, p: dict[str, str], fault: Fault | None = None) -> bytes:
         try:
             query = _Query(p.get("term", ""))
         except ValueError as exc:
@@ -334,13 +406,18 @@ class EutilsServer:
                 webenv = f"MCID_fake{len(self.histories) + 1:04d}"
                 self.histories[webenv] = ids
             history = f"<QueryKey>1</QueryKey><WebEnv>{webenv}</WebEnv>"
+        tags = {"Count": str(len(ids)), "RetStart": str(start)}
+        if fault is not None and fault.kind == "ids":
+            page = list(fault.pmids)
+            tags.update({"Count": str(len(page))}, **fault.tags)
         id_list = "".join(f"<Id>{i}</Id>" for i in page)
-        return (f'<?xml version="1.0" encoding="UTF-8" ?>\n<eSearchResult><Count>{len(ids)}'
-                f"</Count><RetMax>{len(page)}</RetMax><RetStart>{start}</RetStart>{history}"
+        return (f'<?xml version="1.0" encoding="UTF-8" ?>\n<eSearchResult><Count>{tags["Count"]}'
+                f"</Count><RetMax>{len(page)}</RetMax><RetStart>{tags['RetStart']}</RetStart>"
+                f"{history}"
                 f"<IdList>{id_list}</IdList><TranslationSet/><QueryTranslation>"
                 f"{_escape(p.get('term', ''))}</QueryTranslation></eSearchResult>\n").encode()
 
-    def _efetch(self, p: dict[str, str]) -> bytes:
+    def _efetch(self, p: dict[str, str], fault: Fault | None = None) -> bytes:
         if "WebEnv" in p:
             with self._lock:
                 ids = self.histories.get(p["WebEnv"])
@@ -354,7 +431,11 @@ class EutilsServer:
             if not ids:
                 return ERROR_BODY.format(root="eFetchResult",
                                          message="Empty id list - nothing todo").encode()
-        body = "\n".join(self.by_pmid[i].xml for i in ids if i in self.by_pmid)
+        records = [self.by_pmid[i].xml for i in ids if i in self.by_pmid]
+        if fault is not None and fault.kind == "extra":
+            records += [self.by_pmid[i].xml.replace("<ArticleTitle>", "<ArticleTitle>FORGED ", 1)
+                        if i in ids else self.by_pmid[i].xml for i in fault.pmids]
+        body = "\n".join(records)
         return (f'<?xml version="1.0" ?>\n<PubmedArticleSet>\n{body}\n</PubmedArticleSet>\n'
                 ).encode()
 

@@ -3,7 +3,8 @@ E-utilities: a stub that answers recorded responses (tests/fixtures/eutils/) and
 request, and the fake E-utilities of tests/eutils_server.py (esearch/efetch over a fixture corpus,
 with fault modes). Every request goes to ``EntrezSettings.base_url`` (default
 ``$KBCURATE_EUTILS_URL``); nothing leaves the machine. Retries and throttle waits run on a fake
-clock where the test counts them.
+clock where the test counts them. The hostile-server cases of issue 42 are in
+tests/test_eutils_hardening.py.
 """
 
 from __future__ import annotations
@@ -166,6 +167,49 @@ def test_throttle_does_not_sleep_when_requests_are_spread(clock: FakeClock) -> N
     clock.now += 5
     throttle.wait()
     assert clock.sleeps == []
+
+
+def test_throttles_sharing_a_file_take_turns(tmp_path: Path, clock: FakeClock) -> None:
+    """Two throttles on one lock file (as two processes would be) keep the spacing together."""
+    shared = tmp_path / "cache" / ".throttle"
+    first, second = (Throttle(3, clock=clock, sleep=clock.sleep, shared_file=shared)
+                     for _ in range(2))
+    first.wait()
+    second.wait()
+    first.wait()
+    assert clock.sleeps == pytest.approx([1 / 3, 1 / 3])
+    assert float(shared.read_text()) == pytest.approx(clock.now)  # the last request's time
+
+
+@pytest.mark.parametrize(("text", "sleeps"), [
+    ("not a time", []),  # unreadable: no wait
+    ("99999999999.5", [1 / 3]),  # far ahead (a wall clock set back): one interval at most
+])
+def test_shared_throttle_file_with_odd_content(tmp_path: Path, clock: FakeClock, text: str,
+                                               sleeps: list[float]) -> None:
+    shared = tmp_path / ".throttle"
+    shared.write_text(text)
+    Throttle(3, clock=clock, sleep=clock.sleep, shared_file=shared).wait()
+    assert clock.sleeps == pytest.approx(sleeps)
+
+
+def test_throttle_keeps_to_its_process_when_the_file_cannot_be_made(
+        tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "a file").write_text("")
+    throttle = Throttle(3, clock=clock, sleep=clock.sleep,
+                        shared_file=tmp_path / "a file" / ".throttle")
+    with caplog.at_level(logging.WARNING, logger="kb_sources.eutils"):
+        throttle.wait()
+        throttle.wait()
+    assert clock.sleeps == pytest.approx([1 / 3])
+    assert "cannot share the E-utilities rate limit through" in caplog.text
+    assert "keeping it for this process only" in caplog.text
+
+
+def test_settings_share_the_throttle_through_the_cache_folder(tmp_path: Path) -> None:
+    assert Throttle.for_settings(EntrezSettings(email="a@b.org", cache_dir=tmp_path)
+                                 ).shared_file == tmp_path / ".throttle"
+    assert Throttle.for_settings(EntrezSettings(email="a@b.org")).shared_file is None
 
 
 def test_rate_follows_the_api_key_with_a_margin() -> None:
@@ -404,7 +448,8 @@ def test_esearch_in_relevance_order_with_history(eutils_server: EutilsServer) ->
     assert {k: v[0] for k, v in request.params.items() if k != "term"} == {
         "db": "pubmed", "retmode": "xml", "retmax": "2", "retstart": "0", "sort": "relevance",
         "usehistory": "y", "tool": "kbcurate", "email": "curator@example.org"}
-    page = fetch_pubmed_history(result.history, _settings(eutils_server), retstart=2, retmax=5)
+    page = fetch_pubmed_history(result.history, _settings(eutils_server), retstart=2, retmax=5,
+                                expected=["99200001", "99200007"])
     assert [d.doc_id for d in page] == ["99200001", "99200007"]
     assert eutils_server.requests("efetch.fcgi")[0].params["WebEnv"] == ["MCID_fake0001"]
 
@@ -431,7 +476,7 @@ def test_eutils_error_answers_are_one_line(eutils_server: EutilsServer) -> None:
     with pytest.raises(EutilsError, match="an error: 'Search Backend failed: retry'"):
         esearch("BRAF", settings)
     with pytest.raises(EutilsError, match="Unable to obtain query #1"):
-        fetch_pubmed_history(SearchHistory("MCID_expired", "1"), settings)
+        fetch_pubmed_history(SearchHistory("MCID_expired", "1"), settings, expected=["1"])
 
 
 def test_long_queries_are_posted(eutils_server: EutilsServer) -> None:

@@ -273,7 +273,8 @@ def fetch_missing(found: EsearchResult, missing: Sequence[str], settings: Entrez
                   throttle: Throttle, on_batch: Callable[[int], None] | None = None
                   ) -> list[Document]:
     """The records of ``missing`` (ids of ``found``), batch by batch of the result: a batch
-    wholly missing and uncached by the search's ``WebEnv``, the others by PMID."""
+    wholly missing and uncached by the search's ``WebEnv``, the others by PMID. A ``WebEnv``
+    answer keeps only the ids esearch listed for its positions (nothing else is cached)."""
     want = set(missing)
     cached = cached_pmids(settings.cache_dir, missing)
     docs: dict[str, Document] = {}
@@ -285,8 +286,8 @@ def fetch_missing(found: EsearchResult, missing: Sequence[str], settings: Entrez
         got: list[Document] = []
         if found.history is not None and len(todo) == len(window) and not cached & set(todo):
             try:
-                got = fetch_pubmed_history(found.history, settings, throttle=throttle,
-                                           retstart=found.retstart + start, retmax=len(window),
+                got = fetch_pubmed_history(found.history, settings, expected=window,
+                                           throttle=throttle, retstart=found.retstart + start,
                                            source=PUBMED_SOURCE)
             except EutilsError as exc:  # the history expired: ask by PMID
                 logger.warning("%s; fetching the batch by PMID instead", exc)
