@@ -34,7 +34,7 @@ from app_pages.common import (
 )
 from app_pages.safe import md
 from curation.access.adjudication import REVIEWER_ROLES
-from curation.jobs.queue import JobStatus, list_jobs
+from curation.jobs.queue import JobStatus, duplicate_note, list_jobs
 from curation.pubmed.jobs import JOB_KIND, relation_slots, search_job, submit_pubmed_search
 from curation.pubmed.ncbi import ncbi_contact
 from curation.pubmed.query import partial_pubmed_query
@@ -66,6 +66,8 @@ def pubmed_panel(ctx: AppContext, schema: Schema, partial: PartialRelation, text
                      icon=":material/travel_explore:"):
         show_flash(PANEL)
         if running:
+            if st.session_state.get("pubmed_search"):  # clicked as another's search started
+                st.info(_joined(replace(job, joined=True)))
             poll_job(ctx, job.id, key="pubmed_job")
             return
         if job is not None:
@@ -121,9 +123,16 @@ def _search_form(ctx: AppContext, schema: Schema, partial: PartialRelation,
         except CurationError as exc:
             flash("error", md(exc), PANEL)
         else:
-            flash("info", f"Searching PubMed in the background (job {job.id:d}); new "
-                          "abstracts join the list when they are indexed.", PANEL)
+            flash("info", _joined(job) if job.joined else
+                  f"Searching PubMed in the background (job {job.id:d}); new abstracts join "
+                  "the list when they are indexed.", PANEL)
         st.rerun()
+
+
+def _joined(job: Any) -> str:
+    """What a curator who asked for a search that another job already runs is told."""
+    return (f"This relation's PubMed search (job {job.id:d}) is {md(duplicate_note(job))}; it "
+            "was not started twice: its results show here when it ends.")
 
 
 def refreshing(ctx: AppContext) -> bool:

@@ -12,7 +12,8 @@ the session until labels, suggestions, relations or the options change.
 (:func:`curation.pubmed.watch_digest.watch_digest`): per watched relation "N new abstracts since
 DATE" (new abstracts nobody has labelled yet), the best new abstract's score first, with *Open in
 Curate*; a watch whose last run failed says why, that the next run catches up, and offers its
-owner or an admin "Run again now" (a ``watch`` job).
+owner or an admin "Run again now" (a ``watch`` job). The list is paged (:data:`WATCH_PAGE` a
+page, a page selector when there are more), so a team with a thousand watches draws fifty.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from app_pages.common import (
 )
 from app_pages.curate import ALL_KBS, MODES, ensure_ready, pick_schema, retriever_controls
 from app_pages.safe import html_frame, html_text, md
+from curation.jobs.queue import duplicate_note
 from curation.pubmed.watch import may_manage
 from curation.pubmed.watch_digest import DigestRow, watch_digest
 from curation.pubmed.watch_jobs import submit_watch_run
@@ -52,7 +54,8 @@ PRIORITY_LABELS = {Priority.EVIDENCE: "KB evidence level",
                    Priority.NEW_ANSWERS: "Most suggested new answers",
                    Priority.FEWEST_LABELS: "Fewest labels"}
 CACHE_KEY = "wl_cache"
-WATCH_ROWS = 20  # watched relations listed
+WATCH_PAGE = 50  # watched relations a page
+WATCH_PAGE_KEY = "wl_watch_page"
 CACHED = 4  # worklists kept per session
 FORCED_HELP = ("Most suggested new answers counts the new answer candidates in each listed "
                "relation's top abstracts (slower: about 6-9 s for 200 relations on the demo "
@@ -155,16 +158,39 @@ def _run_again(ctx: AppContext, row: DigestRow) -> None:
         except CurationError as exc:
             flash("error", md(exc))
         else:
-            flash("info", f"Running watch {row.watch.id:d} in the background (job {job.id:d}).")
+            note = duplicate_note(job)
+            flash("info", f"Watch {row.watch.id:d} (job {job.id:d}) is {md(note)}; it was not "
+                          "started twice." if note else
+                  f"Running watch {row.watch.id:d} in the background (job {job.id:d}).")
         st.rerun()
+
+
+def _watch_page(total: int) -> int:
+    """The page selector of the watched relations (when they fill more than one page); the
+    index of the first row of the page shown."""
+    pages = -(-total // WATCH_PAGE)
+    if pages <= 1:
+        return 0
+    if int(st.session_state.get(WATCH_PAGE_KEY, 1)) > pages:  # fewer watches than before
+        st.session_state[WATCH_PAGE_KEY] = pages
+    cols = st.columns([1, 4], vertical_alignment="bottom")
+    page = cols[0].number_input("Page", min_value=1, max_value=pages, step=1,
+                                key=WATCH_PAGE_KEY,
+                                help=f"{WATCH_PAGE:d} watched relations a page")
+    start = (int(page) - 1) * WATCH_PAGE
+    cols[1].caption(f"Watched relations {start + 1:,}-{min(start + WATCH_PAGE, total):,} of "
+                    f"{total:,} (page {int(page):d} of {pages:d}); `kbcurate watch list` lists "
+                    "them all.")
+    return start
 
 
 def watched(ctx: AppContext, schema: Schema, rows: list[DigestRow]) -> None:
     """Per watched relation "N new abstracts since DATE" (best new score first) with *Open in
-    Curate*, and why a watch's last run failed (with "Run again now")."""
+    Curate*, and why a watch's last run failed (with "Run again now"); one page of them."""
     st.markdown("**Watched relations**")
+    start = _watch_page(len(rows))
     warned: set[int] = set()
-    for i, row in enumerate(rows[:WATCH_ROWS]):
+    for i, row in enumerate(rows[start:start + WATCH_PAGE], start):
         cols = st.columns([4, 1], vertical_alignment="center")
         best = (f" · best score {row.best_score:.3g} (PMID {row.best_pmid})"
                 if row.best_score is not None else "")
@@ -180,9 +206,6 @@ def watched(ctx: AppContext, schema: Schema, rows: list[DigestRow]) -> None:
                        f"{md(run.error)}. The next run catches up from "
                        f"{md(row.watch.mindate)}.")
             _run_again(ctx, row)
-    if len(rows) > WATCH_ROWS:
-        st.caption(f"The first {WATCH_ROWS:d} of {len(rows):,} watched relations; "
-                   "`kbcurate watch list` lists them all.")
 
 
 def table(schema: Schema, rows: list[WorklistRow], candidates: bool) -> None:

@@ -279,3 +279,51 @@ def test_a_failed_watch_runs_again_as_a_job_for_its_owner(watched_root, eutils_s
     at.run()
     assert not at.warning  # the last run of ALK is fine now
     assert eutils_server.requests("esearch.fcgi")[0].params["mindate"] == ["2021/01/01"]
+
+
+def test_many_watches_are_paged_fifty_a_page(watched_root):
+    """Issue 42 ("Also"): 913 watches drew in 5.8 s; the list draws one page of 50 with a page
+    selector (and the keys of its buttons stay unique across pages)."""
+    with Workspace.open(watched_root) as ws, ws.transaction():
+        for i in range(57):  # 60 watches in all, the 57 added with nothing new
+            Watches(ws).add(owner="alice", schema="PO", kind="relation",
+                            target=f"gene=gene:{9000 + i}", spec={"slots": {"gene": f"G{i}"}},
+                            label=f"G{i}", pubmed_query=f'"G{i}"[tiab]', max_hits=200,
+                            every_days=1, mindate="2026-01-01", at="2026-01-01T00:00:00+00:00")
+    at = worklist_page()
+    lines = watched_lines(at)
+    assert len(lines) == 50 and lines[0].startswith("**EGFR · L858R** · 1 new abstract")
+    assert lines[-1] == "**G46** · no new abstract since 2026-01-01 · watch 50 by alice"
+    page = at.number_input(key="wl_watch_page")
+    assert (page.value, page.min, page.max) == (1, 1, 2)
+    assert [c.value for c in at.caption if c.value.startswith("Watched relations")] == [
+        "Watched relations 1-50 of 60 (page 1 of 2); `kbcurate watch list` lists them all."]
+    page.set_value(2).run()
+    assert not at.exception
+    assert watched_lines(at) == [f"**G{i}** · no new abstract since 2026-01-01 · watch {i + 4} "
+                                 "by alice" for i in range(47, 57)]
+    assert [c.value for c in at.caption if c.value.startswith("Watched relations")] == [
+        "Watched relations 51-60 of 60 (page 2 of 2); `kbcurate watch list` lists them all."]
+    assert not at.warning  # ALK's failed run is on page 1
+    at.number_input(key="wl_watch_page").set_value(1).run()
+    assert len(watched_lines(at)) == 50 and len(at.warning) == 1
+
+
+def test_run_again_while_the_watch_runs_says_who_runs_it(watched_root, monkeypatch):
+    """Issue 42 item 3: "Run again now" while the watch's job is unfinished is told so."""
+    from datetime import datetime
+
+    from curation.pubmed.watch_jobs import submit_watch_run
+
+    monkeypatch.setenv("NCBI_EMAIL", "alice@lab.org")
+    with Workspace.open(watched_root) as ws:
+        job = submit_watch_run(ws, 3, user=ALICE, start=False)  # queued: no worker here
+    at = worklist_page("alice")
+    at.button(key="wl_watch_run_3").click().run()
+    assert not at.exception
+    hhmm = datetime.fromisoformat(job.created_at).strftime("%H:%M")
+    assert [shown(i.value) for i in at.info if "not started twice" in i.value] == [
+        f"Watch 3 (job {job.id}) is already queued since {hhmm} UTC (started by alice, waiting "
+        "for a worker); it was not started twice."]
+    with Workspace.open(watched_root) as ws:
+        assert [j.id for j in list_jobs(ws, "watch")] == [job.id]

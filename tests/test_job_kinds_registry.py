@@ -72,12 +72,73 @@ def test_every_kind_of_today_is_registered_and_loads():
         assert get_kind(kind.name) is kind and find_kind(kind.name) is kind
 
 
-def test_the_jobs_wing_builds_in_only_selftest(monkeypatch):
+def test_the_product_kinds_come_from_its_wings_not_from_entry_points(monkeypatch):
+    """Issue 42 item 12: with no entry point at all (the product's own hidden by a shadowing
+    distribution), every product kind is still there: read from the wings' modules."""
     from kb_sources import plugins
 
     assert kinds.JOB_KINDS.group == GROUP == "kbcurate.job_kinds"
+    assert kinds.product_kind_modules() == [
+        "curation.evaluation.job_kinds", "curation.pubmed.job_kinds", "curation.search.job_kinds",
+        "curation.simulation.job_kinds", "curation.training.job_kinds"]
     monkeypatch.setattr(plugins, "entry_points", lambda group: [])  # no distribution declares any
-    assert kinds.job_kind_registry().names() == ["selftest"]
+    registry = kinds.job_kind_registry()
+    assert registry.names()[0] == "selftest" and set(registry.names()) == set(TODAY)
+    assert registry.get("activate").target == TODAY["activate"][0]
+
+
+def test_a_distribution_named_kbcurate_cannot_take_the_product_kinds(monkeypatch, caplog):
+    """Issue 42 item 12: a distribution whose metadata name is ``kbcurate``, first on sys.path,
+    hides the product's own entry points (importlib.metadata keeps one distribution per name)
+    and declares ``activate`` and ``rank`` open to everyone: both are refused and logged, the
+    product's stay; a new kind of it is read as any plug-in's."""
+    from kb_sources import plugins
+
+    evil = (JobKind("activate", "evil.jobs:run", "hijacked", admin_only=False),
+            JobKind("rank", "evil.jobs:run", "hijacked", admin_only=False),
+            JobKind("harvest", "evil.jobs:harvest", "a new kind", admin_only=False))
+    monkeypatch.setattr(plugins, "entry_points",
+                        lambda group: [_fake_plugin("training", evil, dist="kbcurate")])
+    with caplog.at_level("WARNING"):
+        registry = kinds.job_kind_registry()
+        assert registry.get("activate").target == TODAY["activate"][0]
+        assert registry.get("activate").admin_only is True
+        assert registry.get("rank").target == TODAY["rank"][0]
+    assert set(registry.names()) == {*TODAY, "harvest"}
+    refused = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert refused == [
+        "job kind plug-in activate (evil.job_kinds:training) refused: 'activate' is a built-in "
+        "job kind; give the plug-in's entry another name",
+        "job kind plug-in rank (evil.job_kinds:training) refused: 'rank' is a built-in job "
+        "kind; give the plug-in's entry another name"]
+    assert ("job kind entry point training (evil.job_kinds:training) of a distribution named "
+            "kbcurate is not one of the product's wings: read as a plug-in") in caplog.messages
+
+
+def test_the_products_own_entry_points_are_read_once_without_complaint(caplog):
+    """The product's pyproject.toml still names its wings' modules: those are skipped, not
+    refused as duplicates of themselves."""
+    with caplog.at_level("WARNING"):
+        assert set(kinds.job_kind_registry().names()) == set(TODAY)
+    assert [r for r in caplog.records if r.name in ("kb_sources.plugins", kinds.__name__)] == []
+
+
+def test_each_kind_has_an_end(monkeypatch, caplog):
+    """Issue 42 item 3: every job kind has a longest run time; the NCBI kinds short, the
+    others a day; the environment overrides one kind's, in minutes."""
+    limits = {kind.name: kind.max_seconds for kind in job_kinds()}
+    assert limits == {**dict.fromkeys(TODAY, 24 * 3600.0), "pubmed_search": 20 * 60.0,
+                      "watch": 30 * 60.0, "selftest": 600.0}
+    search = get_kind("pubmed_search")
+    assert search.max_minutes_env == "KBCURATE_JOB_MAX_MINUTES_PUBMED_SEARCH"
+    assert search.max_run_s() == 1200.0
+    monkeypatch.setenv("KBCURATE_JOB_MAX_MINUTES_PUBMED_SEARCH", "45")
+    assert search.max_run_s() == 2700.0
+    monkeypatch.setenv("KBCURATE_JOB_MAX_MINUTES_PUBMED_SEARCH", "soon")
+    with caplog.at_level("WARNING"):
+        assert search.max_run_s() == 1200.0
+    assert "KBCURATE_JOB_MAX_MINUTES_PUBMED_SEARCH='soon' ignored: expected minutes > 0, e.g. " \
+           "45; a pubmed_search job may run 20 min" in caplog.messages
 
 
 def test_each_wing_declares_its_kinds_through_the_entry_points():

@@ -25,11 +25,12 @@ from curation.access.users import PermissionDenied, Role, User
 from curation.cli.main import main
 from curation.jobs.queue import get_job, run_job, submit_job
 from curation.pubmed import watch as watch_module
+from curation.pubmed import watch_run
 from curation.pubmed.query import build_pubmed_query
 from curation.pubmed.watch import add_watch, is_due, remove_watch
 from curation.pubmed.watch_digest import new_since, watch_digest
 from curation.pubmed.watch_jobs import check_watch_params, submit_watch_run
-from curation.pubmed.watch_run import chosen_watches, run_watch
+from curation.pubmed.watch_run import chosen_watches, run_watch, run_watches
 from curation.search.cards import RankedDoc, card_html, with_new_since
 from curation.store.documents import Documents
 from curation.store.labels import Labels
@@ -283,6 +284,93 @@ def test_cli_add_list_run_remove_and_exit_codes(ws, eutils_server, capsys, monke
     assert capsys.readouterr().out == "removed watch 1: BRAF · V600E\n"
     assert main(["watch", "list", "-w", root]) == 0
     assert capsys.readouterr().out == "no watch (kbcurate watch add)\n"
+
+
+def test_a_watch_removed_during_its_run_ends_cleanly_and_the_others_run(ws, eutils_server,
+                                                                      caplog):
+    """Issue 42 item 4: `kbcurate watch run --all`, then `kbcurate watch remove 1` while watch 1
+    ran, gave "FOREIGN KEY constraint failed ... This is a bug" and watches 2-4 never ran.
+    The removal comes between the search and the record (from another connection)."""
+    braf = add_watch(ws, CORA, "PO", slots=BRAF, since="2019-01-01")
+    egfr = add_watch(ws, BOB, "PO", slots={"gene": "EGFR", "variant": "L858R"},
+                     since="2010-01-01")
+
+    def remove_braf(watch, fraction: float, message: str) -> None:
+        if watch.id == braf.id and message.endswith("; ranking"):
+            with Workspace.open(ws.root) as other:  # kbcurate watch remove, in another process
+                remove_watch(other, ADA, braf.id)
+
+    with caplog.at_level("WARNING", logger="curation.pubmed.watch_run"):
+        removed, ran = run_watches(ws, [braf, egfr], settings=settings(ws, eutils_server),
+                                   actor="cli", today=date(2022, 1, 1), progress=remove_braf)
+    assert (removed.removed, removed.ok, removed.run_id, removed.new) == (True, True, 0, ())
+    assert removed.message() == ("watch 1 (BRAF · V600E), 2019-01-01 to 2022-01-01: removed "
+                                 "during its run; its results were not recorded")
+    assert removed.to_json()["removed"] is True
+    assert "watch 1 was removed during its run; its results were not recorded" in \
+        caplog.messages
+    assert Watches(ws).get(braf.id) is None and Watches(ws).runs(braf.id) == []
+    assert set(Documents(ws).titles(FIRST | SECOND)) == FIRST | SECOND  # imported stays
+    assert ran.ok and not ran.removed and {p for _, p, _, _ in ran.new} == {"99200011"}
+    assert [r.status for r in Watches(ws).runs(egfr.id)] == ["done"]
+    assert [e.action for e in ws.audit_log("watch")][:2] == ["run", "remove"]  # egfr's run
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="curation.pubmed.watch_run"):
+        assert run_watches(ws, [braf, egfr], settings=settings(ws, eutils_server),
+                           actor="cli", today=date(2022, 1, 2))[0].watch.id == egfr.id
+    assert "watch 1 was removed before its turn; skipped" in caplog.messages
+
+
+def test_a_watch_left_to_its_job_says_who_runs_it(ws, eutils_server, caplog, monkeypatch):
+    """Issue 42 item 3: a cron run that finds a watch's job unfinished says since when it runs,
+    who started it and how far it got."""
+    monkeypatch.setenv("NCBI_EMAIL", "cora@lab.org")
+    watch = add_watch(ws, CORA, "PO", slots=BRAF, since="2019-01-01")
+    job = submit_watch_run(ws, watch.id, user=CORA, start=False)
+    with caplog.at_level("WARNING", logger="curation.pubmed.watch_run"):
+        assert run_watches(ws, [watch], settings=settings(ws, eutils_server), actor="cli") == []
+    hhmm = job.created_at[11:16]
+    assert caplog.messages == [f"watch {watch.id} left to job {job.id}, already queued since "
+                               f"{hhmm} UTC (started by cora, waiting for a worker)"]
+    assert eutils_server.requests("esearch.fcgi") == []
+
+
+def test_cli_run_all_goes_on_after_a_removed_watch_and_after_a_bug(ws, eutils_server, capsys,
+                                                                    monkeypatch):
+    monkeypatch.setenv("NCBI_EMAIL", "cora@lab.org")
+    for slots in (BRAF, {"gene": "EGFR", "variant": "L858R"}, {"gene": "PDGFRA"}):
+        add_watch(ws, CORA, "PO", slots=slots, since="2010-01-01")
+    root = str(ws.root)
+    ws.close()
+    ranked = watch_run.rank_new
+
+    def remove_first_then_rank(opened, schema, fresh):
+        if any(target.partial.query_key == BRAF_KEY for target, _ in fresh):
+            assert main(["watch", "remove", "-w", root, "1"]) == 0  # 8 s into the run
+        return ranked(opened, schema, fresh)
+
+    monkeypatch.setattr(watch_run, "rank_new", remove_first_then_rank)
+    assert main(["watch", "run", "-w", root, "--all"]) == 0
+    out = capsys.readouterr().out
+    assert "removed watch 1: BRAF · V600E\n3 watches run\n" in out
+    assert "watch 1 (BRAF · V600E), 2010-01-01 to " in out and ": removed during its run; its " \
+        "results were not recorded\n" in out
+    with Workspace.open(root) as opened:
+        assert [w.id for w in Watches(opened).watches()] == [2, 3]
+        assert [Watches(opened).runs(i)[0].status for i in (2, 3)] == ["done", "done"]
+    real_run = watch_run.run_watch
+
+    def bug_in_watch_2(opened, watch, **kwargs):
+        if watch.id == 2:
+            raise KeyError("query_key")
+        return real_run(opened, watch, **kwargs)
+
+    monkeypatch.setattr(watch_run, "run_watch", bug_in_watch_2)
+    assert main(["watch", "run", "-w", root, "--all", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "error: watch 2 (EGFR · L858R), " in err and ": failed: KeyError: 'query_key'" in err
+    with Workspace.open(root) as opened:
+        assert len(Watches(opened).runs(3)) == 2  # watch 3 ran after watch 2's bug
 
 
 def test_cards_of_new_abstracts_say_new_since_escaped():

@@ -80,9 +80,9 @@ def silent_job(ctx) -> dict:
 
 
 def test_run_job_sends_heartbeats_while_the_job_runs(tmp_workspace, monkeypatch):
-    from curation.jobs import kinds, lifecycle
+    from curation.jobs import kinds, watchdog
 
-    monkeypatch.setattr(lifecycle, "HEARTBEAT_S", 0.1)
+    monkeypatch.setattr(watchdog, "HEARTBEAT_S", 0.1)
     monkeypatch.setattr(kinds, "JOB_KINDS", kinds.job_kind_registry(
         [JobKind("silent", f"{__name__}:silent_job", "test kind")]))
     job = submit_job(tmp_workspace, "silent", {}, user=ADMIN, start=False)

@@ -1,15 +1,25 @@
 """The registry of background job kinds: what each runs, who may start it, which parameters
-it accepts and how its values are checked (see :mod:`curation.jobs.queue`).
+it accepts, how its values are checked and how long one job may run (see
+:mod:`curation.jobs.queue`).
 
 Job kinds register themselves: each wing that has background work declares its kinds as a
-tuple ``JOB_KINDS`` of :class:`JobKind` in its own ``job_kinds`` module and names that tuple in
-the entry-point group :data:`GROUP` of its distribution (``pyproject.toml``)::
+tuple ``JOB_KINDS`` of :class:`JobKind` in its own ``job_kinds`` module. The product's own kinds
+(``activate``, ``rank``, ``pubmed_search``, ...) are read from the ``job_kinds`` modules of the
+wings of this package (:func:`product_kind_modules`: each ``curation/<wing>/job_kinds.py``
+beside this wing), never through distribution metadata: a distribution that calls itself
+``kbcurate`` and comes first on ``sys.path`` hides the product's own entry points and could
+otherwise declare ``activate`` open to everyone. Plug-ins declare more kinds in the entry-point
+group :data:`GROUP` of their distribution (``pyproject.toml``)::
 
     [project.entry-points."kbcurate.job_kinds"]
     mywing = "mypackage.job_kinds:JOB_KINDS"
 
-:data:`JOB_KINDS` (a :class:`~kb_sources.plugins.Registry`) holds this wing's own kind,
-``selftest``, and reads the group when first asked. A kind names its function and validator as
+An entry point that names a product kind is refused, with an error in the log, whichever
+distribution declares it (the product's own ``pyproject.toml`` declares its wings' modules too,
+for tools that list entry points; those are the modules already read and are skipped).
+
+:data:`JOB_KINDS` (a :class:`JobKindRegistry`) holds this wing's own kind, ``selftest``, and
+reads the wings and the group when first asked. A kind names its function and validator as
 ``module:function``, imported only when a job runs or is submitted
 (:func:`~kb_sources.plugins.load_target`), so this wing imports no job's code. Look kinds up
 with :func:`get_kind` (an unknown name raises :class:`~kb_sources.errors.UnknownNameError`
@@ -18,21 +28,36 @@ listing the available ones) or :func:`find_kind`.
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from curation.access.users import Role, User
 from curation.jobs.guards import check_params
 from curation.store.workspace import Workspace
+from kb_sources import plugins
 from kb_sources.errors import UnknownNameError
 from kb_sources.plugins import Registry, load_target
 
+logger = logging.getLogger(__name__)
+
 #: The entry-point group in which installed distributions declare job kinds.
 GROUP = "kbcurate.job_kinds"
-#: The product's own distribution: its entry points in :data:`GROUP` (the wings' kinds) are
-#: built-ins, so a plug-in can never replace ``activate``, ``rank`` or any other product kind.
+#: The product's distribution name (what a shadowing distribution calls itself too; it decides
+#: nothing: the product's kinds come from :func:`product_kind_modules`).
 PRODUCT = "kbcurate"
+#: The attribute of a wing's ``job_kinds`` module that lists its kinds.
+KINDS_ATTR = "JOB_KINDS"
+
+#: The longest a job of a kind that declares no limit may run (seconds): a day, for training,
+#: index builds and evaluations on one machine.
+DEFAULT_MAX_SECONDS = 24 * 3600.0
+#: The environment variable that overrides a kind's limit (minutes), e.g.
+#: ``KBCURATE_JOB_MAX_MINUTES_PUBMED_SEARCH=45``; read when a job starts.
+MAX_MINUTES_ENV = "KBCURATE_JOB_MAX_MINUTES_{kind}"
 
 #: The actor of internal callers (CLI demo, maintenance, benchmarks): an admin whose name no
 #: real user can have (user names are letters, digits, '.', '_' and '-').
@@ -57,6 +82,10 @@ class JobKind:
             of this kind has the same values, submitting another returns that job instead
             (decided in one database transaction, so users clicking at the same instant get
             one job). Empty: every submission queues a job.
+        max_seconds: The longest one job of this kind may run; a job still running then is
+            failed and its worker stopped (:mod:`curation.jobs.lifecycle`), so a job stuck on
+            a server that trickles bytes never holds its work for good. The environment
+            variable :data:`MAX_MINUTES_ENV` overrides it (:meth:`max_run_s`).
     """
 
     name: str
@@ -67,6 +96,7 @@ class JobKind:
     params: tuple[str, ...] = ()
     validator: str | None = None
     unique_by: tuple[str, ...] = ()
+    max_seconds: float = DEFAULT_MAX_SECONDS
 
     def load(self) -> Callable[..., dict[str, Any]]:
         """The kind's function (imported now).
@@ -82,10 +112,42 @@ class JobKind:
         if self.validator:
             load_target(self.validator)(ws, dict(params))
 
+    @property
+    def max_minutes_env(self) -> str:
+        """The environment variable that overrides :attr:`max_seconds` (in minutes)."""
+        return MAX_MINUTES_ENV.format(kind=self.name.upper().replace("-", "_"))
+
+    def max_run_s(self) -> float:
+        """The longest a job of this kind may run now, in seconds: :attr:`max_minutes_env`
+        when it is set to a number of minutes > 0 (else a warning, and the kind's own)."""
+        text = os.environ.get(self.max_minutes_env, "").strip()
+        if not text:
+            return self.max_seconds
+        try:
+            minutes = float(text)
+        except ValueError:
+            minutes = 0.0
+        if not 0 < minutes < float("inf"):
+            logger.warning("%s=%r ignored: expected minutes > 0, e.g. 45; a %s job may run "
+                           "%s", self.max_minutes_env, text, self.name,
+                           duration(self.max_seconds))
+            return self.max_seconds
+        return minutes * 60.0
+
+
+def duration(seconds: float) -> str:
+    """A run time in words: "40 s", "20 min", "24 h"."""
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.3g} min"
+    return f"{seconds / 3600:.3g} h"
+
 
 #: This wing's own kind: a diagnostic job (:func:`curation.jobs.queue.selftest`).
 SELFTEST = JobKind("selftest", "curation.jobs.queue:selftest",
-                   "check that background workers start and report progress", params=("steps",))
+                   "check that background workers start and report progress", params=("steps",),
+                   max_seconds=600.0)
 
 
 def _not_a_kind(entry: object) -> str | None:
@@ -95,17 +157,49 @@ def _not_a_kind(entry: object) -> str | None:
     return f"expected a JobKind, got {type(entry).__name__}"
 
 
-def job_kind_registry(extra: Iterable[JobKind] = ()) -> Registry[JobKind]:
-    """A registry of job kinds: ``selftest``, ``extra`` and the kinds of the product's own
-    distribution (:data:`PRODUCT`) built in, then every kind that another installed
-    distribution declares in :data:`GROUP`; a plug-in that names a built-in kind is refused,
-    with an error in the log.
+def product_kind_modules() -> list[str]:
+    """The ``job_kinds`` modules of this package's wings (``curation.<wing>.job_kinds``, by
+    wing name), found in the package's own folder: the product's kinds come from its own code,
+    never from entry points another distribution could shadow."""
+    package = __name__.split(".")[0]
+    root = Path(__file__).resolve().parents[1]
+    return [f"{package}.{wing.name}.job_kinds" for wing in sorted(root.iterdir())
+            if (wing / "__init__.py").is_file() and (wing / "job_kinds.py").is_file()]
+
+
+class JobKindRegistry(Registry[JobKind]):
+    """The job kinds: built-ins (``selftest`` and a test's own), then the product's wings'
+    kinds (:func:`product_kind_modules`), then the plug-ins' (module docstring)."""
+
+    def _discover(self) -> dict[str, JobKind]:
+        own = [f"{module}:{KINDS_ATTR}" for module in product_kind_modules()]
+        self._own = {}
+        for kind in (kind for target in own for kind in load_target(target)):
+            if kind.name in self._builtin or kind.name in self._own:
+                logger.error("job kind %s declared twice (in %s): the first one is kept",
+                             kind.name, ", ".join(own))
+            else:
+                self._own[kind.name] = kind
+        points = [ep for ep in plugins.entry_points(group=GROUP) if ep.value not in own]
+        for ep in points:
+            if getattr(getattr(ep, "dist", None), "name", None) == PRODUCT:
+                logger.warning("job kind entry point %s (%s) of a distribution named %s is not "
+                               "one of the product's wings: read as a plug-in", ep.name,
+                               ep.value, PRODUCT)
+        return self._read(points, taken={**self._builtin, **self._own})
+
+
+def job_kind_registry(extra: Iterable[JobKind] = ()) -> JobKindRegistry:
+    """A registry of job kinds: ``selftest`` and ``extra`` built in, then the kinds of the
+    product's wings (:func:`product_kind_modules`), then every kind that an installed
+    distribution declares in :data:`GROUP`; an entry point that names a built-in or product
+    kind is refused, with an error in the log, whichever distribution declares it.
 
     Args:
         extra: More built-in kinds (tests register their own kinds this way).
     """
-    return Registry("job kind", (SELFTEST, *extra), group=GROUP, accept=_not_a_kind,
-                    error=UnknownNameError, builtin_distributions=(PRODUCT,))
+    return JobKindRegistry("job kind", (SELFTEST, *extra), group=GROUP, accept=_not_a_kind,
+                           error=UnknownNameError)
 
 
 #: The job kinds of this installation (see the module docstring).
@@ -127,5 +221,5 @@ def find_kind(name: str) -> JobKind | None:
 
 
 def job_kinds() -> list[JobKind]:
-    """Every job kind: this wing's first, then those of installed distributions."""
+    """Every job kind: this wing's first, then the product wings', then the plug-ins'."""
     return JOB_KINDS.entries()

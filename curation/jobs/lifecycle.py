@@ -1,6 +1,7 @@
 """A job's life in the process that runs it, on every job queue: claim it, run its kind's
-function with a :class:`JobContext` (progress, cancellation), send heartbeats, record its end;
-and read its current state, failing it when its worker is gone.
+function with a :class:`JobContext` (progress, cancellation) beside a
+:class:`~curation.jobs.watchdog.Watchdog` (heartbeats, time limit), record its end; and read its
+current state, failing it when its worker is gone.
 
 What differs between queues is the :class:`JobQueue` interface, implemented in
 :mod:`curation.jobs.queues` (the ``jobs`` table, one worker process per job) and
@@ -15,17 +16,14 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
 from curation.jobs.guards import retry_busy
 from curation.jobs.kinds import get_kind
-from curation.jobs.records import HEARTBEAT_S
-from curation.store.database import open_connection
-from curation.store.errors import DATABASE_ERRORS, WorkspaceBusyError, WorkspaceError
+from curation.jobs.watchdog import Watchdog
+from curation.store.errors import WorkspaceBusyError
 from curation.store.jobs import Job, Jobs, JobStatus
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
@@ -78,10 +76,13 @@ class JobContext:
 
         retry_busy(write, f"job {self.job_id}: progress")
         if self.cancelled():
-            raise JobCancelled(f"job {self.job_id} was cancelled")
+            raise JobCancelled(f"job {self.job_id} is no longer running (cancelled, or failed "
+                               "by its time limit)")
 
     def cancelled(self) -> bool:
-        return Jobs(self.ws).status(self.job_id) == JobStatus.CANCELLED
+        """Whether the job must stop: a user cancelled it, or its row was failed meanwhile
+        (it ran out of time, or was written off as abandoned)."""
+        return Jobs(self.ws).status(self.job_id) in (JobStatus.CANCELLED, JobStatus.FAILED)
 
 
 class JobCancelled(CurationError):
@@ -116,11 +117,12 @@ def _fail_abandoned(ws: Workspace, job: Job, error: str) -> Job:
 
 
 def execute_job(ws: Workspace, job_id: int, queue_of: QueueOf, *,
-                context: JobContext | None = None) -> Job:
+                context: JobContext | None = None, end_process: bool = False) -> Job:
     """Execute a queued job in this process (what every worker does).
 
     Claiming the job and recording its end wait out a busy workspace
-    (:func:`~curation.jobs.guards.retry_busy`).
+    (:func:`~curation.jobs.guards.retry_busy`). A :class:`~curation.jobs.watchdog.Watchdog`
+    sends its heartbeats (table queue) and fails it when it runs longer than its kind allows.
 
     Args:
         ws: The workspace.
@@ -128,6 +130,9 @@ def execute_job(ws: Workspace, job_id: int, queue_of: QueueOf, *,
         queue_of: The workspace's job queue (see the module docstring).
         context: What the job function gets (a queue's worker passes its own subclass);
             default a :class:`JobContext`.
+        end_process: This process runs only this job, in its main thread (the table queue's
+            worker process): a job that overruns its time is stopped with SIGTERM, and the
+            process ends if it does not stop.
 
     Raises:
         CurationError: The job is not queued (already claimed, cancelled or failed).
@@ -136,10 +141,12 @@ def execute_job(ws: Workspace, job_id: int, queue_of: QueueOf, *,
     job = current_job(ws, job_id, queue_of)
     if job.status is not JobStatus.QUEUED:
         raise CurationError(f"Job {job_id} is {job.status.value}, not queued")
+    kind = get_kind(job.kind)
     retry_busy(lambda: _claim(ws, job_id), f"job {job_id}: mark running")
     try:
-        with _heartbeat(ws, job_id, queue_of):
-            result = get_kind(job.kind).load()(context or JobContext(ws, job_id), **job.params)
+        with Watchdog(ws, job_id, kind, beats=queue_of(ws).name == "table",
+                      end_process=end_process):
+            result = kind.load()(context or JobContext(ws, job_id), **job.params)
     except JobCancelled as exc:  # a user's cancel (the row says so already) or a stop signal
         finish_job(ws, job_id, JobStatus.CANCELLED, error=str(exc))
         return current_job(ws, job_id, queue_of)
@@ -149,39 +156,6 @@ def execute_job(ws: Workspace, job_id: int, queue_of: QueueOf, *,
         return current_job(ws, job_id, queue_of)
     finish_job(ws, job_id, JobStatus.DONE, result=result)
     return current_job(ws, job_id, queue_of)
-
-
-@contextmanager
-def _heartbeat(ws: Workspace, job_id: int, queue_of: QueueOf) -> Iterator[None]:
-    """While the block runs, touch the running job's row every :data:`HEARTBEAT_S` seconds
-    (from a thread with its own connection) so that :func:`current_job` can tell a live worker
-    from a dead one whose pid another process now has (table queue; procrastinate has its
-    own)."""
-    if queue_of(ws).name != "table":
-        yield
-        return
-    stop = threading.Event()
-
-    def beat() -> None:
-        try:
-            own = Workspace(ws.root, open_connection(ws.root))
-        except (*DATABASE_ERRORS, WorkspaceError) as exc:
-            logger.warning("job %d: no heartbeat connection (%s)", job_id, exc)
-            return
-        with own:
-            while not stop.wait(HEARTBEAT_S):
-                try:
-                    Jobs(own).touch_running(job_id)
-                except (*DATABASE_ERRORS, WorkspaceError) as exc:  # the next beat tries again
-                    logger.warning("job %d: heartbeat not recorded (%s)", job_id, exc)
-
-    thread = threading.Thread(target=beat, name=f"job-{job_id}-heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 def _claim(ws: Workspace, job_id: int) -> None:

@@ -8,14 +8,14 @@ procrastinate workers on any machine (``kbcurate worker``). Long work never runs
 script thread and keeps going when the page reloads. The worker reports progress into the row;
 any page reads it back with :func:`get_job`, whichever queue ran it.
 
-Job kinds are registered in :mod:`curation.jobs.kinds` (each wing declares its own, found
-through the ``kbcurate.job_kinds`` entry points); a kind names its function as
-``module:function``, called as ``fn(ctx: JobContext, **params) -> dict``, and its result dict is
-stored as JSON. Each kind declares the parameter names it accepts (``params``); :func:`submit_job`
-refuses any other name, listing the allowed ones, and then calls the kind's ``validator``
-(``"module:function"``, called as ``fn(ws, params)``, raising :class:`CurationError`) to check the
-values, e.g. that every path lies inside the workspace
-(:func:`curation.jobs.guards.workspace_path`).
+Job kinds are registered in :mod:`curation.jobs.kinds` (each wing declares its own in its
+``job_kinds`` module; plug-ins add kinds through the ``kbcurate.job_kinds`` entry points); a
+kind names its function as ``module:function``, called as ``fn(ctx: JobContext, **params) ->
+dict``, and its result dict is stored as JSON. Each kind declares the parameter names it
+accepts (``params``); :func:`submit_job` refuses any other name, listing the allowed ones, and
+then calls the kind's ``validator`` (``"module:function"``, called as ``fn(ws, params)``,
+raising :class:`CurationError`) to check the values, e.g. that every path lies inside the
+workspace (:func:`curation.jobs.guards.workspace_path`).
 
 Workers that stop: :func:`get_job` reports a job as failed, with the reason and the end of the
 worker's log, when its worker process is gone, whether it was running or still queued (killed
@@ -29,6 +29,17 @@ On the table queue :func:`run_job` sends a heartbeat (the row's ``updated_at``) 
 :data:`~curation.jobs.records.STALE_AFTER_S` is failed as abandoned even when its pid runs (reused
 by another process). Claiming, running and finishing a job is :mod:`curation.jobs.lifecycle`.
 
+Every job has an end: a job still running after its kind's limit
+(:attr:`~curation.jobs.kinds.JobKind.max_seconds`, e.g. 20 min for ``pubmed_search``; the
+environment variable named by :attr:`~curation.jobs.kinds.JobKind.max_minutes_env` overrides
+it) is failed with "stopped after N min: longer than the longest a KIND job may run ...", and
+its own worker process is stopped (:mod:`curation.jobs.watchdog`).
+
+Asking again for work an unfinished job already does (a kind's
+:attr:`~curation.jobs.kinds.JobKind.unique_by`) returns that job with ``joined`` set;
+:func:`duplicate_note` says since when it runs, who started it and how far it got, for the app
+and the CLI to show.
+
 Who may cancel: the job's owner (kinds open to every role) or an admin. ``user=None`` may cancel
 nothing; internal callers (the CLI's demo, maintenance scripts, benchmarks) act as
 :data:`SYSTEM_USER`, an admin whose name no real user can have.
@@ -40,6 +51,8 @@ import logging
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from curation.access.users import PermissionDenied, Role, User, require_admin
@@ -54,12 +67,12 @@ from curation.jobs.lifecycle import (
 from curation.jobs.queues import job_queue
 from curation.jobs.records import ORPHAN_AFTER_S
 from curation.store.jobs import Job, Jobs, JobStatus
-from curation.store.workspace import Workspace
+from curation.store.workspace import Workspace, utcnow
 from kb_sources.errors import CurationError
 
 __all__ = ["ORPHAN_AFTER_S", "SYSTEM_USER", "Job", "JobCancelled", "JobContext", "JobKind",
-           "JobStatus", "cancel_job", "check_may_cancel", "get_job", "list_jobs", "run_job",
-           "selftest", "submit_job", "wait_for_job"]
+           "JobStatus", "cancel_job", "check_may_cancel", "duplicate_note", "get_job",
+           "job_state_note", "list_jobs", "run_job", "selftest", "submit_job", "wait_for_job"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +91,9 @@ def submit_job(
         start: Hand it to the queue (tests pass False and call :func:`run_job`).
 
     Returns:
-        The job as stored.
+        The job as stored; for a kind with :attr:`JobKind.unique_by`, the unfinished job that
+        already does the same work when there is one, with ``joined`` set (show
+        :func:`duplicate_note` to the user).
 
     Raises:
         UnknownNameError: Unknown job kind (the message lists the available ones).
@@ -114,7 +129,8 @@ def submit_job(
 def _submit_unique(ws: Workspace, kind: str, params: Mapping[str, Any], user: User,
                    queue: JobQueue, start: bool, unique_by: tuple[str, ...]) -> Job:
     """Queue a job of a kind with :attr:`JobKind.unique_by`, or return the unfinished one doing
-    the same work. A row whose worker is gone is failed by :func:`get_job` and no longer counts
+    the same work, with ``joined`` set (:func:`duplicate_note`). A row whose worker is gone, or
+    that ran out of time, is failed by :func:`get_job` or its watchdog and no longer counts
     (then a new job is queued)."""
     for _ in range(3):
         job_id, created = Jobs(ws).insert_unique(kind, params, user.name, unique_by)
@@ -124,9 +140,9 @@ def _submit_unique(ws: Workspace, kind: str, params: Mapping[str, Any], user: Us
             return get_job(ws, job_id)
         job = get_job(ws, job_id)
         if not job.finished:
-            logger.info("%s job not queued for %s: job %d (%s) does the same work", kind,
-                        user.name, job.id, job.created_by)
-            return job
+            logger.info("%s job not queued for %s: job %d, %s", kind, user.name, job.id,
+                        duplicate_note(replace(job, joined=True)))
+            return replace(job, joined=True)
     raise CurationError(f"Could not queue the {kind} job: the unfinished job {job_id} doing the "
                         "same work keeps changing; try again in a moment")
 
@@ -139,6 +155,39 @@ def get_job(ws: Workspace, job_id: int) -> Job:
         CurationError: No job has that id.
     """
     return current_job(ws, job_id, job_queue)
+
+
+def job_state_note(job: Job, *, now: datetime | None = None) -> str:
+    """Where an unfinished job stands, in words: "running since 14:02 UTC (started by ann, 35%
+    done)", or "queued since ... (started by ann, waiting for a worker)" (the day too when it
+    is not today; the time is when it was submitted).
+
+    Args:
+        job: An unfinished job.
+        now: The current time (UTC; tests pass their own).
+    """
+    since = datetime.fromisoformat(job.created_at)
+    today = (now or datetime.fromisoformat(utcnow())).date()
+    when = since.strftime("%H:%M" if since.date() == today else "%Y-%m-%d %H:%M")
+    who = job.created_by or "the system"
+    if job.status is JobStatus.QUEUED:
+        return f"queued since {when} UTC (started by {who}, waiting for a worker)"
+    done = round(job.progress * 100)
+    return f"{job.status.value} since {when} UTC (started by {who}, {done:d}% done)"
+
+
+def duplicate_note(job: Job, *, now: datetime | None = None) -> str:
+    """What a user who asked for work an unfinished job already does is told: "already
+    running since 14:02 UTC (started by ann, 35% done)" (:func:`job_state_note`); "" for a job
+    :func:`submit_job` did not return instead of a new one (not ``joined``).
+
+    Args:
+        job: What :func:`submit_job` returned.
+        now: The current time (UTC; tests pass their own).
+    """
+    if not job.joined or job.finished:
+        return ""
+    return f"already {job_state_note(job, now=now)}"
 
 
 def wait_for_job(ws: Workspace, job_id: int, timeout: float = 60.0,
@@ -233,7 +282,8 @@ def check_may_cancel(job: Job, user: User | None) -> User:
     return user
 
 
-def run_job(ws: Workspace, job_id: int, *, context: JobContext | None = None) -> Job:
+def run_job(ws: Workspace, job_id: int, *, context: JobContext | None = None,
+            end_process: bool = False) -> Job:
     """Execute a queued job in this process (what the worker does): see
     :func:`curation.jobs.lifecycle.execute_job`.
 
@@ -242,12 +292,15 @@ def run_job(ws: Workspace, job_id: int, *, context: JobContext | None = None) ->
         job_id: The queued job.
         context: What the job function gets (a queue's worker passes its own subclass);
             default a :class:`JobContext`.
+        end_process: This process is the job's own worker process (``python -m
+            curation.jobs.worker``) and runs it in its main thread: a job that overruns its
+            time limit is stopped with SIGTERM, and the process ends if it does not stop.
 
     Raises:
         CurationError: The job is not queued (already claimed, cancelled or failed).
         WorkspaceBusyError: The workspace stayed busy through every retry of the claim.
     """
-    return execute_job(ws, job_id, job_queue, context=context)
+    return execute_job(ws, job_id, job_queue, context=context, end_process=end_process)
 
 
 def selftest(ctx: JobContext, steps: int = 3) -> dict[str, Any]:

@@ -5,6 +5,11 @@ holds (:func:`curation.jobs.guards.retry_busy`: bounded, each retry logged to th
 When the workspace stays busy through every retry, the worker records the job as failed with that
 reason if it can; otherwise :func:`curation.jobs.queue.get_job` finds the worker gone and reports
 the job as failed with the last line of this log.
+
+A job that runs longer than its kind allows is failed by its watchdog, which then sends this
+process's main thread SIGTERM (the job stops as on a cancel, its row stays failed) and ends the
+process if it still runs after :data:`~curation.jobs.watchdog.OVERRUN_GRACE_S`
+(:mod:`curation.jobs.watchdog`).
 """
 
 from __future__ import annotations
@@ -54,10 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     ws = retry_busy(lambda: Workspace.open(args[0]), f"job {job_id}: open the workspace")
     with ws:
         try:
-            job = run_job(ws, job_id)
+            job = run_job(ws, job_id, end_process=True)
         except WorkspaceBusyError as exc:
             logger.error("job %d: %s", job_id, exc)
             record_busy(ws, job_id, str(exc))
+            return 1
+        except WorkerStopped as exc:  # outside the job's own code (its end already recorded)
+            logger.warning("job %d: worker %s", job_id, exc)
             return 1
     return 0 if job.status is JobStatus.DONE else 1
 

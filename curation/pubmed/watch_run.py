@@ -12,11 +12,16 @@ new abstracts is ranked by the schema's default ranking, which gives each new ab
 score and rank (:data:`RANK_DEPTH` deep).
 
 The run is recorded (:meth:`curation.store.watches.Watches.record_run`: when, who, the
-queries, the date range, counts, the best new score) and audited. A run that fails (PubMed
-unreachable or answering errors, the workspace busy) is recorded with its error on one line and
-does not move the watch's ``mindate``: the next run asks again from the same day and so catches
-up; what the failed run had imported stays imported and is not fetched again. Relations searched
-on the same day overlap by that day, and a PMID already found is never new twice.
+queries, the date range, counts, the best new score) and audited. A watch removed while it runs
+(``kbcurate watch remove`` beside a cron run) ends cleanly: its outcome says "removed during its
+run; its results were not recorded" (what it imported stays imported), and :func:`run_watches`
+goes on with the other watches; the failure of one watch, even a bug, never stops the others.
+
+A run that fails (PubMed unreachable or answering errors, the workspace busy) is recorded with
+its error on one line and does not move the watch's ``mindate``: the next run asks again from
+the same day and so catches up; what the failed run had imported stays imported and is not
+fetched again. Relations searched on the same day overlap by that day, and a PMID already found
+is never new twice.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from datetime import date
 from typing import Any
 
 from curation.jobs.guards import retry_busy
-from curation.jobs.queue import list_jobs
+from curation.jobs.queue import Job, job_state_note, list_jobs
 from curation.matching.matcher import EntityMatcher
 from curation.pubmed.ranking import rank_relation, refresh_indexes
 from curation.pubmed.search import SearchProgress, SearchTracker, find_and_import
@@ -68,6 +73,8 @@ class WatchOutcome:
         imported: Records new to the workspace.
         new: The abstracts new to the watch, best score first.
         error: Why the run failed ("" when it did not).
+        removed: The watch was removed during the run: nothing was recorded (``run_id`` 0, no
+            new abstracts; what it imported stays imported).
     """
 
     watch: Watch
@@ -80,6 +87,7 @@ class WatchOutcome:
     imported: int
     new: tuple[NewHit, ...]
     error: str = ""
+    removed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -91,6 +99,8 @@ class WatchOutcome:
         head = f"watch {self.watch.id} ({self.watch.label}), {self.mindate} to {self.maxdate}"
         if self.error:
             return f"{head}: failed: {self.error}"
+        if self.removed:
+            return f"{head}: removed during its run; its results were not recorded"
         scores = [h[2] for h in self.new if h[2] is not None]
         best = f" (best score {max(scores):.4g})" if scores else ""
         return (f"{head}: {self.relations} relation{'s' if self.relations != 1 else ''}, found "
@@ -105,7 +115,7 @@ class WatchOutcome:
                 "imported": self.imported,
                 "new": [{"query_key": k, "pmid": p, "score": None if s is None else round(s, 6),
                          "rank": r} for k, p, s, r in self.new],
-                "error": self.error}
+                "error": self.error, "removed": self.removed}
 
 
 @dataclass
@@ -131,7 +141,8 @@ def run_watch(ws: Workspace, watch: Watch, *, settings: EntrezSettings, actor: s
 
     A :class:`CurationError` (PubMed unreachable, an E-utilities error, the workspace busy, a
     relation gone) makes a failed run, returned with its error; any other exception is
-    recorded the same way and raised.
+    recorded the same way and raised. A watch removed during the run gives an outcome with
+    ``removed`` set and nothing recorded.
     """
     maxdate = (today or utc_today()).isoformat()
     mindate = min(watch.mindate, maxdate)
@@ -149,9 +160,14 @@ def run_watch(ws: Workspace, watch: Watch, *, settings: EntrezSettings, actor: s
             _record(ws, watch, tally, (mindate, maxdate), [], error, actor, started)
             raise
     run_id = _record(ws, watch, tally, (mindate, maxdate), new, error, actor, started)
+    if run_id is None:
+        logger.warning("watch %d was removed during its run; its results were not recorded",
+                       watch.id)
+        new = []
     ranked = sorted(new, key=lambda h: (h[2] is None, -(h[2] or 0.0), h[0], h[1]))
-    return WatchOutcome(watch, run_id, mindate, maxdate, tally.relations, tally.found,
-                        tally.fetched, tally.imported, tuple(ranked), error)
+    return WatchOutcome(watch, run_id or 0, mindate, maxdate, tally.relations, tally.found,
+                        tally.fetched, tally.imported, tuple(ranked), error,
+                        removed=run_id is None)
 
 
 def _search_and_rank(ws: Workspace, watch: Watch, window: tuple[str, str], tally: _Tally,
@@ -204,14 +220,17 @@ def rank_new(ws: Workspace, schema: Schema, fresh: Sequence[tuple[Target, Sequen
 
 
 def _record(ws: Workspace, watch: Watch, tally: _Tally, window: tuple[str, str],
-            new: Sequence[NewHit], error: str, actor: str, started: str) -> int:
+            new: Sequence[NewHit], error: str, actor: str, started: str) -> int | None:
+    """Record and audit the run; its id, or None when the watch was removed meanwhile."""
     counts = RunCounts("\n".join(tally.queries), window[0], window[1], tally.relations,
                        tally.found, tally.fetched, tally.imported, error)
 
-    def write() -> int:
+    def write() -> int | None:
         with ws.transaction():
             run_id = Watches(ws).record_run(watch.id, counts, actor=actor, started_at=started,
                                             finished_at=utcnow(), hits=new)
+            if run_id is None:
+                return None
             ws.audit(actor, "run", "watch", str(watch.id), after={
                 "run": run_id, "since": window[0], "until": window[1],
                 "relations": tally.relations, "found": tally.found, "fetched": tally.fetched,
@@ -221,10 +240,10 @@ def _record(ws: Workspace, watch: Watch, tally: _Tally, window: tuple[str, str],
     return retry_busy(write, "watch run: record")
 
 
-def job_running(ws: Workspace, watch_id: int) -> bool:
-    """Whether a ``watch`` job of this watch is queued or running."""
-    return any(not job.finished and job.params.get("watch_id") == watch_id
-               for job in list_jobs(ws, WATCH_JOB_KIND, limit=200))
+def unfinished_job(ws: Workspace, watch_id: int) -> Job | None:
+    """The ``watch`` job of this watch that is queued or running, if any."""
+    return next((job for job in list_jobs(ws, WATCH_JOB_KIND, limit=200)
+                 if not job.finished and job.params.get("watch_id") == watch_id), None)
 
 
 def chosen_watches(ws: Workspace, ids: Sequence[int] = (), *, every: bool = False,
@@ -244,19 +263,40 @@ def run_watches(ws: Workspace, watches: Sequence[Watch], *, settings: EntrezSett
                 actor: str, today: date | str | None = None,
                 progress: Callable[[Watch, float, str], None] | None = None,
                 done: Callable[[WatchOutcome], None] | None = None) -> list[WatchOutcome]:
-    """Run ``watches`` one after the other with one shared throttle (a watch whose ``watch``
-    job is queued or running is left to that job); one outcome per watch run, each also
-    handed to ``done``."""
+    """Run ``watches`` one after the other with one shared throttle; one outcome per watch
+    run, each also handed to ``done``. A watch whose ``watch`` job is queued or running is left
+    to that job, and one removed before its turn is skipped (each logged); a watch whose run
+    raised (a bug) gets a failed outcome, with the traceback logged, and the others still run.
+    """
     day = parse_day(today) if today is not None else None
     throttle = Throttle.for_settings(settings)
     out = []
     for watch in watches:
-        if job_running(ws, watch.id):
-            logger.warning("watch %d is running as a job; left to it", watch.id)
+        if not _still_to_run(ws, watch):
             continue
         report = (lambda f, m, w=watch: progress(w, f, m)) if progress else None
-        out.append(run_watch(ws, watch, settings=settings, actor=actor, today=day,
-                             progress=report, throttle=throttle))
+        try:
+            outcome = run_watch(ws, watch, settings=settings, actor=actor, today=day,
+                                progress=report, throttle=throttle)
+        except Exception as exc:  # noqa: BLE001 - one watch's failure never stops the others
+            logger.exception("watch %d (%s) failed", watch.id, watch.label)
+            maxdate = (day or utc_today()).isoformat()
+            outcome = WatchOutcome(watch, 0, min(watch.mindate, maxdate), maxdate, 0, 0, 0, 0,
+                                   (), f"{type(exc).__name__}: {one_line(exc)}")
+        out.append(outcome)
         if done is not None:
-            done(out[-1])
+            done(outcome)
     return out
+
+
+def _still_to_run(ws: Workspace, watch: Watch) -> bool:
+    """Whether :func:`run_watches` runs ``watch`` now: it still exists and no job runs it."""
+    if Watches(ws).get(watch.id) is None:
+        logger.warning("watch %d was removed before its turn; skipped", watch.id)
+        return False
+    job = unfinished_job(ws, watch.id)
+    if job is not None:
+        logger.warning("watch %d left to job %d, %s", watch.id, job.id,
+                       f"already {job_state_note(job)}")
+        return False
+    return True

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -49,6 +49,9 @@ class Job:
         created_at: When it was submitted (UTC, ISO 8601).
         updated_at: When the row last changed (progress, heartbeat, end).
         pid: The worker process that claimed it (table queue), if any.
+        joined: Not a column: True on the job :func:`curation.jobs.queue.submit_job` returned
+            instead of queuing another, because this unfinished job already does the same work
+            (:func:`curation.jobs.queue.duplicate_note` says since when and by whom).
     """
 
     id: int
@@ -63,6 +66,7 @@ class Job:
     created_at: str
     updated_at: str
     pid: int | None
+    joined: bool = field(default=False, compare=False)
 
     @property
     def finished(self) -> bool:

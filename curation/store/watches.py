@@ -215,14 +215,22 @@ class Watches:
 
     def record_run(self, watch_id: int, counts: RunCounts, *, actor: str, started_at: str,
                    finished_at: str, hits: Sequence[tuple[str, str, float | None, int | None]]
-                   = ()) -> int:
+                   = ()) -> int | None:
         """Store one run and the PMIDs it found new (``(query_key, pmid, score, rank)``; a PMID
         the watch found before for that relation is kept with its first run). A run without
         an error moves the watch's ``mindate`` to the run's ``maxdate`` and sets its
         ``last_run_at``; a failed one changes neither. One transaction (joins the caller's).
-        Returns the run's id."""
+
+        Returns:
+            The run's id; None, with nothing stored, when the watch was removed meanwhile
+            (checked in the same write transaction, so a removal either comes before and
+            nothing is stored, or after and takes the run with it).
+        """
         scores = [h[2] for h in hits if h[2] is not None]
         with self.ws.transaction():
+            if self.ws.conn.execute("SELECT 1 FROM watches WHERE id = ?",
+                                    (watch_id,)).fetchone() is None:
+                return None
             cur = self.ws.conn.execute(
                 "INSERT INTO watch_runs(watch_id, started_at, finished_at, actor, status, "
                 "pubmed_query, mindate, maxdate, relations, found, fetched, imported, new_pmids, "
