@@ -13,11 +13,13 @@ entries that installed distributions declare in an entry-point group, e.g. in a 
 An entry point resolves to one entry or to an iterable of entries. Names are unique: a built-in
 wins over a plug-in of the same name (the plug-in is refused, with an error in the log), and a
 plug-in that fails to load is logged and skipped, so a broken plug-in never takes the built-ins
-down. A product whose own parts are entry points too (kbcurate's job kinds: each wing declares
-its own) names its distribution in ``builtin_distributions``: the entry points of that
-distribution are read first and count as built-ins, so the order in which
-``importlib.metadata`` lists distributions can never let a plug-in take one of its names. An
-unknown name raises the registry's error, whose message lists the available names.
+down. A product whose own parts live in modules the registry's package must not import at start
+(kbcurate's job kinds: each wing declares its own) names them in ``own_targets``: they are
+loaded from the product's own code when the registry is first asked, count as built-ins, and
+an entry point that points at them is skipped. Distribution metadata decides nothing about
+what is built in: a distribution that calls itself by the product's name and comes first on
+``sys.path`` is a plug-in like any other. An unknown name raises the registry's error, whose
+message lists the available names.
 
 This module imports only the standard library, so both floor-1 packages (``kb_sources`` and
 ``retrievers``) and every wing of ``curation`` may use it (tests/test_import_rules.py).
@@ -89,8 +91,9 @@ class Registry(Generic[E]):
             each package raises its own error type (default :class:`RegistryError`).
         adopt: Turns what an entry point loaded into the entry to keep, given the entry point's
             name (e.g. instantiate a class, fill in an empty name); default: kept as loaded.
-        builtin_distributions: Distributions whose entry points in ``group`` are built-ins
-            (the product's own), read before any other distribution's.
+        own_targets: Returns the ``module:attr`` targets of the product's own entries (each an
+            entry or an iterable of entries), loaded when the registry is first asked and
+            counted as built-ins; entry points with one of these values are skipped.
 
     Example::
 
@@ -104,9 +107,9 @@ class Registry(Generic[E]):
                  accept: Callable[[Any], str | None] | None = None,
                  error: Callable[[str, str, list[str]], Exception] = _default_error,
                  adopt: Callable[[Any, str], Any] | None = None,
-                 builtin_distributions: Iterable[str] = ()) -> None:
+                 own_targets: Callable[[], Iterable[str]] | None = None) -> None:
         self.kind = kind
-        self.builtin_distributions = frozenset(builtin_distributions)
+        self._own_targets = own_targets
         self._adopt = adopt
         self.group = group
         self._accept = accept
@@ -131,18 +134,21 @@ class Registry(Generic[E]):
             self._plugins = self._discover()
         return {**self._builtin, **self._own, **self._plugins}
 
-    def _is_own(self, ep: Any) -> bool:
-        """Whether the entry point belongs to one of :attr:`builtin_distributions`."""
-        dist = getattr(ep, "dist", None)
-        return dist is not None and dist.name in self.builtin_distributions
-
     def _discover(self) -> dict[str, E]:
-        """Read the entry points: the product's own first (built-ins), then the plug-ins."""
-        points = list(entry_points(group=self.group or ""))
-        self._own: dict[str, E] = {}
-        self._own = self._read([ep for ep in points if self._is_own(ep)], taken={})
-        return self._read([ep for ep in points if not self._is_own(ep)],
-                          taken={**self._builtin, **self._own})
+        """The product's own entries (:attr:`_own`, from ``own_targets``), then the plug-ins of
+        the entry-point group (those pointing at the product's own targets skipped)."""
+        targets = list(self._own_targets()) if self._own_targets else []
+        self._own = {}
+        for target in targets:
+            loaded = load_target(target)
+            for entry in list(loaded) if isinstance(loaded, (list, tuple)) else [loaded]:
+                if entry.name in self._builtin or entry.name in self._own:
+                    logger.error("%s %s is declared twice (in %s): the first one is kept",
+                                 self.kind, entry.name, ", ".join(targets))
+                else:
+                    self._own[entry.name] = entry
+        points = [ep for ep in entry_points(group=self.group or "") if ep.value not in targets]
+        return self._read(points, taken={**self._builtin, **self._own})
 
     def _read(self, points: list[Any], taken: dict[str, E]) -> dict[str, E]:
         found: dict[str, E] = {}

@@ -18,9 +18,10 @@ An entry point that names a product kind is refused, with an error in the log, w
 distribution declares it (the product's own ``pyproject.toml`` declares its wings' modules too,
 for tools that list entry points; those are the modules already read and are skipped).
 
-:data:`JOB_KINDS` (a :class:`JobKindRegistry`) holds this wing's own kind, ``selftest``, and
-reads the wings and the group when first asked. A kind names its function and validator as
-``module:function``, imported only when a job runs or is submitted
+:data:`JOB_KINDS` (a :class:`~kb_sources.plugins.Registry`) holds this wing's own kind,
+``selftest``, and reads the wings (its ``own_targets``) and the group when first asked. A kind
+names its function and validator as ``module:function``, imported only when a job runs or is
+submitted
 (:func:`~kb_sources.plugins.load_target`), so this wing imports no job's code. Look kinds up
 with :func:`get_kind` (an unknown name raises :class:`~kb_sources.errors.UnknownNameError`
 listing the available ones) or :func:`find_kind`.
@@ -38,7 +39,6 @@ from typing import Any
 from curation.access.users import Role, User
 from curation.jobs.guards import check_params
 from curation.store.workspace import Workspace
-from kb_sources import plugins
 from kb_sources.errors import UnknownNameError
 from kb_sources.plugins import Registry, load_target
 
@@ -46,9 +46,6 @@ logger = logging.getLogger(__name__)
 
 #: The entry-point group in which installed distributions declare job kinds.
 GROUP = "kbcurate.job_kinds"
-#: The product's distribution name (what a shadowing distribution calls itself too; it decides
-#: nothing: the product's kinds come from :func:`product_kind_modules`).
-PRODUCT = "kbcurate"
 #: The attribute of a wing's ``job_kinds`` module that lists its kinds.
 KINDS_ATTR = "JOB_KINDS"
 
@@ -167,29 +164,12 @@ def product_kind_modules() -> list[str]:
             if (wing / "__init__.py").is_file() and (wing / "job_kinds.py").is_file()]
 
 
-class JobKindRegistry(Registry[JobKind]):
-    """The job kinds: built-ins (``selftest`` and a test's own), then the product's wings'
-    kinds (:func:`product_kind_modules`), then the plug-ins' (module docstring)."""
-
-    def _discover(self) -> dict[str, JobKind]:
-        own = [f"{module}:{KINDS_ATTR}" for module in product_kind_modules()]
-        self._own = {}
-        for kind in (kind for target in own for kind in load_target(target)):
-            if kind.name in self._builtin or kind.name in self._own:
-                logger.error("job kind %s declared twice (in %s): the first one is kept",
-                             kind.name, ", ".join(own))
-            else:
-                self._own[kind.name] = kind
-        points = [ep for ep in plugins.entry_points(group=GROUP) if ep.value not in own]
-        for ep in points:
-            if getattr(getattr(ep, "dist", None), "name", None) == PRODUCT:
-                logger.warning("job kind entry point %s (%s) of a distribution named %s is not "
-                               "one of the product's wings: read as a plug-in", ep.name,
-                               ep.value, PRODUCT)
-        return self._read(points, taken={**self._builtin, **self._own})
+def product_kind_targets() -> list[str]:
+    """``curation.<wing>.job_kinds:JOB_KINDS`` of every wing (:func:`product_kind_modules`)."""
+    return [f"{module}:{KINDS_ATTR}" for module in product_kind_modules()]
 
 
-def job_kind_registry(extra: Iterable[JobKind] = ()) -> JobKindRegistry:
+def job_kind_registry(extra: Iterable[JobKind] = ()) -> Registry[JobKind]:
     """A registry of job kinds: ``selftest`` and ``extra`` built in, then the kinds of the
     product's wings (:func:`product_kind_modules`), then every kind that an installed
     distribution declares in :data:`GROUP`; an entry point that names a built-in or product
@@ -198,8 +178,8 @@ def job_kind_registry(extra: Iterable[JobKind] = ()) -> JobKindRegistry:
     Args:
         extra: More built-in kinds (tests register their own kinds this way).
     """
-    return JobKindRegistry("job kind", (SELFTEST, *extra), group=GROUP, accept=_not_a_kind,
-                           error=UnknownNameError)
+    return Registry("job kind", (SELFTEST, *extra), group=GROUP, accept=_not_a_kind,
+                    error=UnknownNameError, own_targets=product_kind_targets)
 
 
 #: The job kinds of this installation (see the module docstring).
