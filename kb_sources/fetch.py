@@ -1,12 +1,13 @@
-"""Online fetchers: PubMed search and records and citation links from NCBI E-utilities, the CIViC
-nightly TSV.
+"""Online fetchers: PubMed search and records and citation links from NCBI E-utilities.
 
 Parsers never touch the network; these functions do, and only when called. Every E-utilities
-request goes through :func:`kb_sources.eutils.eutils_request` (the configurable base URL
+request goes through :func:`kb_sources.eutils_http.eutils_request` (the configurable base URL
 ``$KBCURATE_EUTILS_URL``, ``tool``/``email``/``api_key`` from :class:`EntrezSettings` on every
 request, a :class:`Throttle` shared with the other processes of the cache folder, time-outs, a
 deadline and a size limit per call, redirects only within the base URL's origin, retries with
-backoff, ``<ERROR>`` answers as :class:`EutilsError`, the key and e-mail never in a message):
+backoff, ``<ERROR>`` answers as :class:`EutilsError`). An error raised while reading an answer
+quotes the server's text: it comes again through :func:`kb_sources.eutils.redacting` (no key,
+no e-mail, nothing chained).
 
 - :func:`esearch`: PubMed ids for a query, in relevance order, with the history server's
   ``WebEnv``/``query_key`` (:class:`SearchHistory`). At most ``retmax`` ids are kept, each
@@ -27,7 +28,8 @@ Records and links are cached as plain files (one per PMID) when ``cache_dir`` is
   by :func:`kb_sources.pubmed_xml.read_pubmed_xml`);
 - ``cache_dir/elink-<linkname>/<pmid>.json``: ``{"pmid", "linkname", "cited": [...]}``.
 
-Responses are parsed with defusedxml (no entity expansion). The CIViC download uses urllib.
+Responses are parsed with defusedxml (no entity expansion). The CIViC nightly download lives in
+:mod:`kb_sources.civic_download` (re-exported here).
 """
 
 from __future__ import annotations
@@ -35,17 +37,15 @@ from __future__ import annotations
 import io
 import json
 import logging
-import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from urllib.request import urlopen
 
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring
 
 from kb_sources.checks import is_pmid
+from kb_sources.civic_download import CIVIC_NIGHTLY_URL, download_civic_nightly
 from kb_sources.eutils import (
     DEFAULT_EUTILS_URL,
     EUTILS_URL_ENV,
@@ -55,16 +55,13 @@ from kb_sources.eutils import (
     Throttle,
     ascii_number,
     eutils_base_url,
-    eutils_request,
     redact,
-    with_retries,
+    redacting,
+    redacting_iter,
 )
-from kb_sources.fetch_cache import RecordCache, atomic_file, cached_pmids, pubmed_cache
-from kb_sources.pubmed_xml import (
-    article_to_document,
-    iter_article_elements,
-    read_pubmed_xml,
-)
+from kb_sources.eutils_http import eutils_request
+from kb_sources.fetch_cache import RecordCache, cached_pmids, pubmed_cache
+from kb_sources.pubmed_xml import article_to_document, iter_article_elements, read_pubmed_xml
 from kb_sources.types import Document
 
 __all__ = ["CIVIC_NIGHTLY_URL", "DEFAULT_EUTILS_URL", "EFETCH_BATCH", "EFETCH_SOURCE",
@@ -77,8 +74,6 @@ logger = logging.getLogger(__name__)
 
 #: NCBI's E-utilities (the default of ``$KBCURATE_EUTILS_URL``).
 EUTILS_BASE_URL = DEFAULT_EUTILS_URL
-#: CIViC nightly evidence export.
-CIVIC_NIGHTLY_URL = "https://civicdb.org/downloads/nightly/nightly-ClinicalEvidenceSummaries.tsv"
 #: PMIDs per efetch request (NCBI recommends POST and at most a few hundred ids per call).
 EFETCH_BATCH = 200
 #: PMIDs per elink request.
@@ -167,7 +162,7 @@ def esearch(
         params.update(mindate=mindate, maxdate=maxdate, datetype=datetype)
     data = eutils_request("esearch.fcgi", settings, throttle or Throttle.for_settings(settings),
                           params, max_bytes=ESEARCH_MAX_BYTES)
-    return _parse_esearch(data, term, retmax, settings)
+    return redacting(settings, _parse_esearch, data, term, retmax, settings)
 
 
 def _parse_esearch(data: bytes, term: str, retmax: int,
@@ -259,7 +254,7 @@ def fetch_pubmed(
         data = eutils_request("efetch.fcgi", settings, throttle,
                               {"db": "pubmed", "id": ",".join(batch), "retmode": "xml"})
         name = f"efetch response for PMIDs {batch[0]}..{batch[-1]} ({len(batch)} requested)"
-        yield from _documents_from_efetch(data, name, batch, cache, source)
+        yield from _documents_from_efetch(data, name, batch, cache, source, settings)
 
 
 def fetch_pubmed_history(
@@ -292,19 +287,21 @@ def fetch_pubmed_history(
                            "retmode": "xml"})
     cache = pubmed_cache(settings.cache_dir)
     name = f"efetch response for search positions {retstart}..{retstart + retmax - 1}"
-    return list(_documents_from_efetch(data, name, expected, cache, source))
+    return list(_documents_from_efetch(data, name, expected, cache, source, settings))
 
 
 def _documents_from_efetch(data: bytes, name: str, expected: Sequence[str], cache: RecordCache,
-                           source: str) -> Iterator[Document]:
+                           source: str, settings: EntrezSettings) -> Iterator[Document]:
     """The records of ``expected`` in an efetch answer, each once, cached as they come; other
-    records and repeats are dropped before caching and logged."""
+    records and repeats are dropped before caching and logged. Errors and logs are redacted."""
     wanted = set(expected)
     returned: set[str] = set()
     unasked: list[str] = []
     repeated: list[str] = []
-    for index, element in enumerate(iter_article_elements(io.BytesIO(data), name), start=1):
-        doc = article_to_document(element, name, index=index, source=source)
+    elements = iter_article_elements(io.BytesIO(data), name,
+                                     clean=lambda text: redact(text, settings))
+    for index, element in enumerate(redacting_iter(elements, settings), start=1):
+        doc = redacting(settings, article_to_document, element, name, index=index, source=source)
         if doc.doc_id not in wanted or doc.doc_id in returned:
             (repeated if doc.doc_id in returned else unasked).append(doc.doc_id)
             continue
@@ -324,9 +321,10 @@ def _documents_from_efetch(data: bytes, name: str, expected: Sequence[str], cach
 
 
 def _some(pmids: Sequence[str]) -> str:
-    """The first PMIDs of a list, for a warning ("1, 2, 3 and 4 more")."""
-    shown = ", ".join(pmids[:NAMED_IN_WARNINGS])
-    more = len(pmids) - NAMED_IN_WARNINGS
+    """The first distinct PMIDs of a list, for a warning ("1, 2, 3 and 4 more")."""
+    distinct = list(dict.fromkeys(pmids))
+    shown = ", ".join(distinct[:NAMED_IN_WARNINGS])
+    more = len(distinct) - NAMED_IN_WARNINGS
     return f"{shown} and {more:,} more" if more > 0 else shown
 
 
@@ -363,12 +361,11 @@ def elink_citations(
         else:
             yield from ((pmid, cited) for cited in json.loads(path.read_text())["cited"])
     for batch in _batches(missing, ELINK_BATCH):
-        # one id= parameter per PMID, so NCBI answers with one LinkSet per PMID instead of one
-        # merged set
+        # one id= parameter per PMID: NCBI answers one LinkSet per PMID, not one merged set
         data = eutils_request("elink.fcgi", settings, throttle,
                               {"dbfrom": "pubmed", "db": "pubmed", "linkname": linkname,
                                "id": batch})
-        links = _parse_elink(data, linkname)
+        links = redacting(settings, _parse_elink, data, linkname)
         for pmid in batch:
             cited = links.get(pmid, [])
             record = {"pmid": pmid, "linkname": linkname, "cited": cited}
@@ -386,36 +383,6 @@ def _parse_elink(data: bytes, linkname: str) -> dict[str, list[str]]:
                 ids = ((i.text or "").strip() for i in linkdb.iterfind("Link/Id"))
                 links.setdefault(source, []).extend(i for i in ids if is_pmid(i))
     return links
-
-
-def download_civic_nightly(
-    dest: str | Path, url: str = CIVIC_NIGHTLY_URL, *, timeout: float = 60.0,
-    max_retries: int = 3, backoff: float = 1.0, sleep: Callable[[float], None] = time.sleep,
-) -> Path:
-    """Download the CIViC nightly ClinicalEvidenceSummaries TSV to ``dest`` atomically.
-
-    The file is written to a temporary file next to ``dest`` and renamed into place only when
-    complete and tab-separated, so a failed download never leaves a partial ``dest``.
-
-    Raises:
-        FetchError: The download failed after retries or the content is not a TSV.
-    """
-    target = Path(dest)
-    target.parent.mkdir(parents=True, exist_ok=True)
-
-    def attempt() -> None:
-        with atomic_file(target) as fh, urlopen(url, timeout=timeout) as response:
-            first = response.readline()
-            if b"\t" not in first or first.lstrip().startswith(b"<"):
-                raise FetchError(f"{url} did not return a TSV (first line {first[:80]!r}). "
-                                 "Fix: check the URL")
-            fh.write(first)
-            while chunk := response.read(1 << 20):
-                fh.write(chunk)
-
-    with_retries(attempt, what=url, max_retries=max_retries, backoff=backoff, sleep=sleep)
-    logger.info("downloaded %s to %s (%d bytes)", url, target, target.stat().st_size)
-    return target
 
 
 def _check_pmids(pmids: Iterable[str | int]) -> list[str]:

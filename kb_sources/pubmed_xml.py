@@ -22,7 +22,7 @@ import gzip
 import logging
 import re
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 from xml.etree.ElementTree import ParseError
@@ -119,7 +119,8 @@ def parse_pubmed_xml(
 
 
 def iter_article_elements(
-    stream: IO[bytes], name: str | Path, tags: tuple[str, ...] = RECORD_TAGS,
+    stream: IO[bytes], name: str | Path, tags: tuple[str, ...] = RECORD_TAGS, *,
+    clean: Callable[[str], str] = str,
 ) -> Iterator[Element]:
     """Yield each ``PubmedArticle`` / top-level ``MedlineCitation`` element of a stream.
 
@@ -131,13 +132,15 @@ def iter_article_elements(
         name: File name or URL used in error messages.
         tags: Children of the root to yield (others are counted and skipped); the baseline
             reader (:mod:`kb_sources.pubmed_baseline`) adds ``DeleteCitation``.
+        clean: Applied to the log line naming skipped elements, whose tags are the file's
+            text (:mod:`kb_sources.fetch` passes :func:`kb_sources.eutils.redact`).
 
     Raises:
         InputFormatError: Malformed XML (with line and column), entity declarations or external
             references, truncated gzip data, or an unexpected root element.
     """
     try:
-        yield from _iter_records(_BoundedStream(stream, name), name, tags)
+        yield from _iter_records(_BoundedStream(stream, name), name, tags, clean)
     except EntitiesForbidden as exc:
         raise InputFormatError(
             name, f"entity declarations are refused (found <!ENTITY {exc.name} ...>)",
@@ -198,8 +201,8 @@ class _BoundedStream:
         self.records += 1
 
 
-def _iter_records(stream: _BoundedStream, name: str | Path,
-                  tags: tuple[str, ...]) -> Iterator[Element]:
+def _iter_records(stream: _BoundedStream, name: str | Path, tags: tuple[str, ...],
+                  clean: Callable[[str], str]) -> Iterator[Element]:
     root = None
     depth = 0
     skipped: dict[str, int] = {}
@@ -222,7 +225,8 @@ def _iter_records(stream: _BoundedStream, name: str | Path,
         elem.clear()
         root.clear()
     if skipped:
-        logger.info("%s: skipped %s", name, ", ".join(f"{n} <{t}>" for t, n in skipped.items()))
+        shown = ", ".join(f"{n} <{t}>" for t, n in skipped.items())
+        logger.info("%s: skipped %s", name, clean(shown))
 
 
 def _check_root(elem: Element, name: str | Path) -> None:

@@ -3,13 +3,15 @@
 Each test plays one misbehaviour on loopback and checks what the client keeps, refuses and
 says: records nobody asked for (by id and by WebEnv), an esearch answer with 20,000 ids, an
 answer that trickles or never ends, a malformed base URL and error answers that would show the
-API key and the e-mail, the rate limit shared by separate processes, a redirect to another
-origin, and an odd ``<Count>``. Deadlines and limits are set small here (seconds, MiB).
+API key and the e-mail (the server's ``<ERROR>`` text, and what the parsers quote of a record or
+log of an answer), the rate limit shared by separate processes, a redirect to another origin,
+and an odd ``<Count>``. Deadlines and limits are set small here (seconds, MiB).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 import textwrap
@@ -19,10 +21,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from eutils_server import EutilsServer, Fault, eutils_server_fixture  # noqa: F401 (fixture)
+from eutils_server import (  # noqa: F401 (fixture)
+    EutilsServer,
+    Fault,
+    Record,
+    eutils_server_fixture,
+)
 
 from curation.cli.main import main
 from curation.pubmed.search import fetch_missing
+from kb_sources.errors import InputFormatError
 from kb_sources.eutils import redact
 from kb_sources.fetch import (
     EntrezSettings,
@@ -212,11 +220,66 @@ def test_server_errors_leak_no_secret(eutils_server: EutilsServer,
 
 
 def test_redact_replaces_raw_and_url_encoded_forms() -> None:
-    settings = EntrezSettings(email="a.b+c@lab.org", api_key="K3Y/9", base_url="http://h/")
-    text = "api_key=K3Y%2F9&email=a.b%2Bc%40lab.org k3y/9 A.B+C@LAB.ORG a.b%2bc%40lab.org"
+    settings = EntrezSettings(email="a.b+c@lab.org", api_key="K3Y/90", base_url="http://h/")
+    text = "api_key=K3Y%2F90&email=a.b%2Bc%40lab.org k3y/90 A.B+C@LAB.ORG a.b%2bc%40lab.org"
     assert redact(text, settings) == "api_key=***&email=*** *** *** ***"
     assert "K3Y" not in repr(settings)
     assert redact("nothing secret", replace(settings, api_key=None)) == "nothing secret"
+
+
+@pytest.mark.parametrize(("key", "text", "expected"), [
+    ("k", "api_key=K&email=*** kinase KRAS k", "api_key=***&email=*** kinase KRAS k"),
+    ("k/9", "GET /efetch?api_key=K%2F9 key=k/9; k/9 x", "GET /efetch?api_key=*** key=***; k/9 x"),
+    ("abc", "?api_key=abcd&term=abc#x 'abc'", "?api_key=abcd&term=***#x 'abc'"),
+    ("Ab", "(GET ?email=x&api_key=ab), 'api_key=AB' Abl", "(GET ?email=x&api_key=***), "
+     "'api_key=***' Abl"),
+    ("cafe01", "decafe01 CAFE01", "de*** ***"),  # 6 characters: anywhere
+])
+def test_short_secrets_are_redacted_only_as_whole_parameter_values(
+        key: str, text: str, expected: str) -> None:
+    """A 1-character key must not turn every "k" of a message into ``***``."""
+    settings = EntrezSettings(email="cora@lab.org", api_key=key, base_url="http://h/")
+    assert redact(text, settings) == expected
+
+
+def _efetch_server(pmid_text: str, extra: str = "") -> EutilsServer:
+    """A server whose record 99200016 has ``pmid_text`` as its PMID, ``extra`` after it."""
+    xml = (f'<PubmedArticle><MedlineCitation><PMID Version="1">{pmid_text}</PMID><Article>'
+           "<ArticleTitle>A title.</ArticleTitle></Article></MedlineCitation></PubmedArticle>")
+    return EutilsServer([Record("99200016", "a title.", "2020/01/01", xml + extra)])
+
+
+@pytest.mark.parametrize("shown", [KEY, f"{KEY}/{EMAIL}", EMAIL.upper()])
+def test_an_unreadable_efetch_record_leaks_no_secret(
+        shown: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The parser quotes up to 40 characters of the record: a server may echo the secrets."""
+    with _efetch_server(shown) as server, caplog.at_level(logging.DEBUG), \
+            pytest.raises(InputFormatError) as caught:
+        list(fetch_pubmed(["99200016"], _settings(server, api_key=KEY)))
+    assert re.search(r"efetch response for PMIDs 99200016\.\.99200016 \(1 requested\), record "
+                     r"#1: article has no numeric PMID \(found '\*\*\*(/\*\*\*)?'\)\. "
+                     "Expected <MedlineCitation><PMID>digits</PMID>", str(caught.value))
+    assert caught.value.__cause__ is None and caught.value.__context__ is None
+    _no_secret(_shown(caught.value) + caplog.text)
+
+
+def test_skipped_elements_of_an_efetch_answer_are_logged_without_secrets(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with _efetch_server("99200016", extra=f"<x{KEY}/>") as server, \
+            caplog.at_level(logging.DEBUG):
+        (doc,) = fetch_pubmed(["99200016"], _settings(server, api_key=KEY))
+    assert doc.title == "A title."
+    assert "skipped 1 <x***>" in caplog.text
+    _no_secret(caplog.text)
+
+
+def test_an_odd_esearch_answer_leaks_no_secret(eutils_server: EutilsServer,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    eutils_server.faults.append(Fault("ids", pmids=("99200016",), tags={"Count": KEY}))
+    with caplog.at_level(logging.DEBUG), pytest.raises(FetchError) as caught:
+        esearch("ALK", _settings(eutils_server, api_key=KEY))
+    assert "esearch response: <Count> is '***'; expected a number" in str(caught.value)
+    _no_secret(_shown(caught.value) + caplog.text)
 
 
 # --- 6. one rate limit for every process of a workspace ----------------------------------------

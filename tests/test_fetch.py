@@ -1,10 +1,10 @@
-"""Tests of the online fetchers (kb_sources.fetch, kb_sources.eutils) against local stand-ins for
-E-utilities: a stub that answers recorded responses (tests/fixtures/eutils/) and records every
-request, and the fake E-utilities of tests/eutils_server.py (esearch/efetch over a fixture corpus,
-with fault modes). Every request goes to ``EntrezSettings.base_url`` (default
-``$KBCURATE_EUTILS_URL``); nothing leaves the machine. Retries and throttle waits run on a fake
-clock where the test counts them. The hostile-server cases of issue 42 are in
-tests/test_eutils_hardening.py.
+"""Tests of the online fetchers (kb_sources.fetch, kb_sources.eutils, kb_sources.eutils_http)
+against local stand-ins for E-utilities: a stub that answers recorded responses
+(tests/fixtures/eutils/) and records every request, and the fake E-utilities of
+tests/eutils_server.py (esearch/efetch over a fixture corpus, with fault modes). Every request
+goes to ``EntrezSettings.base_url`` (default ``$KBCURATE_EUTILS_URL``); nothing leaves the
+machine. Retries and throttle waits run on a fake clock where the test counts them. The
+hostile-server cases of issue 42 are in tests/test_eutils_hardening.py.
 """
 
 from __future__ import annotations
