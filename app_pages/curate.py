@@ -32,7 +32,6 @@ from app_pages.pubmed_panel import pubmed_panel, stale_result, with_badges
 from app_pages.safe import md
 from app_pages.screening_panel import learned_result, screening_insight
 from curation.jobs.queue import JobStatus, get_job
-from curation.ranking.versions import active_ranker
 from curation.search.choices import (
     ensure_index_job,
     last_index_job,
@@ -41,7 +40,7 @@ from curation.search.choices import (
     retriever_choices,
 )
 from curation.search.ranked import (
-    DefaultRanking,
+    default_caption,
     default_for,
     fallback_for,
     is_ranked_choice,
@@ -90,16 +89,14 @@ def pick_schema(ctx: AppContext) -> Schema:
 
 
 def retriever_controls(ctx: AppContext, schema: Schema) -> tuple[str, bool, int]:
-    """Retriever, rerank and depth in the sidebar. Opening a schema selects its default ranking
-    (:func:`curation.search.ranked.default_for`), and so does a change of that default while it
-    is open (an admin activated a ranker version), unless the URL named a retriever for it; the
-    caption says what the default is and why."""
+    """Retriever, rerank and depth in the sidebar. Opening a schema, or a change of its default
+    (:func:`~curation.search.ranked.default_for`) while open, selects the default unless the URL
+    named a retriever; the caption says what the default is and why."""
     default = default_for(ctx.ws, schema.name)
     choices = [*ranked_choices(ctx.ws, schema.name), *retriever_choices(ctx.ws, schema.name)]
     marker = (schema.name, default.choice, default.rerank)
     if st.session_state.get(DEFAULTS_FOR) == schema.name:  # a link named the retriever: it wins
         st.session_state[DEFAULTS_FOR] = marker  # ... until the default changes
-    # a schema opened, or its default changed since (an admin activated a ranker version)
     if st.session_state.get(DEFAULTS_FOR) != marker:
         st.session_state[DEFAULTS_FOR] = marker
         if default.choice in choices:
@@ -115,24 +112,13 @@ def retriever_controls(ctx: AppContext, schema: Schema) -> tuple[str, bool, int]
     rerank = st.sidebar.checkbox("Entity-aware rerank", key="rerank", disabled=ranked,
                                  help="Reorder the top hits by how many query entities they "
                                       "name (the learned ranker has this built in)")
-    st.sidebar.caption(md(default_caption(ctx, schema, default)))
+    st.sidebar.caption(md(default_caption(ctx.ws, schema.name, default)))
     if default.notice:  # the active ranker cannot be used: say so, and what an admin can do
         st.sidebar.warning(md(default.notice))
     k = st.sidebar.slider("Abstracts to show", 5, 50, step=5, key="top_k")
     # "dense · active" / "hybrid · active" pinned to the active version now (its own index)
     pinned = name if ranked else resolve_retriever_choice(ctx.ws, schema.name, name)
     return pinned, rerank and not ranked, k
-
-
-def default_caption(ctx: AppContext, schema: Schema, default: DefaultRanking) -> str:
-    """What the schema's default ranking is and why (plain text: the caller escapes it):
-    "Default: ranked · disease_gene-ranker@3, chosen by test NDCG@10 0.741 vs 0.661 for
-    bm25+rerank"."""
-    what = default.configuration
-    if is_ranked_choice(default.choice):
-        version = active_ranker(ctx.ws, schema.name).version
-        what = f"{default.configuration} · {version.id if version else 'none active'}"
-    return f"Default: {what}, {default.reason}"
 
 
 def head_row(schema: Schema) -> tuple[str, str, str]:

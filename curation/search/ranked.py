@@ -254,6 +254,17 @@ def default_for(ws: Workspace, schema: str) -> DefaultRanking:
     return DefaultRanking(choice, rerank, configuration, describe(record), record)
 
 
+def default_caption(ws: Workspace, schema: str, default: DefaultRanking) -> str:
+    """What the schema's default ranking is and why (plain text: the caller escapes it):
+    "Default: ranked · disease_gene-ranker@3, chosen by test NDCG@10 0.741 vs 0.661 for
+    bm25+rerank"."""
+    what = default.configuration
+    if is_ranked_choice(default.choice):
+        version = active_ranker(ws, schema).version
+        what = f"{default.configuration} · {version.id if version else 'none active'}"
+    return f"Default: {what}, {default.reason}"
+
+
 def pooled_default(ws: Workspace, schema: str, record: RankingChoice | None) -> DefaultRanking:
     """bm25 or bm25 + rerank for a schema too small to decide (or not measured), by what the
     workspace's other schemas measured on enough queries: the rerank unless it lost to plain

@@ -2,21 +2,19 @@
 
 Every label stores who gave it, when, for which partial relation and query, which document, the
 grade, an optional note, which model version (and training-set size) ranked the document, and
-whether it was shown in the order learned within the query (``order_labels``).
-A relabel never overwrites: the new row supersedes the old one, and the audit log keeps both.
+whether it was shown in the order learned within the query (``order_labels``). A relabel never
+overwrites: the new row supersedes the old one, and the audit log keeps both.
 Undo removes the user's latest label (its full row goes to the audit log first) and re-activates
 the label it had superseded, so no label is ever lost. A bulk grade (:meth:`Labels.record_many`)
 writes its labels in one transaction under one ``batch`` id; one undo takes back the batch.
 
-A label the database cannot take right now (another process holds the write lock past
+A label the database cannot take now (another process holds the write lock past
 :data:`LABEL_LOCK_WAIT_S`, or the disk is full) is kept in the workspace's outbox
-(``WS/pending_labels.jsonl``, fsynced) and :meth:`Labels.record` raises :class:`LabelPending`.
-Pending labels are written, oldest first and before the new one, by the next label that reaches
-the database, or by :meth:`Labels.flush_pending`; :meth:`Labels.pending` lists them. While the
-outbox is empty (the usual case) a label goes straight to the database: writers queue on the
-database's own lock, each waiting at most :data:`LABEL_LOCK_WAIT_S`, so no label waits behind
-another label's wait. A pending label written after a newer label of the same item (another tab
-got through first) enters the history already superseded: the latest label stays current.
+(``WS/pending_labels.jsonl``, fsynced) and :meth:`Labels.record` raises :class:`LabelPending`;
+the next label that reaches the database (or :meth:`Labels.flush_pending`) writes the pending
+ones first, oldest first. With an empty outbox (the usual case) writers queue on the database's
+own lock, each waiting at most :data:`LABEL_LOCK_WAIT_S`. A pending label written after a newer
+label of the same item (another tab got through first) enters the history already superseded.
 """
 
 from __future__ import annotations
@@ -38,24 +36,17 @@ from curation.store.label_types import (
 )
 from curation.store.label_versions import labels_learned, version_row_id
 from curation.store.outbox import Outbox
-from curation.store.workspace import (
-    Workspace,
-    WorkspaceBusyError,
-    WorkspaceFullError,
-    utcnow,
-)
+from curation.store.workspace import Workspace, WorkspaceBusyError, WorkspaceFullError, utcnow
 from kb_sources.errors import CurationError
 
 __all__ = ["LABEL_LOCK_WAIT_S", "Agreement", "Grade", "Label", "LabelPending", "Labels",
            "PendingLabel"]
-
 logger = logging.getLogger(__name__)
 
 #: Seconds a label waits for another process's write lock before it goes to the outbox.
 LABEL_LOCK_WAIT_S = 5.0
 #: The outbox file in the workspace folder.
 OUTBOX_NAME = "pending_labels.jsonl"
-
 
 #: One current label: (user, query_key, doc_id, grade, created_at).
 LabelRow = tuple[str, str, str, str, str]
@@ -278,9 +269,8 @@ class Labels:
         return Label.from_row(row)
 
     def undo_last(self, user: str) -> Label | None:
-        """:meth:`undo`; returns the most recent label undone, or None when there was none."""
-        undone = self.undo(user)
-        return undone[0] if undone else None
+        """:meth:`undo`; the most recent label undone, or None when there was none."""
+        return next(iter(self.undo(user)), None)
 
     def undo(self, user: str) -> list[Label]:
         """Remove the user's most recent label, or every label of its bulk grade when it was
@@ -389,8 +379,7 @@ class Labels:
         return "|".join(str(v) for v in row)
 
     def busiest_pair(self) -> tuple[str, str] | None:
-        """The two annotators who share the most graded items (current labels, no skips; ties
-        by name), or None when no two share one."""
+        """The two annotators sharing the most graded items (ties by name), or None."""
         row = self.ws.conn.execute(
             "SELECT a.user, b.user, COUNT(*) AS n FROM labels a JOIN labels b ON a.schema = "
             "b.schema AND a.query_key = b.query_key AND a.doc_id = b.doc_id AND a.user < b.user "
