@@ -46,8 +46,9 @@ COLUMN_CONFIG = {
         "flag", width=70, help="NEW: a specific answer this relation lacks, named in a "
         "sentence with the query. pending / accepted / rejected: a source suggestion of it for "
         "this relation awaits moderation, or was accepted or rejected. class (a drug class: "
-        "BRAF inhibitor; a gene family: ALDH, estrogen receptor) or generic (a generic "
-        "therapy: chemotherapy): a kind of answer, never NEW"),
+        "BRAF inhibitor; a gene family: ALDH, estrogen receptor; a disease class: cancer, "
+        "malignancies) or generic (a generic therapy: chemotherapy): a kind of answer, never "
+        "NEW"),
     "PubMed": st.column_config.LinkColumn(
         "PubMed", width=90, help="the best-ranked supporting abstract on PubMed",
         display_text=r"https://pubmed\.ncbi\.nlm\.nih\.gov/(\d+)/"),

@@ -18,10 +18,12 @@ from curation.search.civic_draft import (
     CIVIC_FIELDS,
     VOCABULARY,
     civic_drafts,
+    defined_diseases,
     drafts_csv,
     drafts_json,
 )
 from curation.search.suggestions import add_suggestion, moderate_suggestion
+from curation.store.importer import import_file
 from curation.store.relations import Relations
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
@@ -124,3 +126,69 @@ def test_cli_writes_drafts_as_csv_and_json(root, tmp_path, capsys):
     assert draft["evidence_type"] == "Predictive" and draft["answer"] == "Trametinib"
     assert main(["suggestions", "drafts", "-w", str(root), str(tmp_path / "no" / "x.csv")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+# -- the disease is the one the abstract is about (issue 44 item 5) -------------------------------
+GEP_NET = {"pmid": "90440101",
+           "title": "BRAF V600E in gastroenteropancreatic neuroendocrine tumors (hand-made).",
+           "abstract": "Genomic profiles of gastroenteropancreatic neuroendocrine tumors "
+                       "(GEP-NETs) are poorly understood. Eight GEP-NETs carried mutations of "
+                       "more than one cancer-related gene. One NET patient with BRAF V600E "
+                       "progressed after pazopanib treatment.", "year": 2016}
+CANCER_ONLY = {"pmid": "90440102", "title": "BRAF V600E in cancer (hand-made).",
+               "abstract": "Tumours with BRAF V600E resisted pazopanib in a cancer-related "
+                           "pathway screen.", "year": 2016}
+
+
+def add_cancer_record(ws, tmp_path) -> None:
+    """The abstracts above, and a CIViC record of BRAF V600E for the generic disease "Cancer"
+    (CIViC has 16 such BRAF V600E records): the KB diseases are then Melanoma and Cancer."""
+    lines = (FIXTURES / "civic_v1_sample.tsv").read_text(encoding="utf-8").splitlines()
+    columns = lines[0].split("\t")
+    row = dict.fromkeys(columns, "")
+    row.update(gene="BRAF", entrez_id="673", variant="V600E", disease="Cancer",
+               drugs="Dabrafenib", evidence_type="Predictive", evidence_direction="Supports",
+               evidence_level="C", clinical_significance="Sensitivity/Response",
+               evidence_statement="hand-made", citation_id="90440199", source_type="PubMed",
+               rating="3", evidence_status="accepted", evidence_id="4401", variant_id="12",
+               reference_build="GRCh37", variant_origin="Somatic")
+    (tmp_path / "civic.tsv").write_text(f"{lines[0]}\n" + "\t".join(row[c] for c in columns)
+                                        + "\n", encoding="utf-8")
+    (tmp_path / "docs.jsonl").write_text(
+        "".join(json.dumps(d) + "\n" for d in (GEP_NET, CANCER_ONLY)), encoding="utf-8")
+    import_file(ws, "kb", "civic", tmp_path / "civic.tsv", progress=False)
+    import_file(ws, "docs", "jsonl", tmp_path / "docs.jsonl", progress=False)
+
+
+def test_the_disease_is_the_one_the_abstract_is_about_not_cancer(root, tmp_path):
+    """26684240 on GEP-NETs drafted disease "Cancer" (its "cancer-related gene"), which the
+    curator was not asked to check (failed before: "Cancer", disease not in to_fill)."""
+    with Workspace.open(root) as ws:
+        add_cancer_record(ws, tmp_path)
+        (partial,) = Relations(ws).partial("PO", {"gene": "BRAF"})
+        assert {"Melanoma", "Cancer"} <= set(partial.attributes["disease"])
+        suggest(ws, "90440101", "Pazopanib", "drug:pazopanib", "progressed on pazopanib")
+        (draft,) = civic_drafts(ws)
+    assert draft.fields["disease"] == "gastroenteropancreatic neuroendocrine tumors"
+    assert draft.to_fill == EMPTY
+
+
+def test_a_generic_disease_is_left_for_the_curator(root, tmp_path):
+    """An abstract that names no specific disease: "Cancer" (a KB disease, in "cancer-related")
+    and "Tumours" are classes, so the curator fills it (failed before: "Cancer")."""
+    with Workspace.open(root) as ws:
+        add_cancer_record(ws, tmp_path)
+        suggest(ws, "90440102", "Pazopanib", "drug:pazopanib", "resisted pazopanib")
+        (draft,) = civic_drafts(ws)
+    assert draft.fields["disease"] == ""
+    assert draft.to_fill == ("disease", *EMPTY)
+    assert draft.row()["to_fill"] == "disease, " + ", ".join(EMPTY)
+
+
+def test_defined_diseases_are_the_abbreviated_diseases():
+    text = ("Chronic myeloid leukemia (CML) cells and gastroenteropancreatic neuroendocrine "
+            "tumors (GEP-NETs) were typed by polymerase chain reaction (PCR); tumor necrosis "
+            "factor (TNF) and overall survival (OS) were measured at diagnosis (DX).")
+    assert [(e.text, e.synonyms) for e in defined_diseases(text)] == [
+        ("Chronic myeloid leukemia", ("CML",)),
+        ("gastroenteropancreatic neuroendocrine tumors", ("GEP-NETs",))]

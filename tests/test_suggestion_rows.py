@@ -79,12 +79,18 @@ def test_polymerase_chain_reaction_gives_no_gene_suggestion(ws):
 
 
 def test_a_gene_word_inside_another_candidates_name_is_part_of_that_name(ws):
-    """"polymerase" in "DNA polymerase gamma" names POLG, not the generic polymerase."""
-    docs = [("99300002", "Loss of mitochondrial DNA polymerase gamma worsened sepsis in mice.")]
+    """"polymerase" in "DNA polymerase gamma" names POLG, not the generic polymerase: an
+    abstract that has it only inside that name does not mention it (issue 44 item 4: not even
+    among the candidates only mentioned)."""
+    docs = [("99300002", "Loss of mitochondrial DNA polymerase gamma worsened sepsis in mice."),
+            ("99300003", "A polymerase was purified.")]
     polg = Entity("DNA polymerase gamma", "gene", "5428", ("POLG",))
     _, _, found = genes_for_sepsis(ws, docs, [POLYMERASE, polg])
-    assert [(c.text, c.with_query, c.new) for c in found] == [
-        ("DNA polymerase gamma", True, True), ("polymerase", False, False)]
+    assert [(c.text, c.with_query, c.new, c.pmids) for c in found] == [
+        ("DNA polymerase gamma", True, True, ("99300002",)),
+        ("polymerase", False, False, ("99300003",))]
+    _, _, alone = genes_for_sepsis(ws, docs[:1], [POLYMERASE, polg])
+    assert [c.text for c in alone] == ["DNA polymerase gamma"]
 
 
 def test_a_technique_is_not_an_enzyme_the_abstract_defines():

@@ -1,8 +1,11 @@
 """Abbreviations defined in a text ("epidermal growth factor receptor (EGFR)").
 
 Uses scispacy's AbbreviationDetector (Schwartz & Hearst) on a blank English pipeline: the detector
-needs no model download, only the tokenizer. The pipeline loads once per process, on first use, via
-an ``lru_cache``'d factory (no module-level state); scispacy is imported lazily.
+needs no model download, only the tokenizer. Two kinds it misses are found by their brackets:
+an abbreviation inside a name ("interleukin (IL)-6", :func:`infix_abbreviations`) and a short form
+in hyphenated parts ("(GEP-NETs)", :func:`compound_abbreviations`). The pipeline loads once per
+process, on first use, via an ``lru_cache``'d factory (no module-level state); scispacy is
+imported lazily.
 """
 
 from __future__ import annotations
@@ -164,6 +167,10 @@ def _distance(abbreviation: Abbreviation) -> int:
 
 
 _INFIX = re.compile(r"\((?P<short>[A-Za-z][A-Za-z0-9]{0,9})\)(?=-?[^\W_])")
+#: A parenthesised short form in hyphenated parts, with a plural "s" or not: "(GEP-NETs)".
+_COMPOUND = re.compile(r"\((?P<short>[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+)\)")
+#: A plural "s" after a capital, no letter of the short form ("NETs").
+_PLURAL = re.compile(r"(?<=[A-Z])s$")
 
 
 def infix_abbreviations(text: str, offset: int = 0) -> tuple[Abbreviation, ...]:
@@ -179,20 +186,51 @@ def infix_abbreviations(text: str, offset: int = 0) -> tuple[Abbreviation, ...]:
         >>> [(a.short, a.long) for a in infix_abbreviations("serum interleukin (IL)-6 rose")]
         [('IL', 'interleukin')]
     """
-    out: list[Abbreviation] = []
-    for m in _INFIX.finditer(text):
-        short = m["short"]
-        words = list(_WORD.finditer(text, max(0, m.start() - _LOOKBACK), m.start()))
-        for word in reversed(words[-min(len(short) + 5, 2 * len(short)):]):
-            if _PHRASE_END.search(word.group()):
-                break
-            long = text[word.start():m.start()].rstrip()
-            if word.group()[0].lower() == short[0].lower() and _in_order(short, long):
-                out.append(Abbreviation(short, long, m.start("short") + offset,
-                                        m.end("short") + offset, word.start() + offset,
-                                        word.start() + len(long) + offset))
-                break
-    return tuple(out)
+    found = (_bracketed(text, m, m["short"], offset) for m in _INFIX.finditer(text))
+    return tuple(a for a in found if a is not None)
+
+
+def compound_abbreviations(text: str, offset: int = 0) -> tuple[Abbreviation, ...]:
+    """Short forms in hyphenated parts, which the detector of :func:`find_abbreviations` does
+    not see (its tokenizer splits them): "gastroenteropancreatic neuroendocrine tumors
+    (GEP-NETs)". The long form is found as in :func:`infix_abbreviations`; a plural "s" after
+    a capital is no letter of the short form.
+
+    Example:
+        >>> t = "of gastroenteropancreatic neuroendocrine tumors (GEP-NETs) in"
+        >>> [(a.short, a.long) for a in compound_abbreviations(t)]
+        [('GEP-NETs', 'gastroenteropancreatic neuroendocrine tumors')]
+    """
+    found = (_bracketed(text, m, _PLURAL.sub("", m["short"]), offset)
+             for m in _COMPOUND.finditer(text))
+    return tuple(a for a in found if a is not None)
+
+
+def _bracketed(text: str, m: re.Match[str], letters: str, offset: int) -> Abbreviation | None:
+    """The abbreviation of the short form in ``m``'s group "short", its long form found by
+    :func:`_long_form_before` for ``letters``; None without one."""
+    found = _long_form_before(text, m.start(), letters)
+    if found is None:
+        return None
+    start, long = found
+    return Abbreviation(m["short"], long, m.start("short") + offset, m.end("short") + offset,
+                        start + offset, start + len(long) + offset)
+
+
+def _long_form_before(text: str, end: int, short: str) -> tuple[int, str] | None:
+    """(offset, text) of the long form that ends before ``end``: the nearest run of words
+    that starts with the short form's first letter and holds its letters in order, within
+    ``min(len(short) + 5, 2 * len(short))`` words of it (letters and digits counted); None
+    when there is none before a phrase ends."""
+    words = list(_WORD.finditer(text, max(0, end - _LOOKBACK), end))
+    n = sum(c.isalnum() for c in short)
+    for word in reversed(words[-min(n + 5, 2 * n):]):
+        if _PHRASE_END.search(word.group()):
+            return None
+        long = text[word.start():end].rstrip()
+        if word.group()[0].lower() == short[0].lower() and _in_order(short, long):
+            return word.start(), long
+    return None
 
 
 def _in_order(short: str, long: str) -> bool:

@@ -33,6 +33,13 @@ proteins, not one gene, when it is (name folded as above):
   receptors"), a symbol in capitals with a plural "s" ("MMPs", "HDACs", "TLRs"), or a plural
   protein noun (:data:`PROTEIN_NOUN_ENDS`: "integrins", "caspases", "receptors", "cytokines").
 
+For a disease slot (:data:`DISEASE_TYPES`: variant_disease's disease) a name is a class of
+diseases, not one disease, when every word (folded, singular) is a generic disease word of
+:data:`GENERIC_DISEASES` ("cancer", "tumor", "malignancies", "disease", "death") or a modifier
+of :data:`GENERIC_DISEASE_MODIFIERS` ("human", "advanced", "solid") and the last is a generic
+disease word: "malignancies", "solid tumours", "advanced cancer", "death" are classes;
+"lung cancer", "melanoma", "GEP-NETs" are specific (:func:`is_generic_disease`).
+
 Any other name, and any name of another slot type, is specific.
 """
 
@@ -45,6 +52,21 @@ from enum import StrEnum
 THERAPY_TYPES = frozenset({"drug", "chemical", "treatment", "therapy"})
 #: Answer-slot types that hold genes or proteins.
 GENE_TYPES = frozenset({"gene", "protein"})
+#: Answer-slot types that hold diseases.
+DISEASE_TYPES = frozenset({"disease", "phenotype"})
+#: Words (folded, singular) that name a class of diseases or an outcome, never one disease.
+GENERIC_DISEASES = frozenset({
+    "cancer", "tumor", "tumour", "neoplasm", "neoplasia", "malignancy", "carcinoma",
+    "metastasis", "metastase", "lesion", "disease", "disorder", "syndrome", "illness",
+    "condition", "death", "mortality", "morbidity", "tumorigenesis", "carcinogenesis",
+    "oncogenesis", "toxicity", "injury", "damage", "infection", "inflammation"})
+#: Words (folded, singular) that qualify a generic disease word without naming a disease.
+GENERIC_DISEASE_MODIFIERS = frozenset({
+    "human", "malignant", "benign", "solid", "advanced", "metastatic", "primary", "secondary",
+    "recurrent", "refractory", "relapsed", "aggressive", "invasive", "other", "various",
+    "several", "many", "multiple", "common", "rare", "late", "early", "stage", "neoplastic",
+    "oncogenic", "all", "some", "most", "such", "these", "those", "mutant", "mutated",
+    "positive", "negative", "resistant", "sensitive", "driven"})
 #: Whole therapy names (folded) that name a kind of treatment, not one.
 GENERIC_THERAPIES = frozenset({
     "chemotherapy", "immunotherapy", "radiotherapy", "radiation", "irradiation",
@@ -153,6 +175,8 @@ def answer_kind(name: str, slot_type: str) -> AnswerKind:
         return AnswerKind.SPECIFIC
     if slot_type in GENE_TYPES:
         return AnswerKind.CLASS if is_gene_class(name) else AnswerKind.SPECIFIC
+    if slot_type in DISEASE_TYPES:
+        return AnswerKind.CLASS if is_generic_disease(name) else AnswerKind.SPECIFIC
     if slot_type not in THERAPY_TYPES:
         return AnswerKind.SPECIFIC
     last = _singular(words[-1])
@@ -189,3 +213,16 @@ def is_gene_class(name: str) -> bool:
     if singular in GENE_FAMILIES or (len(words) == 1 and plural[:-1] in GENE_FAMILIES):
         return True
     return _singular(plural).endswith(PROTEIN_NOUN_ENDS)
+
+
+def is_generic_disease(name: str) -> bool:
+    """Whether a disease name names a class of diseases or an outcome, not one disease (rules:
+    module docstring).
+
+    Example:
+        >>> [is_generic_disease(n) for n in ("malignancies", "Cancer", "death", "melanoma")]
+        [True, True, True, False]
+    """
+    words = [_singular(w) for w in fold(name).split()]
+    return bool(words) and words[-1] in GENERIC_DISEASES and all(
+        w in GENERIC_DISEASES or w in GENERIC_DISEASE_MODIFIERS for w in words)

@@ -14,11 +14,12 @@ candidates are the entities that could fill the answer slot:
 
 A candidate is suggested where it shares a sentence with the query entities; each carries those
 sentences (:class:`~curation.search.candidate_sentences.Support`: PMID and sentence), the
-abstracts they come from, whether it is a class or generic therapy
+abstracts they come from, whether it is a class (of drugs, genes or diseases) or generic therapy
 (:mod:`curation.search.answer_classes`) and ``new`` when it is a specific answer, supported by a
 sentence, that the partial relation does not already list nor a curator rejected. Candidates that
 name one entity are one row (:mod:`curation.search.candidate_merge`: the same normalised id, else
-the same name once abbreviations are read: "IL6" and "interleukin (IL)-6"). A curator turns one
+the same name once abbreviations and plurals are read: "IL6" and "interleukin (IL)-6";
+"GEP-NETs", "NET" and "intestine NETs" where an abstract defines "GEP-NETs"). A curator turns one
 into a source suggestion (:mod:`curation.search.suggestions`); its moderation status shows on the
 candidate (:attr:`Candidate.suggestion`).
 """
@@ -31,13 +32,13 @@ from dataclasses import dataclass, replace
 
 from curation.matching.matcher import EntityMatcher
 from curation.search.answer_classes import AnswerKind, answer_kind
-from curation.search.candidate_merge import Found, expansions_in, merge_found
+from curation.search.candidate_merge import Found, merge_found, read_abbreviations
 from curation.search.candidate_sentences import (
     GENE_SLOT_TYPES,
     Support,
     cached_abbreviations,
     defined_enzymes,
-    supporting_sentences,
+    document_support,
 )
 from curation.store.documents import AnnotationRow, Documents
 from curation.store.entities import Entities, with_synonyms
@@ -172,13 +173,15 @@ def answer_candidates(
 
     A candidate is a suggestion where it shares a sentence with an anchor query entity
     (:func:`~curation.search.candidate_sentences.supporting_sentences`: "vemurafenib" in
-    "BRAF V600E tumours responded to vemurafenib"); one only mentioned elsewhere in the
-    abstracts comes after every suggestion, never NEW. A class or generic therapy ("BRAF
-    Inhibitor", "Chemotherapy", a gene family such as "ALDH" or "estrogen receptor":
-    :func:`~curation.search.answer_classes.answer_kind`) is marked so and never NEW, nor is the
-    answer of a source suggestion for this relation that a curator accepted or rejected
-    (:attr:`Candidate.suggestion` says which). Candidates naming one entity are merged first
-    (:mod:`curation.search.candidate_merge`).
+    "BRAF V600E tumours responded to vemurafenib"; a query's variant named in it or just
+    before it, never beside a wild-type gene); one only mentioned elsewhere comes after every
+    suggestion, never NEW. A match inside a longer name ("death" in "cell death":
+    :func:`~curation.search.candidate_sentences.answer_mentions`) is no mention. A class or
+    generic therapy ("BRAF Inhibitor", "Chemotherapy", a gene family such as "ALDH", a disease
+    class such as "malignancies": :func:`~curation.search.answer_classes.answer_kind`) is
+    marked so and never NEW, nor is the answer of a source suggestion for this relation that a
+    curator accepted or rejected (:attr:`Candidate.suggestion` says which). Candidates naming
+    one entity are merged first (:mod:`curation.search.candidate_merge`).
 
     Args:
         ws: The workspace (KB answer entities, the entity dictionary, PubTator annotations).
@@ -199,7 +202,7 @@ def answer_candidates(
     entities = kb_answer_entities(ws, schema) if kb_entities is None else kb_entities
     query_keys = {e.key for ents in partial.query.values() for e in ents}
     query_forms = {f for ents in partial.query.values() for e in ents for f in _forms(e)}
-    found: dict[str, tuple[Entity, list[str], set[str]]] = {}
+    found: Found = {}
     by_form: dict[str, str] = {}
     for entity in entities:
         if entity.key in query_keys:
@@ -236,9 +239,10 @@ def _merged(ws: Workspace, schema: Schema, docs: Sequence[tuple[str, str]],
                    for f in (e.text, *e.synonyms) if f.strip()})
     dictionary = Entities(ws).dictionary_keys(schema.slot(schema.answer).type, bare, []) \
         if bare else {}
-    expansions = expansions_in([t for _, t in docs], [e.text for e, _, _ in found.values()],
-                               cached_abbreviations)
-    return merge_found(found, dictionary, expansions)
+    expansions, heads = read_abbreviations([t for _, t in docs],
+                                           [e.text for e, _, _ in found.values()],
+                                           cached_abbreviations)
+    return merge_found(found, dictionary, expansions, heads)
 
 
 #: Which moderation status a candidate shows when its answer was suggested more than once.
@@ -268,7 +272,7 @@ def with_suggestions(ws: Workspace, schema: str, query_key: str,
 
 
 def _add_defined_enzymes(schema: Schema, docs: Sequence[tuple[str, str]],
-                         found: dict[str, tuple[Entity, list[str], set[str]]],
+                         found: Found,
                          query_forms: set[str], matcher: EntityMatcher) -> None:
     """Enzymes an abstract defines (:func:`defined_enzymes`) that no other source names, with
     every abstract that mentions them."""
@@ -282,15 +286,20 @@ def _add_defined_enzymes(schema: Schema, docs: Sequence[tuple[str, str]],
 
 
 def _support(schema: Schema, partial: PartialRelation, docs: Sequence[tuple[str, str]],
-             found: Mapping[str, tuple[Entity, list[str], set[str]]],
-             matcher: EntityMatcher, titles: Mapping[str, str]) -> dict[str, list[Support]]:
-    """Candidate key -> supporting sentences over all documents (ranking order)."""
+             found: Found, matcher: EntityMatcher, titles: Mapping[str, str]
+             ) -> dict[str, list[Support]]:
+    """Candidate key -> supporting sentences over all documents (ranking order). A document
+    that names a candidate only inside longer names ("cancer" in "anti-cancer") leaves its
+    abstracts (:func:`~curation.search.candidate_sentences.answer_mentions`)."""
     out: dict[str, list[Support]] = {}
     for doc_id, text in docs:
         answers = {key: ent for key, (ent, pmids, _) in found.items() if doc_id in pmids}
-        for key, supports in supporting_sentences(doc_id, text, schema, partial.query, answers,
-                                                  matcher, titles.get(doc_id, "")).items():
+        support = document_support(doc_id, text, schema, partial.query, answers, matcher,
+                                   titles.get(doc_id, ""))
+        for key, supports in support.sentences.items():
             out.setdefault(key, []).extend(supports)
+        for key in support.part_of_names - set(support.sentences):
+            found[key][1].remove(doc_id)
     return out
 
 
@@ -308,8 +317,8 @@ def _candidates(schema: Schema, partial: PartialRelation, docs: Sequence[tuple[s
         sentences = tuple(support.get(key, ()))
         if key in found:
             entity, pmids, sources = found[key]
-            if "abstract" in sources and not sentences:
-                continue  # an enzyme the abstract defines counts only next to the query
+            if not sentences and ("abstract" in sources or not pmids):
+                continue  # a defined enzyme counts only next to the query; no mention left
         else:
             entity, pmids, sources = selves[key], [], {"autocatalysis"}
         kind = answer_kind(entity.text, etype)
@@ -324,7 +333,7 @@ def _candidates(schema: Schema, partial: PartialRelation, docs: Sequence[tuple[s
 
 
 def _add_annotations(ws: Workspace, schema: Schema, doc_ids: Sequence[str],
-                     found: dict[str, tuple[Entity, list[str], set[str]]],
+                     found: Found,
                      lookup: tuple[Mapping[str, str], Mapping[str, Entity]],
                      excluded: set[str]) -> None:
     """Merge the documents' annotations that may fill the answer slot into ``found`` (the rule

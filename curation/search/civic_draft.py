@@ -12,9 +12,15 @@ are the 2021 export's ``gene`` + ``variant``, ``drugs``, ``drug_interaction_type
 ``clinical_significance``). What is pre-filled, and from where:
 
 * ``molecular_profile``: the relation's gene and variant ("BRAF V600E"), when it has both;
-* ``disease``: the relation's disease slot or answer (variant_disease, disease_gene); for PO, the
-  one disease of the relation's KB records that the abstract's evidence sentences (else the
-  abstract) name, found by the entity matcher; empty when none or several do;
+* ``disease``: the most specific disease the abstract is about (:func:`draft_disease`): the
+  relation's disease slot or answer (variant_disease, disease_gene); for PO, the one disease of
+  the relation's KB records that the abstract's evidence sentences (else the abstract) name,
+  found by the entity matcher (several: left empty); else the disease the abstract itself names
+  most (:func:`abstract_disease`: a disease it defines an abbreviation for, "gastroenteropancreatic
+  neuroendocrine tumors (GEP-NETs)", or one annotated in it, those its title names first). A
+  generic class ("Cancer", "tumours": :func:`~curation.search.answer_classes.is_generic_disease`)
+  or a word inside a longer name ("cancer-related") never fills it: the field is then left
+  empty, so ``to_fill`` lists it;
 * ``therapies``: the relation's therapy slot or answer, CIViC's comma-separated list;
 * ``evidence_type``: ``Predictive`` when the draft names a therapy (CIViC's type for therapeutic
   response, the only evidence PO's relations come from); else empty;
@@ -36,9 +42,16 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from curation.matching.abbreviations import compound_abbreviations
 from curation.matching.matcher import EntityMatcher
-from curation.search.answer_classes import THERAPY_TYPES
-from curation.search.candidate_sentences import supporting_sentences
+from curation.search.answer_classes import THERAPY_TYPES, fold, is_generic_disease
+from curation.search.candidate_merge import singular_key
+from curation.search.candidate_sentences import (
+    GENE_NAME_HEADS,
+    cached_abbreviations,
+    in_longer_name,
+    supporting_sentences,
+)
 from curation.search.session import typed_partial
 from curation.search.suggestions import answer_entity, list_suggestions
 from curation.store.documents import DocumentRow, Documents
@@ -76,6 +89,13 @@ NOTICE = ("Drafts for CIViC's Add Evidence form, never submitted by kbcurate: ch
           "rewrite the evidence statement in your own words.")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e]")
 _GENE_TYPES = frozenset({"gene", "protein"})
+#: Endings of a disease's last word: "melanoma", "leukaemia", "hepatitis", "fibrosis" (not
+#: "stroma", "diagnosis", "prognosis", "apoptosis", "mitosis").
+_DISEASE_ENDING = re.compile(
+    r"(?:(?<!str)(?<!s)omas?|emias?|itis|(?<!gn)(?<!pt)(?<!it)osis|pathy|plasia|trophy)$")
+#: Last words (singular) of a disease's name: "neuroendocrine tumors", "lung cancer".
+_DISEASE_HEADS = frozenset({"cancer", "tumor", "tumour", "neoplasm", "neoplasia", "malignancy",
+                            "carcinoma", "disease", "disorder", "syndrome", "infection"})
 _VARIANT_TYPES = frozenset({"variant", "mutation"})
 
 
@@ -161,7 +181,7 @@ def draft(ws: Workspace, schema: Schema, suggestion: SourceSuggestion,
     therapies = _typed(schema, values, THERAPY_TYPES)
     fields = {
         "molecular_profile": _profile(schema, values),
-        "disease": _disease(schema, values, partial, sentences, doc, matcher),
+        "disease": draft_disease(ws, schema, values, partial, sentences, doc, matcher),
         "therapies": ",".join(therapies),
         "evidence_type": "Predictive" if therapies else "",
         "citation_id": suggestion.pmid,
@@ -218,17 +238,67 @@ def _sentences(schema: Schema, partial: PartialRelation | None, answer: Entity,
     return list(dict.fromkeys(clean_text(s.text) for s in found.get(answer.key, ())))
 
 
-def _disease(schema: Schema, values: Mapping[str, list[str]], partial: PartialRelation | None,
-             sentences: Sequence[str], doc: DocumentRow | None, matcher: EntityMatcher) -> str:
-    named = _typed(schema, values, frozenset({"disease"}))
+def draft_disease(ws: Workspace, schema: Schema, values: Mapping[str, list[str]],
+                  partial: PartialRelation | None, sentences: Sequence[str],
+                  doc: DocumentRow | None, matcher: EntityMatcher) -> str:
+    """The draft's disease (rules: module docstring), "" when no specific disease is found.
+
+    Args:
+        ws: The workspace (the abstract's disease annotations).
+        schema: The suggestion's schema.
+        values: Slot -> entity texts of the suggestion.
+        partial: The suggestion's partial relation (its KB records' diseases), or None.
+        sentences: The abstract's evidence sentences.
+        doc: The abstract, or None when the workspace lacks it.
+        matcher: The process-wide matcher.
+    """
+    named = [d for d in _typed(schema, values, frozenset({"disease"}))
+             if not is_generic_disease(d)]
     if named:
         return named[0]
-    kb = partial.attributes.get("disease", ()) if partial is not None else ()
+    kb = [d for d in (partial.attributes.get("disease", ()) if partial is not None else ())
+          if not is_generic_disease(d)]
     for text in (" ".join(sentences), doc.text if doc is not None else ""):
-        hits = [d for d in kb if text and matcher.mentions(Entity(d, "disease"), text)]
+        hits = [d for d in kb if text and _count_named(matcher, Entity(d, "disease"), text)]
         if hits:
             return hits[0] if len(hits) == 1 else ""
-    return ""
+    return abstract_disease(ws, doc, matcher) if doc is not None else ""
+
+
+def _count_named(matcher: EntityMatcher, entity: Entity, text: str) -> int:
+    """How often ``text`` names the disease, not counting a word inside a longer name
+    ("cancer" in "cancer-related", :func:`~curation.search.candidate_sentences.in_longer_name`)."""
+    return sum(1 for s in matcher.spans(entity, text) if not in_longer_name(text, s.start, s.end))
+
+
+def abstract_disease(ws: Workspace, doc: DocumentRow, matcher: EntityMatcher) -> str:
+    """The specific disease the abstract names most: among the diseases it defines an
+    abbreviation for (:func:`defined_diseases`) and its disease annotations, one its title
+    names first, then the most mentions, then the longest name; "" without one."""
+    found = defined_diseases(doc.text)
+    for _, text, _, _ in Documents(ws).annotation_rows([doc.doc_id], ("disease",)):
+        if not any(fold(text) in {fold(f) for f in (e.text, *e.synonyms)} for e in found):
+            found.append(Entity(text, "disease"))
+    scored = [((_count_named(matcher, e, doc.title or "") > 0, _count_named(matcher, e, doc.text),
+                len(e.text)), e.text) for e in found if not is_generic_disease(e.text)]
+    scored = [item for item in scored if item[0][1]]
+    return max(scored)[1] if scored else ""
+
+
+def defined_diseases(text: str) -> list[Entity]:
+    """Diseases the text defines an abbreviation for, the long form as the name and the short
+    form as its synonym: a long form whose last word names a disease (:data:`_DISEASE_HEADS`:
+    "tumors", "cancer"; an ending such as "melanoma", "leukemia") and that names no gene or
+    protein ("tumor necrosis factor")."""
+    out: dict[str, Entity] = {}
+    for abbr in (*cached_abbreviations(text), *compound_abbreviations(text)):
+        words = fold(abbr.long).split()
+        last = words[-1] if words else ""
+        disease = singular_key(last) in _DISEASE_HEADS or _DISEASE_ENDING.search(last)
+        if disease and not any(GENE_NAME_HEADS.fullmatch(w) for w in words):
+            out.setdefault(fold(abbr.long), Entity(" ".join(abbr.long.split()), "disease", "",
+                                                   (abbr.short,)))
+    return list(out.values())
 
 
 # -- export --------------------------------------------------------------------------------------
