@@ -101,8 +101,8 @@ def test_cli_bench_backends_writes_json_and_sets_the_default(eval_ws, monkeypatc
     monkeypatch.setattr(backend_bench, "run_backend_bench", fake)
     out = tmp_path / "bench.json"
     ws = str(eval_ws.root)
-    assert main(["bench", "-w", ws, "--backends", "onnx/int8,openvino-int8", "--docs", "300",
-                 "--max-queries", "50", "--task", "disease_gene", "--out", str(out),
+    assert main(["bench", "speed", "-w", ws, "--backends", "onnx/int8,openvino-int8", "--docs",
+                 "300", "--max-queries", "50", "--task", "disease_gene", "--out", str(out),
                  "--set-default"]) == 0
     assert seen["pairs"] == [("onnx", "int8"), ("openvino", "int8")]
     assert (seen["docs"], seen["max_queries"], seen["split"]) == (300, 50, "test")
@@ -113,11 +113,14 @@ def test_cli_bench_backends_writes_json_and_sets_the_default(eval_ws, monkeypatc
     assert default_backend(eval_ws) == ("openvino", "int8")
 
     rows = (_row("torch/fp32", 20.0), _row("onnx/int8", 40.0, cosine=0.98))
-    assert main(["bench", "-w", ws, "--backends", "onnx/int8", "--set-default"]) == 0
+    assert main(["bench", "-w", ws, "speed", "--backends", "onnx/int8", "--set-default"]) == 0
     assert "workspace default backend: torch/fp32" in capsys.readouterr().out
     assert default_backend(eval_ws) == ("torch", "fp32")  # measured: nothing passes the guard
 
-    assert main(["bench", "-w", ws, "--backends"]) == 0  # all pairs, default N
+    assert main(["bench", "-w", ws, "--backends"]) == 0  # the old spelling: all pairs, default N
     assert seen["pairs"] is None and seen["docs"] == 500
+    assert capsys.readouterr().err.strip() == (
+        "note: `kbcurate bench` without a benchmark is now `kbcurate bench speed`; the old "
+        "spelling still works")
     assert main(["bench", "-w", ws, "--backends", "onnx/bf16"]) == 2
     assert "precision bf16 is not available with backend onnx" in capsys.readouterr().err

@@ -1,5 +1,5 @@
 """The screening replay (issue 38, item 4): metrics against hand-computed values, the learners
-and the stopping rules on hand-made lists, BC6PM's reader, and ``kbcurate simulate --screening``
+and the stopping rules on hand-made lists, BC6PM's reader, and ``kbcurate simulate screening``
 end to end on a small hand-made KB."""
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def test_simulate_screening_command_writes_json_and_html(tmp_workspace, capsys):
 
     ws = _kb_workspace(tmp_workspace)
     out = tmp_workspace.root / "screening.json"
-    assert main(["simulate", "-w", str(ws.root), "--schema", "disease_gene", "--screening",
+    assert main(["simulate", "screening", "-w", str(ws.root), "--schema", "disease_gene",
                  "--split", "heldout", "--out", str(out), "--quiet"]) == 0
     result = json.loads(out.read_text())
     assert set(result["learners"]) == {"static", "feedback", "random"}
@@ -187,9 +187,13 @@ def test_simulate_screening_command_writes_json_and_html(tmp_workspace, capsys):
     assert set(result["stop"]) == {"calibrated", "random-sample"}
     assert out.with_suffix(".html").read_text().count("plotly") > 1
     assert "stop rule calibrated at 95% recall" in capsys.readouterr().out
-    # the lists are cached: a second run reads them (same figures)
+    # the lists are cached: a second run reads them (same figures); the old spelling (issue 44)
+    # runs the same replay, with a note
     assert main(["simulate", "-w", str(ws.root), "--schema", "disease_gene", "--screening",
                  "--split", "heldout", "--out", str(out), "--quiet", "--no-stop"]) == 0
+    assert capsys.readouterr().err.strip() == (
+        "note: `kbcurate simulate --screening` is now `kbcurate simulate screening`; the old "
+        "spelling still works")
     again = json.loads(out.read_text())
     assert again["learners"] == result["learners"] and "calibrated" not in again["stop"]
     assert main(["simulate", "-w", str(ws.root), "--schema", "disease_gene", "--screening",

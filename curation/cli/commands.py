@@ -10,9 +10,11 @@ import pandas as pd
 
 from curation.cli import (
     baseline_commands,
+    bench_commands,
     evaluation_commands,
     pubmed_commands,
     rank_commands,
+    simulate_commands,
     store_commands,
     suggestion_commands,
     train_commands,
@@ -41,6 +43,8 @@ def dispatch(args: argparse.Namespace) -> int:
         "labels": cmd_labels, "settings": cmd_settings, "index": cmd_index,
         **evaluation_commands.HANDLERS,
         **train_commands.HANDLERS,
+        **simulate_commands.HANDLERS,
+        **bench_commands.HANDLERS,
         **vector_commands.HANDLERS,
         **rank_commands.HANDLERS,
         **pubmed_commands.HANDLERS,

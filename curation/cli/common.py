@@ -48,9 +48,17 @@ def print_json(data: object) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
-def given_or(value: object, default: object) -> object:
-    """An option's value when it was given (not None), else ``default``."""
-    return default if value is None else value
+def add_backend_args(p: argparse.ArgumentParser) -> None:
+    """``--backend`` / ``--precision`` of the dense encoder (default: the workspace's)."""
+    from retrievers.backends import Backend, Precision, combination_names
+
+    p.add_argument("--backend", choices=[b.value for b in Backend],
+                   help="what encodes with the dense model (default: the workspace default, "
+                        "torch unless kbcurate bench speed --backends --set-default changed "
+                        "it); onnx and openvino need pip install 'kbcurate[onnx]' / "
+                        "'kbcurate[openvino]'")
+    p.add_argument("--precision", choices=[x.value for x in Precision],
+                   help="number format of the encoder; pairs: " + ", ".join(combination_names()))
 
 
 #: The command line acts as the local admin "cli" (audited under that name).

@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from curation.cli import store_commands
-from curation.cli.common import CommandParser, workspace_path
+from curation.cli.common import CommandParser, add_backend_args, workspace_path
+from curation.cli.legacy import TopParser
 from curation.store.config import DATA_ENV, WORKSPACE_ENV
 from curation.store.errors import DATABASE_ERRORS, describe_database_error, describe_os_error
 from kb_sources.errors import CurationError
 from kb_sources.registry import readers
-from retrievers.backends import Backend, Precision, combination_names
 from retrievers.errors import RetrieverError
 
 logger = logging.getLogger("kbcurate")
@@ -55,26 +55,23 @@ def _common_options() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (reader names and descriptions come from the registry)."""
+    """The argument parser (reader names and descriptions come from the registry).
+
+    It takes the old spellings of renamed commands too (``match-bench``, ``simulate
+    --screening``, ...), with a note on stderr (:mod:`curation.cli.legacy`).
+    """
     common = _common_options()
     fmt = argparse.RawDescriptionHelpFormatter
-    parser = CommandParser(
+    parser = TopParser(
         prog="kbcurate", formatter_class=fmt,
         description="Knowledge-base curation assistant: find PubMed abstracts that complete "
                     "partial KB relations.",
         epilog=f"KB readers:\n{_reader_help('kb')}\n\ndocument readers:\n{_reader_help('docs')}")
     parser.set_defaults(**COMMON_DEFAULTS)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=CommandParser)
 
-    p = sub.add_parser("init", parents=[common], help="create a workspace")
-    p.add_argument("dir", nargs="?", help="folder to create (default: --workspace)")
-    p.add_argument("--store", metavar="URL",
-                   help="keep the database on PostgreSQL (postgresql://USER@HOST:PORT/DATABASE, "
-                        "an empty database; password from PGPASSWORD or ~/.pgpass) instead of "
-                        "WS/workspace.sqlite")
-    p.add_argument("--group-access", action="store_true",
-                   help="share the workspace with your group (folder 0770 + set-group-id, "
-                        "database 0660); by default only you can read it (0700 / 0600)")
+    _init_parser(sub, common)
     store_commands.add_parsers(sub, common)
 
     _import_parser(sub, common)
@@ -95,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "json", "tsv"), default="table")
 
     _index_parser(sub, common)
-    _evaluation_parsers(sub, common)
+    _evaluate_parser(sub, common)
 
     p = sub.add_parser("query", parents=[common], help="render a templated query")
     p.add_argument("--schema", default="PO")
@@ -106,19 +103,44 @@ def build_parser() -> argparse.ArgumentParser:
 
     _app_parsers(sub, common)
 
-    from curation.cli import pubmed_commands, rank_commands, train_commands, vector_commands
+    _wing_parsers(sub, common)
+    return parser
+
+
+def _init_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("init", parents=[common], help="create a workspace")
+    p.add_argument("dir", nargs="?", help="folder to create (default: --workspace)")
+    p.add_argument("--store", metavar="URL",
+                   help="keep the database on PostgreSQL (postgresql://USER@HOST:PORT/DATABASE, "
+                        "an empty database; password from PGPASSWORD or ~/.pgpass) instead of "
+                        "WS/workspace.sqlite")
+    p.add_argument("--group-access", action="store_true",
+                   help="share the workspace with your group (folder 0770 + set-group-id, "
+                        "database 0660); by default only you can read it (0700 / 0600)")
+
+
+def _wing_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """The commands whose parsers live in their own modules, in help order (``bench``, the
+    developer benchmarks, last)."""
+    from curation.cli import (
+        bench_commands,
+        pubmed_commands,
+        rank_commands,
+        simulate_commands,
+        suggestion_commands,
+        train_commands,
+        vector_commands,
+        watch_commands,  # issue 37 item 2
+    )
 
     train_commands.add_parsers(sub, common)
+    simulate_commands.add_parser(sub, common)
     vector_commands.add_parsers(sub, common)
     rank_commands.add_parsers(sub, common)
     pubmed_commands.add_parsers(sub, common)
-    from curation.cli import suggestion_commands
-
     suggestion_commands.add_parsers(sub, common)
-    from curation.cli import watch_commands  # issue 37 item 2
-
     watch_commands.add_parsers(sub, common)
-    return parser
+    bench_commands.add_parser(sub, common)
 
 
 def _import_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -158,17 +180,6 @@ def _schema_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
                         "the audit log)")
 
 
-def _backend_args(p: argparse.ArgumentParser) -> None:
-    """``--backend`` / ``--precision`` of the dense encoder (default: the workspace's)."""
-    p.add_argument("--backend", choices=[b.value for b in Backend],
-                   help="what encodes with the dense model (default: the workspace default, "
-                        "torch unless kbcurate bench --backends --set-default changed it); "
-                        "onnx and openvino need pip install 'kbcurate[onnx]' / "
-                        "'kbcurate[openvino]'")
-    p.add_argument("--precision", choices=[x.value for x in Precision],
-                   help="number format of the encoder; pairs: " + ", ".join(combination_names()))
-
-
 def _index_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("index", parents=[common],
                        help="build (or refresh) a retriever index over the workspace documents")
@@ -176,7 +187,7 @@ def _index_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentPars
     p.add_argument("--model", help="dense model: a registry version (kbcurate models list), "
                                    "Hugging Face name or local folder (default: the packaged "
                                    "all-MiniLM-L6-v2)")
-    _backend_args(p)
+    add_backend_args(p)
     _index_kind_args(p)
     p.add_argument("--rebuild", action="store_true", help="ignore a saved index")
 
@@ -197,8 +208,7 @@ def _index_kind_args(p: argparse.ArgumentParser) -> None:
                    help="store the vectors as float16: half the memory, same ranking")
 
 
-def _evaluation_parsers(sub: argparse._SubParsersAction,
-                        common: argparse.ArgumentParser) -> None:
+def _evaluate_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("evaluate", parents=[common],
                        help="evaluate retrievers on a schema's held-out queries")
     p.add_argument("--schema", required=True, help="schema whose KB relations are the queries")
@@ -212,48 +222,8 @@ def _evaluation_parsers(sub: argparse._SubParsersAction,
     p.add_argument("--model", help="dense model: a registry version (kbcurate models list), "
                                    "Hugging Face name or local folder (default: the packaged "
                                    "all-MiniLM-L6-v2)")
-    _backend_args(p)
+    add_backend_args(p)
     p.add_argument("--out", help="write the JSON report here")
-
-    p = sub.add_parser("match-bench", parents=[common],
-                       help="recall/precision of entity matching against a PubTator file")
-    p.add_argument("file", help="PubTator or BioC JSON file with gold annotations")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--types", nargs="*", help="entity types to report (default: all)")
-    p.add_argument("--held-out", action="store_true",
-                   help="build each entity without the mentions of the document being matched")
-    p.add_argument("--symbols", action="store_true",
-                   help="add the gene-symbol row: genes searched by their upper-case symbol alone")
-
-    p = sub.add_parser("bench", parents=[common],
-                       help="speed figures: encoding throughput ratios and query latency")
-    p.add_argument("--max-seq-length", type=int, default=256,
-                   help="token limit for the throughput test (default 256)")
-    p.add_argument("--docs", type=int, default=None,
-                   help="documents to encode (default 256; 500 with --backends; 0 skips the "
-                        "throughput test)")
-    p.add_argument("--queries", type=int, default=200, help="queries per retriever")
-    p.add_argument("--retriever", action="append", default=[], metavar="NAME",
-                   help="retrievers to time (repeatable; default bm25, dense, hybrid)")
-    p.add_argument("--schema", default="PO", help="schema whose partial relations are queried")
-    p.add_argument("--model", default="all-MiniLM-L6-v2", help="encoder for the throughput test")
-    _backend_args(p)
-    p.add_argument("--backends", nargs="?", const="all", metavar="PAIRS",
-                   help="compare encoding backends instead: docs/s vs torch/fp32, mean cosine, "
-                        "dense NDCG@10; all pairs, or a comma list such as onnx/int8,"
-                        "openvino/int8")
-    p.add_argument("--task", default="disease_gene",
-                   help="--backends: schema whose relations give the NDCG queries")
-    p.add_argument("--split", default="test", choices=("train", "dev", "test", "all"),
-                   help="--backends: split of the task (default test)")
-    p.add_argument("--max-queries", type=int, default=100, help="--backends: most queries")
-    p.add_argument("--repeats", type=int, default=1,
-                   help="--backends: timed passes per pair, best kept (default 1)")
-    p.add_argument("--out", help="--backends: write the JSON report here")
-    p.add_argument("--set-default", action="store_true",
-                   help="--backends: make the fastest pair that passes the guard (quality, "
-                        ">= 1.1x torch/fp32) the workspace default, torch/fp32 when none does "
-                        "(audited)")
 
 
 def _app_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from curation.cli.common import CLI_ADMIN, given_or, print_json, workspace_path
+from curation.cli.common import CLI_ADMIN, print_json, workspace_path
 from curation.store.rankers import Rankers
 from curation.store.relations import Relations
 from curation.store.workspace import Workspace
@@ -72,19 +72,6 @@ def _auto(ws: Workspace, args: argparse.Namespace) -> int:
         if waiting:
             print(f"  {schema}: {waiting} new label(s) since the last round")
     return 0
-
-
-def add_learner_args(p: argparse.ArgumentParser) -> None:
-    """``kbcurate simulate``'s choice of learner and the ranker's KB share."""
-    p.add_argument("--learner", default="dense", choices=("dense", "ranker"),
-                   help="dense: EDEL rounds on a pool (minutes to hours); ranker: the learned "
-                        "ranker, a round in seconds")
-    p.add_argument("--kb-share", type=float, default=1.0,
-                   help="ranker: share of the train queries the KB covers; the curator screens "
-                        "the others first (default 1.0)")
-    p.add_argument("--label-splits", default="all", choices=("all", "train"),
-                   help="ranker: the simulated curator labels queries of every split (all: "
-                        "each label trains, as in the workspace) or of the train split only")
 
 
 def cmd_rank(args: argparse.Namespace) -> int:
@@ -259,7 +246,7 @@ def evaluate_best(args: argparse.Namespace) -> int:
 
 
 def simulate_ranker_command(args: argparse.Namespace) -> int:
-    """``kbcurate simulate --learner ranker`` (the parser lives with ``simulate``)."""
+    """``kbcurate simulate ranker`` (the parser lives in :mod:`curation.cli.simulate_commands`)."""
     import json
     import time
     from pathlib import Path
@@ -270,14 +257,11 @@ def simulate_ranker_command(args: argparse.Namespace) -> int:
         simulate_ranker,
     )
 
-    d = RankerSimulation()
-    config = RankerSimulation(rounds=given_or(args.rounds, d.rounds),
-                              labels_per_round=given_or(args.labels_per_round, d.labels_per_round),
-                              labels_per_query=given_or(args.labels_per_query, d.labels_per_query),
-                              kb_share=args.kb_share, depth=args.pool_depth,
-                              seed=getattr(args, "seed", d.seed),
+    config = RankerSimulation(rounds=args.rounds, labels_per_round=args.labels_per_round,
+                              labels_per_query=args.labels_per_query, kb_share=args.kb_share,
+                              depth=args.pool_depth, seed=args.seed,
                               tolerance_pp=args.tolerance, label_splits=args.label_splits,
-                              reason=getattr(args, "small_test_reason", "") or "")
+                              reason=args.small_test_reason)
     with Workspace.open(workspace_path(args)) as ws:
         result = simulate_ranker(ws, args.schema, config, progress=not args.quiet)
         out = Path(args.out) if args.out else (

@@ -1,5 +1,5 @@
-"""``kbcurate simulate --screening``: the screening replay's flags and handler (the
-``simulate`` parser lives in :mod:`curation.cli.train_commands`)."""
+"""``kbcurate simulate screening``: the screening replay's flags and handler (the
+``simulate`` parser lives in :mod:`curation.cli.simulate_commands`)."""
 
 from __future__ import annotations
 
@@ -13,17 +13,13 @@ from kb_sources.errors import CurationError
 
 
 def add_simulate_args(p: argparse.ArgumentParser) -> None:
-    """The screening flags of ``kbcurate simulate``."""
-    p.add_argument("--screening", action="store_true",
-                   help="replay the screening of every held-out query with >= 2 relevant "
-                        "candidates: static, in-query learned (feedback) and random orders, "
-                        "and the stopping rules; --out F.json (and F.html)")
+    """The flags of ``kbcurate simulate screening`` that say what is replayed."""
     p.add_argument("--split", default="heldout", choices=("dev", "test", "heldout"),
-                   help="screening: the queries replayed (heldout = dev and test)")
+                   help="the queries replayed (heldout = dev and test)")
     p.add_argument("--recall-target", type=float, default=0.95,
-                   help="screening: recall target of the stopping rules (default 0.95)")
+                   help="recall target of the stopping rules (default 0.95)")
     p.add_argument("--no-stop", action="store_true",
-                   help="screening: skip replaying the stopping rules (faster)")
+                   help="skip replaying the stopping rules (faster)")
 
 
 def simulate_screening_command(args: argparse.Namespace) -> int:
@@ -37,8 +33,7 @@ def simulate_screening_command(args: argparse.Namespace) -> int:
         raise CurationError("--schema names no schema; give one or several, comma-separated")
     if not 0.0 < args.recall_target < 1.0:
         raise CurationError(f"--recall-target must be in (0, 1), got {args.recall_target}")
-    seed = getattr(args, "seed", None)
-    options = SimulationOptions(seed=seed) if seed is not None else SimulationOptions()
+    options = SimulationOptions(seed=args.seed)
     with Workspace.open(workspace_path(args)) as ws:
         result = simulate_screening(ws, schemas, args.split, options=options,
                                     stops=not args.no_stop, target=args.recall_target,

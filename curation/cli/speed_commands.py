@@ -1,4 +1,5 @@
-"""``kbcurate train-speed``: training pairs/s for fp32 / bf16 x random / length-grouped batches."""
+"""``kbcurate bench train-speed``: training pairs/s for fp32 / bf16 x random / length-grouped
+batches."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from curation.training.recipes.edel import EdelOptions
 
 
 def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """The ``train-speed`` sub-command (EDEL's defaults for batch size and token limit)."""
+    """``bench train-speed`` (EDEL's defaults for batch size and token limit); ``sub`` is the
+    ``bench`` group's sub-parsers."""
     d = EdelOptions()
     p = sub.add_parser("train-speed", parents=[common],
                        help="training pairs/s: fp32 vs bf16 autocast, random vs length-grouped "
