@@ -1,7 +1,9 @@
 """Sidebar, every page: the running retraining round (everyone sees its progress), the last
 learned-ranker rounds per schema (everyone: a curator whose labels started a round sees what it
 did, promoted or kept and why; issue 36 item 5) and, for admins, per schema: the active version,
-labels given since it was trained, and Retrain.
+the labels the next round will learn from that it did not (counted by the round's own selection,
+so a round resets the count only by what it used; issue 44 item 3), the labels no round can use
+and why, and Retrain.
 
 The Retrain button only records a request; :func:`curation.training.jobs.start_retrain` refuses
 anyone but an admin (server side) and returns the running job instead of starting a second one.
@@ -16,12 +18,13 @@ from app_pages.ranker_panel import round_line
 from app_pages.safe import md
 from curation.jobs.queue import Job, JobStatus, list_jobs
 from curation.store.labels import Grade
-from curation.store.models import Models
 from curation.store.relations import Relations
 from curation.training.jobs import start_retrain
+from curation.training.label_plan import NOT_USED_REASONS, next_round_labels
 from curation.training.recipes import get_recipe, options_class, recipe_names
-from curation.training.retrain import RetrainOptions, labels_since_active
+from curation.training.retrain import RetrainOptions
 from curation.training.round_history import last_rounds_per_schema
+from curation.training.scoring import EVALUATIONS
 from kb_sources.errors import CurationError
 
 
@@ -34,6 +37,7 @@ def _request() -> None:
             "training": {"epochs": int(st.session_state.get(f"retrain_epochs_{recipe}", 1))},
             "warm_start": not st.session_state.get("retrain_from_base", False),
             "tolerance_pp": float(st.session_state.get("retrain_tolerance", 0.5)),
+            "evaluation": st.session_state.get("retrain_evaluation") or "corpus",
             "small_test_reason": st.session_state.get("retrain_small_reason") or "",
         },
     }
@@ -84,6 +88,11 @@ def retrain_sidebar(ctx: AppContext) -> None:
                             key=f"retrain_epochs_{recipe}")
             st.number_input("Gate tolerance (pp)", 0.0, 10.0, loop.tolerance_pp, step=0.5,
                             key="retrain_tolerance")
+            st.selectbox("Gate measures on", list(EVALUATIONS), key="retrain_evaluation",
+                         format_func=lambda k: EVALUATION_WORDS.get(k, k),
+                         help="the whole corpus is what kbcurate evaluate scores; the test pool "
+                              "encodes a few thousand documents instead of every one (a "
+                              "promoted version still encodes the corpus for its index)")
             st.checkbox("Start from the base model (not the active version)",
                         key="retrain_from_base")
             st.text_input("Reason to promote on < 20 test queries (optional)",
@@ -93,6 +102,10 @@ def retrain_sidebar(ctx: AppContext) -> None:
             st.button("Retrain", key="retrain_start", type="primary", on_click=_request,
                       disabled=bool(running))
 
+
+#: How the gate may measure a round (:data:`curation.training.scoring.EVALUATIONS`), in words.
+EVALUATION_WORDS = {"corpus": "the whole corpus (slow on a CPU)",
+                    "pool": "a test pool: gold + BM25 top 30 + 500 random (faster)"}
 
 #: Ranker rounds listed per schema in the sidebar.
 SIDEBAR_ROUNDS = 3
@@ -133,9 +146,15 @@ def ended_lately(jobs: list[Job]) -> None:
 
 
 def _status(ctx: AppContext, schema: str) -> None:
-    active = Models(ctx.ws).active(schema)
-    counts = labels_since_active(ctx.ws, schema)
-    grades = " · ".join(f"{g.value} {counts.get(g.value, 0):,}" for g in Grade
+    count = next_round_labels(ctx.ws, schema)
+    grades = " · ".join(f"{g.value} {count.new.get(g.value, 0):,}" for g in Grade
                         if g is not Grade.SKIP)
-    st.caption(f"Active: {md(active.id) if active else 'none (BM25 and zero-shot only)'}")
+    st.caption(f"Active: {md(count.active) if count.active else 'none (BM25 and zero-shot only)'}")
     st.caption(f"Labels since it was trained: {md(grades)}")
+    if count.learned:
+        st.caption(f"The next round learns from {count.total:,} labels: these and the "
+                   f"{count.learned:,} the active version learned already.")
+    if count.not_usable:
+        why = "; ".join(f"{k} {n:,} ({NOT_USED_REASONS.get(k, k)})"
+                        for k, n in sorted(count.not_usable.items()))
+        st.caption(md(f"Not usable: {sum(count.not_usable.values()):,} — {why}"))

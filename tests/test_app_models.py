@@ -72,6 +72,25 @@ def test_admin_retrains_from_the_sidebar_and_sees_the_timeline(ws_root, tiny_mod
     assert any("needs a written reason" in e.value for e in at.error)
 
 
+def test_the_sidebar_counts_what_the_next_round_uses_and_what_it_cannot(ws_root):
+    """Issue 44 item 3: the counter is the round's own selection; the rest is said with why."""
+    from curation.evaluation.harness import build_task
+    from curation.store.labels import Labels
+
+    with Workspace.open(ws_root) as ws:
+        q = build_task(ws, "disease_gene").split("test")[0]  # a held-out relation: it trains
+        for user, grade in (("alice", "complete"), ("ann", "irrelevant")):  # ann: annotator
+            Labels(ws).record(user=user, schema="disease_gene", query_key=q.qid,
+                              query_text=q.text, doc_id=q.gold[0], grade=grade)
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "boss")
+    assert not at.exception
+    captions = [shown(c.value) for c in at.sidebar.caption]
+    assert "Labels since it was trained: complete 1 · partial 0 · irrelevant 0" in captions
+    assert ("Not usable: 1 — overruled 1 (another label of the same abstract for the same "
+            "query wins (the more senior role, then the latest))") in captions
+    assert at.selectbox(key="retrain_evaluation").value == "corpus"  # "pool": a cheaper gate
+
+
 def test_simulation_runs_as_an_admin_job_only(ws_root, tiny_model_path):
     from test_feedback_loop import _options  # the tiny-BERT retraining options
 

@@ -84,13 +84,20 @@ def test_each_grade_becomes_its_example(loop_ws):
     assert by_doc["301"].mu == 0.9
 
 
-def test_labels_on_dev_and_test_queries_are_held_out(loop_ws):
+def test_labels_on_dev_and_test_queries_train_and_name_their_groups(loop_ws):
+    """Issue 44 item 3: labels of held-out relations train the dense version too; the groups
+    they teach are recorded so the gate can leave those queries out."""
     task = build_task(loop_ws, "disease_gene")
     test_q, dev_q = task.split("test")[0], task.split("dev")[0]
     a = _label(loop_ws, test_q, test_q.gold[0], "complete")
     b = _label(loop_ws, dev_q, dev_q.gold[0], "complete")
     made = _examples(loop_ws, current_labels(loop_ws, "disease_gene"))
-    assert made.examples == () and set(made.held_out) == {a.id, b.id}
+    assert made.held_out == () and made.used == (a.id, b.id)
+    assert [e.qid for e in made.examples] == [test_q.qid, dev_q.qid]
+    assert made.groups == {a.id: (test_q.group, "test"), b.id: (dev_q.group, "dev")}
+    record = made.provenance(made.used)
+    assert record["by_split"] == {"dev": 1, "test": 1}
+    assert record["learned_groups"] == sorted({test_q.group, dev_q.group})
 
 
 def test_conflicts_go_to_the_most_senior_role_then_the_latest(loop_ws):

@@ -7,8 +7,9 @@
   descriptor names: ``mesh_inputs``, ``mesh_labels``, ``mesh_descriptors``); ``base`` is the
   recipe interface plug-ins implement.
 - Round mechanics (the modules of this folder): one round of any recipe (``rounds``), the
-  feedback loop's retraining on labels (``retrain``, ``feedback``, ``pool``, ``scoring``), the
-  gate (``gate``), activation (``activation``), published checkpoints (``imports``), the learned
+  feedback loop's retraining on labels (``retrain``, ``feedback``, ``label_plan``: which labels a
+  round uses, ``pool``, ``scoring``), the gate (``gate``; ``round_gate``: what a dense round's
+  gate measures), activation (``activation``), published checkpoints (``imports``), the learned
   ranker's rounds (``ranker``, ``ranker_data``, ``ranker_round``, ``round_measure``,
   ``round_history``, ``heldout``) and the background jobs (``jobs``, ``job_kinds``).
 - ``benchmarks/``: ``kbcurate train-bench`` (``train_bench``) and ``kbcurate train-speed``

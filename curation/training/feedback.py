@@ -11,39 +11,45 @@ Grades map to EDEL examples as follows (:class:`LabelMapping` holds the numbers)
   margin; class ``label:irrelevant``);
 * **skip** -> nothing.
 
-Only a user's current label counts (a relabel supersedes, the audit keeps the old one). When
-several users labelled the same (query, document) differently, the most senior role wins (admin >
-curator > annotator), and among equals the latest decision. A label beats a KB-derived example for
-the same (query, document). An **adjudicated** final grade (Review page, disagreements) replaces
-the winning label's grade for its item. Labels of queries whose entity lies in the **dev or test
-split** are never trained on (they are counted as held out), so the gate's held-out queries stay
-untouched.
+Which labels a round takes is decided by :func:`curation.training.label_plan.plan_labels` (the
+sidebar's counter uses the same function): a user's current label only (a relabel supersedes, the
+audit keeps the old one); of several users' labels of one (query, document) the most senior role
+wins (admin > curator > annotator), among equals the latest; an **adjudicated** final grade
+(Review page, disagreements) replaces the winning label's grade. A label beats a KB-derived
+example for the same (query, document). Labels of **every split** train, those of dev and test
+relations included; the gate leaves the queries of the groups a version learned labels of out of
+its measurement (:mod:`curation.training.round_gate`), so it measures on queries no label touched.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from curation.access.adjudication import current_adjudications
 from curation.access.users import Role
 from curation.evaluation.harness import EvalQuery, EvalTask
 from curation.matching.matcher import EntityMatcher
 from curation.store.documents import Documents, document_text
-from curation.store.labels import Grade, Label, Labels
+from curation.store.labels import Grade, Label
 from curation.store.workspace import Workspace
+from curation.training.label_plan import (  # noqa: F401 (re-exported)
+    NOT_USED_REASONS,
+    SENIORITY,
+    current_labels,
+    groups_of,
+    plan_labels,
+    resolve_conflicts,
+    split_counts,
+)
 from curation.training.recipes.edel.examples import Example, ExampleSet, manifest_digest
 from curation.training.recipes.edel.margins import MarginTable
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
 
 logger = logging.getLogger(__name__)
-
-#: Seniority of roles when labels conflict (higher wins).
-SENIORITY: dict[Role, int] = {Role.ANNOTATOR: 0, Role.CURATOR: 1, Role.ADMIN: 2}
 
 
 @dataclass(frozen=True)
@@ -67,79 +73,60 @@ class LabelMapping:
 
 @dataclass(frozen=True)
 class LabelExamples:
-    """The examples made from labels and what happened to each label."""
+    """The examples made from labels and what happened to each label.
+
+    ``held_out`` is empty since labels of every split train (kept for older readers and
+    plug-ins); ``groups`` holds each used label's (query group, split).
+    """
 
     examples: tuple[Example, ...]
     texts: dict[str, str]
     used: tuple[int, ...]  # label ids that became examples
-    held_out: tuple[int, ...]  # labels on dev/test queries (never trained on)
+    held_out: tuple[int, ...]  # labels not trained on because of their split (none now)
     overruled: tuple[int, ...]  # labels that lost a conflict
     skipped: tuple[int, ...]  # grade skip
     missing: tuple[int, ...]  # document no longer in the workspace
-    last_label_id: int = 0  # the newest label read (the next round starts after it)
+    last_label_id: int = 0  # the newest label read
+    groups: dict[int, tuple[str, str]] = field(default_factory=dict)
 
     def used_examples(self) -> list[tuple[int, Example]]:
         """(label id, example) of every label that became an example."""
         return list(zip(self.used, self.examples, strict=True))
 
-
-def resolve_conflicts(labels: Sequence[Label], roles: Mapping[str, Role | str]
-                      ) -> tuple[list[Label], list[Label]]:
-    """(winners, overruled): one label per (schema, query, document).
-
-    The most senior role wins; among equal roles the latest label (highest id). Users missing
-    from ``roles`` count as annotators.
-    """
-    def rank(label: Label) -> tuple[int, int]:
-        role = roles.get(label.user, Role.ANNOTATOR)
-        return SENIORITY[Role.parse(role)], label.id
-
-    best: dict[tuple[str, str, str], Label] = {}
-    overruled: list[Label] = []
-    for label in labels:
-        key = (label.schema, label.query_key, label.doc_id)
-        old = best.get(key)
-        if old is None or rank(label) > rank(old):
-            if old is not None:
-                overruled.append(old)
-            best[key] = label
-        else:
-            overruled.append(label)
-    return sorted(best.values(), key=lambda lb: lb.id), sorted(overruled, key=lambda lb: lb.id)
-
-
-def current_labels(ws: Workspace, schema: str, *, after_id: int = 0) -> list[Label]:
-    """Every user's current (not superseded) label of a schema, oldest first."""
-    labels = [lb for lb in Labels(ws).find(schema=schema) if lb.id > after_id]
-    return sorted(labels, key=lambda lb: lb.id)
+    def provenance(self, used: Iterable[int]) -> dict[str, Any]:
+        """What a version trained on the labels ``used`` (a recipe may take fewer than
+        :attr:`used`) keeps in its manifest as ``examples.labels``: the ids used, per split,
+        the query groups learned (the gate leaves their queries out), the ids not used and why.
+        """
+        ids = sorted(set(used))
+        not_used = {"overruled": self.overruled, "skip": self.skipped,
+                    "no document": self.missing,
+                    "recipe": tuple(sorted(set(self.used) - set(ids)))}
+        return {"used": ids, "by_split": split_counts(self.groups, ids),
+                "learned_groups": groups_of(self.groups, ids),
+                "held_out": list(self.held_out), "overruled": list(self.overruled),
+                "skipped": list(self.skipped), "missing": list(self.missing),
+                "not_used": {k: len(v) for k, v in not_used.items() if v},
+                "reasons": {k: NOT_USED_REASONS[k] for k, v in not_used.items() if v},
+                "last_label_id": self.last_label_id}
 
 
 def label_examples(ws: Workspace, sch: Schema, task: EvalTask, table: MarginTable,
                    labels: Sequence[Label], *, roles: Mapping[str, Role | str] | None = None,
                    mapping: LabelMapping | None = None, document_format: str,
                    matcher: EntityMatcher | None = None) -> LabelExamples:
-    """Examples from labels (see the module docstring)."""
+    """Examples from the labels :func:`plan_labels` selects (see the module docstring)."""
     mapping = mapping or LabelMapping()
     matcher = matcher or EntityMatcher()
-    winners, overruled = resolve_conflicts(labels, roles or {})
-    final = current_adjudications(ws, sch.name)  # a curator's final grade beats every label
-    winners = [replace(lb, grade=final[item].grade)
-               if (item := (lb.schema, lb.query_key, lb.doc_id)) in final else lb
-               for lb in winners]
+    plan = plan_labels(ws, sch, labels, roles=roles, task=task)
     queries = {q.qid: q for q in task.queries}
-    splits = {q.group: q.split for q in task.queries}
-    docs = _documents(ws, {lb.doc_id for lb in winners})
+    docs = _documents(ws, {lb.doc_id for lb in plan.used})
     out: list[Example] = []
-    used, held, skipped, missing = [], [], [], []
-    for lb in winners:
-        if lb.grade is Grade.SKIP:
-            skipped.append(lb.id)
-            continue
-        if lb.doc_id not in docs:
+    used: list[int] = []
+    missing = list(plan.not_used.get("no document", ()))
+    for lb in plan.used:
+        if lb.doc_id not in docs:  # deleted between the plan and now
             missing.append(lb.id)
-            continue
-        if splits.get(_group(sch, lb.query_key), "train") != "train":
-            held.append(lb.id)
             continue
         raw = docs[lb.doc_id][0]
         mu, cls = _margin(lb.grade, queries.get(lb.query_key), raw, sch, table, mapping, matcher)
@@ -148,19 +135,21 @@ def label_examples(ws: Workspace, sch: Schema, task: EvalTask, table: MarginTabl
         used.append(lb.id)
     texts = {d: document_format.format(title=t, abstract=a).strip()
              for d, (_, t, a) in docs.items()}
-    logger.info("labels -> examples: %d used, %d held out, %d overruled, %d skip, %d missing",
-                len(used), len(held), len(overruled), len(skipped), len(missing))
-    return LabelExamples(tuple(out), texts, tuple(used), tuple(held),
-                         tuple(lb.id for lb in overruled), tuple(skipped), tuple(missing),
-                         max((lb.id for lb in labels), default=0))
+    made = LabelExamples(tuple(out), texts, tuple(used), (), plan.not_used.get("overruled", ()),
+                         plan.not_used.get("skip", ()), tuple(sorted(missing)),
+                         plan.last_label_id, {i: plan.groups[i] for i in used})
+    logger.info("labels -> examples: %d used %s, %d overruled, %d skip, %d missing", len(used),
+                split_counts(made.groups, used), len(made.overruled), len(made.skipped),
+                len(made.missing))
+    return made
 
 
 def merge_examples(kb: ExampleSet, labelled: LabelExamples,
                    extra: Mapping[str, Any] | None = None) -> ExampleSet:
     """KB examples plus label examples; a label replaces a KB example of the same pair.
 
-    The manifest gains ``labels`` (ids used, held out, overruled, counts per class) and its hash
-    covers the merged examples.
+    The manifest gains ``labels`` (:meth:`LabelExamples.provenance`) and its hash covers the
+    merged examples.
     """
     pairs = {(e.qid, e.doc_id) for e in labelled.examples}
     kept = [e for e in kb.examples if (e.qid, e.doc_id) not in pairs]
@@ -173,9 +162,7 @@ def merge_examples(kb: ExampleSet, labelled: LabelExamples,
         "negatives": sum(not e.positive for e in examples),
         "classes": dict(sorted(classes.items())),
         "sha256": manifest_digest(examples),
-        "labels": {"used": list(labelled.used), "held_out": list(labelled.held_out),
-                   "overruled": list(labelled.overruled), "skipped": list(labelled.skipped),
-                   "missing": list(labelled.missing),
+        "labels": {**labelled.provenance(labelled.used),
                    "replaced_kb_examples": len(kb.examples) - len(kept), **(extra or {})},
     })
     return replace(kb, examples=examples, texts=texts, manifest=manifest)
@@ -196,16 +183,6 @@ def _margin(grade: Grade, query: EvalQuery | None, text: str, sch: Schema, table
     if all(bits) or pattern not in table.positive:
         return mapping.partial_mu, f"label:partial:{pattern}"
     return table.positive[pattern], f"label:partial:{pattern}"
-
-
-def _group(sch: Schema, query_key: str) -> str:
-    """The split group of a query key: its first query slot's entity keys (as the harness)."""
-    first = sch.query_slots[0]
-    for part in query_key.split("|"):
-        slot, _, keys = part.partition("=")
-        if slot == first:
-            return ",".join(sorted(k for k in keys.split(",") if k))
-    return ""
 
 
 def _documents(ws: Workspace, ids: set[str]) -> dict[str, tuple[str, str, str]]:

@@ -21,7 +21,7 @@ from curation.matching.matcher import EntityMatcher
 from curation.search.indexing import get_index
 from curation.store.documents import Documents, document_text
 from curation.store.workspace import Workspace
-from retrievers.base import Hit
+from retrievers.base import Hit, Progress
 
 logger = logging.getLogger(__name__)
 
@@ -54,16 +54,17 @@ def build_pool(ws: Workspace, queries: Sequence[EvalQuery], document_format: str
 
 
 def score_model(folder: str | Path, pool: DocumentPool, *, max_seq_length: int,
-                matcher: EntityMatcher, name: str = "model", device: str | None = None
-                ) -> dict[str, float]:
-    """Every metric of ``kbcurate evaluate`` for a sentence-transformers folder on a pool."""
+                matcher: EntityMatcher, name: str = "model", device: str | None = None,
+                progress: Progress = False) -> dict[str, float]:
+    """Every metric of ``kbcurate evaluate`` for a sentence-transformers folder on a pool
+    (``progress``: a bar, or ``fn(done, total)`` over the pool's documents as they encode)."""
     import numpy as np
 
     from retrievers.encoder import Encoder, EncoderConfig
 
     encoder = Encoder(EncoderConfig(model=str(folder), max_seq_length=max_seq_length,
                                     device=device or "auto"))
-    docs = encoder.encode_documents(list(pool.texts))  # (n_docs, dim)
+    docs = encoder.encode_documents(list(pool.texts), progress=progress)  # (n_docs, dim)
     qv = encoder.encode_queries([q.text for q in pool.queries])  # (n_q, dim)
     sims = qv @ docs.T  # (n_q, n_docs)
     run = {}

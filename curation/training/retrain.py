@@ -1,12 +1,14 @@
 """One retraining round of the feedback loop: labels + KB -> candidate -> gate -> atomic switch.
 
 :func:`retrain` reads the schema's current labels (:mod:`curation.training.feedback`: conflicts
-resolved, final grades applied, labels on dev/test queries held out) and runs one
+resolved, final grades applied, labels of every split used; which ones is
+:func:`curation.training.label_plan.plan_labels`'s decision) and runs one
 :func:`curation.training.rounds.run_round` of **any recipe** (``RetrainOptions.recipe``), whose
 ``build_data`` makes the labels its own rows (EDEL: graded pairs; BiCA: positives and hard
 negatives; BioHiCL: positive groups), warm-started from the active version (or from the base
 model), with checkpoints per epoch (an interrupted round resumes; a cancelled job stops at the
-next step). The round scores the candidate and the active version on the **test** split and asks
+next step). The round scores the candidate and the active version on the **test** split (without
+the queries of groups either learned labels of: :mod:`curation.training.round_gate`) and asks
 the gate; when it passes, the candidate's index is built first and then the candidate is
 activated in one transaction, so a search sees the old model and index or the new ones.
 
@@ -20,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from curation.access.users import USERS_FILE, Role, User, UserStore, require_admin
+from curation.access.users import Role, User, require_admin
 from curation.evaluation.harness import EvalTask, build_task
 from curation.matching.matcher import EntityMatcher
 from curation.store.audit import AuditEntry
@@ -29,6 +31,11 @@ from curation.store.workspace import Workspace
 from curation.training.activation import promote, switch_active  # noqa: F401 (re-exported)
 from curation.training.feedback import LabelMapping, current_labels, label_examples
 from curation.training.gate import GateDecision
+from curation.training.label_plan import (  # noqa: F401 (re-exported)
+    NextRoundLabels,
+    next_round_labels,
+    roles_of,
+)
 from curation.training.recipes import options_class, recipe_options
 from curation.training.recipes.edel.examples import DEFAULT_DOCUMENT_FORMAT
 from curation.training.recipes.edel.margins import margin_table
@@ -125,14 +132,7 @@ class RetrainResult:
     promoted: bool
     labels_used: int
     warnings: tuple[str, ...] = ()
-
-
-def roles_of(ws: Workspace) -> dict[str, Role]:
-    """User -> role from the workspace's users file (empty when there is none)."""
-    path = ws.root / USERS_FILE
-    if not path.is_file():
-        return {}
-    return {u.name: u.role for u in UserStore(path).users()}
+    test_queries: int = 0  # the test queries the gate measured on
 
 
 def retrain(ws: Workspace, schema: str, options: RetrainOptions | None = None, *,
@@ -176,20 +176,13 @@ def retrain(ws: Workspace, schema: str, options: RetrainOptions | None = None, *
                        task=task, evaluation=options.evaluation, gate=gate,
                        extra_manifest=extra, progress=progress, report=report)
     return RetrainResult(result.version, result.previous, result.decision, result.promoted,
-                         result.labels_used, result.warnings)
+                         result.labels_used, result.warnings, result.test_queries)
 
 
 def labels_since_active(ws: Workspace, schema: str) -> dict[str, int]:
-    """Current labels per grade given after the active version's training data was read."""
-    active = Models(ws).active(schema)
-    last = 0
-    if active is not None:
-        last = int(active.manifest.get("examples", {}).get("labels", {})
-                   .get("last_label_id", 0) or 0)
-    counts: dict[str, int] = {}
-    for lb in current_labels(ws, schema, after_id=last):
-        counts[lb.grade.value] = counts.get(lb.grade.value, 0) + 1
-    return counts
+    """Grade -> labels the next round will learn from that the active version did not
+    (:func:`~curation.training.label_plan.next_round_labels`: the round's own selection)."""
+    return next_round_labels(ws, schema).new
 
 
 @dataclass(frozen=True)

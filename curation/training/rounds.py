@@ -8,9 +8,13 @@ labels) and trains (:meth:`~Recipe.train`: its loss). The rest is shared:
 
 - the run folder that makes an interrupted round resume (:func:`run_folder`);
 - dev scoring that picks the epoch (:func:`dev_scorer`, a pool of the dev queries);
-- one manifest layout for every version (:func:`register_result`);
-- **test metrics for every version** before the round ends (:func:`evaluate_candidate`: the whole
+- one manifest layout for every version (:func:`register_result`), with the same label
+  provenance for every recipe (:func:`with_label_provenance`);
+- **test metrics for every version** before the round ends (:func:`gate_candidate`: the whole
   corpus, or a test pool in the simulation), so the Models page and the gate always have them;
+  labels of dev and test relations train, so the queries of the groups a compared version
+  learned labels of are left out (:mod:`curation.training.round_gate`), and the encoding
+  reports its own progress (82-90 %; the index build before a switch 90-99 %);
 - **tiny data is named**: fewer than :data:`MIN_EXAMPLES` rows or :data:`MIN_TRAIN_QUERIES` train
   queries, or fewer than :data:`MIN_TEST_QUERIES` test queries, is a warning in the log, the
   result, the version's metrics (``warnings``) and the app; the gate will not promote on fewer
@@ -26,7 +30,7 @@ import json
 import logging
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +191,41 @@ def data_warnings(data: Any, uses_queries: bool) -> list[str]:
     return out
 
 
+def with_label_provenance(data: Any, labels: Any) -> Any:
+    """``data`` whose manifest's ``labels`` say, for every recipe alike, which labels became
+    rows, per split, the query groups learned, and the labels not used with their reasons
+    (:meth:`~curation.training.feedback.LabelExamples.provenance`; the recipe's own keys stay)."""
+    if labels is None:
+        return data
+    own = data.manifest.get("labels")
+    merged = {**(own if isinstance(own, dict) else {}),
+              **labels.provenance(data.labels_used)}
+    return replace(data, manifest={**data.manifest, "labels": merged})
+
+
+@dataclass(frozen=True)
+class RoundContext:
+    """What every step of a round shares.
+
+    Attributes:
+        ws: The workspace.
+        task: The schema's queries and split (all of them).
+        matcher: The round's entity matcher.
+        actor: Who runs it.
+        evaluation: "corpus" or "pool".
+        progress: Progress bars (CLI).
+        report: A job's ``fn(fraction, message)``.
+    """
+
+    ws: Workspace
+    task: EvalTask
+    matcher: EntityMatcher
+    actor: str
+    evaluation: str
+    progress: bool
+    report: Report | None
+
+
 def run_round(ws: Workspace, schema: str, recipe: str, options: Any = None, *, actor: str,
               labels: Any = None, task: EvalTask | None = None, evaluation: str = "corpus",
               gate: GateSettings | None = None, extra_manifest: dict[str, Any] | None = None,
@@ -206,83 +245,131 @@ def run_round(ws: Workspace, schema: str, recipe: str, options: Any = None, *, a
     Raises:
         CurationError: Unknown recipe, bad options, no training data, training failed.
     """
-    from curation.access.users import Role, User
     from curation.evaluation.harness import build_task
-    from curation.training.activation import switch_active
-    from curation.training.gate import decide
     from curation.training.recipes import RoundInput, get_recipe, recipe_options
-    from curation.training.scoring import (
-        check_evaluation,
-        prefixed,
-        score_versions,
-        test_warning,
-    )
-    from retrievers.errors import RetrieverError
+    from curation.training.round_gate import learned_groups
+    from curation.training.scoring import check_evaluation
 
     check_evaluation(evaluation)
     rec = get_recipe(recipe)
     options = options if options is not None else recipe_options(recipe)
     options.validate()
     task = task or build_task(ws, schema)
-    matcher = EntityMatcher()
+    ctx = RoundContext(ws, task, EntityMatcher(), actor, evaluation, progress, report)
     _say(report, 0.02, f"building the {recipe} training data")
-    data = rec.build_data(RoundInput(ws, task.schema, task, matcher, labels,
-                                     progress and not report), options)
+    data = with_label_provenance(rec.build_data(RoundInput(
+        ws, task.schema, task, ctx.matcher, labels, progress and not report), options), labels)
     warnings = data_warnings(data, rec.uses_queries)
     for w in warnings:
         logger.warning("%s %s: %s", task.schema, recipe, w)
-    run_dir = run_folder(ws, task.schema, recipe, data.manifest["sha256"], options)
+    learned = learned_groups({"examples": data.manifest})
+    version = train_candidate(ctx, rec, options, data, learned, extra_manifest)
+    return gate_candidate(ctx, version, learned, options.seed, gate, warnings,
+                          len(data.labels_used))
+
+
+def train_candidate(ctx: RoundContext, rec: Any, options: Any, data: Any, learned: set[str],
+                    extra_manifest: dict[str, Any] | None) -> ModelVersion:
+    """Train ``rec`` on ``data`` (resuming an interrupted run) and register the candidate; the
+    dev pool that picks the epoch leaves out the dev queries of the ``learned`` groups."""
+    from curation.training.round_gate import measured_queries
+    from retrievers.errors import RetrieverError
+
+    ws, schema = ctx.ws, ctx.task.schema
+    run_dir = run_folder(ws, schema, rec.name, data.manifest["sha256"], options)
     resume = (run_dir / "checkpoints").is_dir()
     if resume:
         logger.warning("resuming the interrupted run in %s", run_dir)
+    dev_task = measured_queries(ctx.task, learned).task
     try:
         result = rec.train(base_path(ws, options.base), data, options, run_dir=run_dir,
-                           resume=resume, progress=step_reporter(_sub(report, 0.0, 0.8), progress),
-                           eval_fn=dev_scorer(ws, task, options, data.document_format, matcher))
+                           resume=resume,
+                           progress=step_reporter(_sub(ctx.report, 0.0, 0.8), ctx.progress),
+                           eval_fn=dev_scorer(ws, dev_task, options, data.document_format,
+                                              ctx.matcher))
     except RetrieverError as exc:
-        raise CurationError(f"{recipe} training of {task.schema} failed: {exc}") from exc
-    version = register_result(
-        ws, schema=task.schema, recipe=recipe, options=options, result=result,
+        raise CurationError(f"{rec.name} training of {schema} failed: {exc}") from exc
+    return register_result(
+        ws, schema=schema, recipe=rec.name, options=options, result=result,
         train_config=options.train_config(), data_manifest=data.manifest,
-        document_format=data.document_format, resumed=resume, actor=actor, run_dir=run_dir,
+        document_format=data.document_format, resumed=resume, actor=ctx.actor, run_dir=run_dir,
         extra_manifest={**data.extra_manifest, **(extra_manifest or {})},
-        report=_sub(report, 0.0, 0.8))
-    active = Models(ws).active(task.schema)
-    active = active if active is not None and active.id != version.id else None
-    n_test = len(task.split("test"))
-    _say(report, 0.82, f"scoring {version.id} on {n_test} test queries ({evaluation})")
-    roles = {"candidate": version, **({"active": active} if gate and active else {})}
-    scores = score_versions(ws, task, roles, evaluation=evaluation, seed=options.seed,
-                            matcher=matcher, progress=progress and not report)
-    if (w := test_warning(n_test)) is not None:
-        warnings.append(w)
-        logger.warning("%s: %s", version.id, w)
-    metrics: dict[str, Any] = {**prefixed(ws, scores.get("candidate", {}), evaluation,
-                                          options.seed), "warnings": warnings}
-    decision = None
-    if gate is not None and "candidate" in scores:
-        decision = decide(scores["candidate"], scores.get("active"),
-                          tolerance_pp=gate.tolerance_pp, test_queries=n_test,
-                          small_test_reason=gate.small_test_reason)
-        metrics["gate"] = decision.to_json()
-    elif gate is not None:
-        from curation.training.gate import GateDecision
+        report=_sub(ctx.report, 0.0, 0.8))
 
-        decision = GateDecision(False, (f"{task.schema} has no held-out (test split) query "
-                                        "with a cited abstract in the workspace, so the gate "
-                                        "cannot compare; kept as a candidate",), {}, {})
+
+def gate_candidate(ctx: RoundContext, version: ModelVersion, learned: set[str], seed: int,
+                   gate: GateSettings | None, warnings: list[str], labels_used: int
+                   ) -> RoundResult:
+    """Score the candidate (and the active version, with a gate) on the test queries of groups
+    neither learned labels of (:mod:`curation.training.round_gate`), record the metrics and the
+    gate's decision, and switch when it passes."""
+    from curation.training.round_gate import learned_groups, measured_queries
+    from curation.training.scoring import prefixed, score_versions, test_warning
+
+    ws, schema = ctx.ws, ctx.task.schema
+    current = Models(ws).active(schema)
+    current = current if current is not None and current.id != version.id else None
+    active = current if gate is not None else None
+    measured = measured_queries(ctx.task, learned | learned_groups(
+        active.manifest if active else None))
+    left_out = measured.left_out.get("test", ())
+    n_test = len(measured.task.split("test"))
+    _say(ctx.report, 0.82, f"scoring {version.id} on {n_test} test queries ({ctx.evaluation})")
+    roles = {"candidate": version, **({"active": active} if active else {})}
+    scores = score_versions(ws, measured.task, roles, evaluation=ctx.evaluation, seed=seed,
+                            matcher=ctx.matcher, progress=ctx.progress and not ctx.report,
+                            report=_sub(ctx.report, 0.82, 0.9), left_out=left_out)
+    for w in (measured.warning(), test_warning(n_test) if n_test or not left_out else None):
+        if w is not None:
+            warnings.append(w)
+            logger.warning("%s: %s", version.id, w)
+    metrics: dict[str, Any] = {**prefixed(ws, scores.get("candidate", {}), ctx.evaluation, seed,
+                                          left_out), "warnings": warnings}
+    if left_out:
+        metrics["test_left_out"] = measured.to_json()
+    decision = _decision(schema, scores, gate, n_test, len(left_out))
+    if decision is not None:
         metrics["gate"] = decision.to_json()
-    version = Models(ws).update_metrics(version.id, metrics, actor=actor)
+    version = Models(ws).update_metrics(version.id, metrics, actor=ctx.actor)
     promoted = False
     if gate is not None and decision is not None and decision.promote and gate.promote:
-        _say(report, 0.9, f"building the index of {version.id} before the switch")
-        version = switch_active(ws, version.id, user=gate.user or User(actor, Role.ADMIN),
-                                reason="gate: " + "; ".join(decision.reasons),
-                                build_index=gate.build_index)
+        version = _switch(ctx, version, gate, decision)
         promoted = True
-    _say(report, 1.0, f"{version.id}: " + (decision.reasons[-1] if decision else "registered"))
-    return RoundResult(version, active.id if active else None, decision, promoted,
-                       len(data.labels_used), tuple(warnings), n_test)
+    _say(ctx.report, 1.0, f"{version.id}: " + (decision.reasons[-1] if decision else
+                                                "registered"))
+    return RoundResult(version, current.id if current else None, decision, promoted,
+                       labels_used, tuple(warnings), n_test)
+
+
+def _decision(schema: str, scores: dict[str, dict[str, float]], gate: GateSettings | None,
+              n_test: int, left_out: int) -> Any:
+    """The gate's decision (None without a gate)."""
+    from curation.training.gate import GateDecision, decide
+
+    if gate is None:
+        return None
+    if "candidate" in scores:
+        return decide(scores["candidate"], scores.get("active"), tolerance_pp=gate.tolerance_pp,
+                      test_queries=n_test, small_test_reason=gate.small_test_reason)
+    why = (f"all {left_out} test queries of {schema} belong to query groups whose labels were "
+           "trained on, so the gate has no query left to compare on" if left_out else
+           f"{schema} has no held-out (test split) query with a cited abstract in the "
+           "workspace, so the gate cannot compare")
+    return GateDecision(False, (why + "; kept as a candidate",), {}, {})
+
+
+def _switch(ctx: RoundContext, version: ModelVersion, gate: GateSettings, decision: Any
+            ) -> ModelVersion:
+    """Build the promoted candidate's index (its own progress, 90-100 %) and activate it."""
+    from curation.access.users import Role, User
+    from curation.training.activation import switch_active
+    from curation.training.round_gate import stage_reporter
+
+    _say(ctx.report, 0.9, f"building the index of {version.id} before the switch")
+    return switch_active(ctx.ws, version.id, user=gate.user or User(ctx.actor, Role.ADMIN),
+                         reason="gate: " + "; ".join(decision.reasons),
+                         build_index=gate.build_index,
+                         on_progress=stage_reporter(ctx.report, 0.9, 0.99))
 
 
 def _say(report: Report | None, fraction: float, message: str) -> None:
@@ -292,6 +379,6 @@ def _say(report: Report | None, fraction: float, message: str) -> None:
 
 
 def _sub(report: Report | None, start: float, end: float) -> Report | None:
-    if report is None:
-        return None
-    return lambda f, m: report(start + (end - start) * f, m)
+    from curation.training.round_gate import scaled
+
+    return scaled(report, start, end)
