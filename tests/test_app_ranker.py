@@ -344,3 +344,22 @@ def test_an_activation_while_the_page_is_open_becomes_what_the_curator_sees(ws_r
     at.selectbox(key="retriever").set_value("bm25").run()
     at.run()
     assert at.selectbox(key="retriever").value == "bm25"
+
+
+def test_the_sidebar_says_what_is_still_being_built(ws_root):
+    """Issue 44 item 12: the demo serves first; until its rankers and defaults are built the
+    sidebar says so, with the job's progress, on every page."""
+    from curation.jobs.kinds import SYSTEM_USER
+    from curation.jobs.queue import submit_job
+
+    with Workspace.open(ws_root) as ws:
+        job = submit_job(ws, "measure_defaults", {}, user=SYSTEM_USER, start=False)
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    captions = [shown(c.value) for c in at.sidebar.caption]
+    assert ("Still being built: each schema's learned ranker and its measured default ranking. "
+            "Until it is done, schemas rank by bm25 + entity rerank.") in captions
+    assert any(f"Job {job.id} (measure_defaults): queued" in shown(p.proto.text)
+               for p in at.get("progress"))
+    at.switch_page("app_pages/review.py").run()
+    assert any(c.startswith("Still being built") for c in (shown(c.value)
+                                                            for c in at.sidebar.caption))

@@ -37,6 +37,10 @@ TODAY = {
     "rank": ("curation.training.ranker:run_ranker_job",
              "retrain a schema's learned ranker on KB + labels (seconds); the gate promotes it",
              True, ("schema", "labels", "labeller"), "curation.training.ranker:check_rank_params"),
+    "measure_defaults": ("curation.training.defaults:run_defaults_job",
+                         "train each schema's learned ranker and record its measured default "
+                         "ranking (the demo's last step, after the app is served)", True, (),
+                         None),
     "pubmed_search": ("curation.pubmed.jobs:run_pubmed_search_job",
                       "search PubMed for a relation, fetch and import the new abstracts, rank "
                       "them", False, ("schema", "slots", "query", "max_hits", "rank_text"),
@@ -126,7 +130,7 @@ def test_each_kind_has_an_end(monkeypatch, caplog):
     others a day; the environment overrides one kind's, in minutes."""
     limits = {kind.name: kind.max_seconds for kind in job_kinds()}
     assert limits == {**dict.fromkeys(TODAY, 24 * 3600.0), "pubmed_search": 20 * 60.0,
-                      "watch": 30 * 60.0, "selftest": 600.0}
+                      "watch": 30 * 60.0, "selftest": 600.0, "measure_defaults": 3 * 3600.0}
     search = get_kind("pubmed_search")
     assert search.max_minutes_env == "KBCURATE_JOB_MAX_MINUTES_PUBMED_SEARCH"
     assert search.max_run_s() == 1200.0
@@ -151,15 +155,15 @@ def test_each_wing_declares_its_kinds_through_the_entry_points():
     assert names == {"evaluation": ["evaluate"], "search": ["index"],
                      "pubmed": ["pubmed_search", "watch"],
                      "simulation": ["simulate"],
-                     "training": ["train", "retrain", "activate", "rank"]}
+                     "training": ["train", "retrain", "activate", "rank", "measure_defaults"]}
     for target in group.values():
         assert all(isinstance(kind, JobKind) for kind in load_target(target))
 
 
 def test_an_unknown_kind_lists_the_available_ones():
     with pytest.raises(UnknownNameError, match=r"Unknown job kind 'train-everything'. Available "
-                       "options: activate, evaluate, index, pubmed_search, rank, retrain, "
-                       "selftest, simulate, train, watch$"):
+                       "options: activate, evaluate, index, measure_defaults, pubmed_search, "
+                       "rank, retrain, selftest, simulate, train, watch$"):
         get_kind("train-everything")
     assert find_kind("train-everything") is None
 

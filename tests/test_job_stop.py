@@ -115,7 +115,7 @@ def test_stop_jobs_after_cancels_only_the_newer_unfinished_jobs(ws):
 def test_the_demo_stops_its_jobs_when_the_app_stops(tmp_path, monkeypatch, capsys):
     started: list[int] = []
 
-    def fake_build(root, data_dir, progress):
+    def fake_build(root, data_dir, progress, rank):
         Workspace.init(root).close()
         return "demo ready"
 

@@ -201,3 +201,51 @@ def test_the_demo_trains_each_schemas_ranker_and_records_the_best(tmp_workspace)
     (rnd,) = last_rounds(ws, "disease_gene")
     assert (rnd.outcome, rnd.detail["trigger"]) == ("promoted", "kbcurate demo")
     assert rank_demo_workspace(ws, progress=False) == []  # a second run leaves it alone
+
+
+# -- issue 44 item 12: the demo serves first, the rankers and defaults follow in a job ---------
+def test_the_defaults_job_ranks_and_measures_every_schema_once(tmp_workspace):
+    from curation.jobs.queue import JobStatus, run_job
+    from curation.training.defaults import start_defaults_job
+
+    ws = make_learnable_workspace(tmp_workspace)
+    job = start_defaults_job(ws, start=False)
+    assert Rankers(ws).default_ranking("disease_gene") is None  # queued, nothing measured yet
+    done = run_job(ws, job.id)
+    assert done.status is JobStatus.DONE, done.error
+    (line,) = done.result["schemas"]
+    assert line.startswith("disease_gene: disease_gene-ranker@1 promoted; default ranked")
+    assert (done.progress, done.message) == (1.0, "1 schema(s) ranked and measured")
+    assert Rankers(ws).default_ranking("disease_gene").best == "ranked"
+    assert start_defaults_job(ws, start=False) is None  # every schema has its default
+
+
+def test_the_demo_serves_before_the_rankers_are_trained(tmp_path, monkeypatch, capsys):
+    from curation.cli import commands
+    from curation.cli.main import main
+    from curation.jobs.queue import list_jobs
+
+    seen: dict[str, object] = {}
+
+    def fake_build(root, data_dir, progress, rank):
+        seen["rank"] = rank
+        with Workspace.init(root) as ws:
+            make_learnable_workspace(ws)
+        return "demo ready"
+
+    def fake_serve(args):
+        with Workspace.open(args.workspace) as ws:
+            seen["jobs"] = [j.kind for j in list_jobs(ws, "measure_defaults")]
+        return 0
+
+    monkeypatch.setattr("curation.cli.demo.build_demo_workspace", fake_build)
+    monkeypatch.setattr(commands, "_start_dense_index", lambda root: None)
+    monkeypatch.setattr(commands, "cmd_serve", fake_serve)
+    from curation.training import defaults
+
+    real = defaults.start_defaults_job
+    monkeypatch.setattr(defaults, "start_defaults_job", lambda ws: real(ws, start=False))
+    assert main(["demo", "-w", str(tmp_path / "demo"), "--quiet"]) == 0
+    assert seen == {"rank": False, "jobs": ["measure_defaults"]}
+    assert ("training each schema's ranker and measuring its default in the background (job 1)"
+            in capsys.readouterr().out)

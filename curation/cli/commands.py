@@ -178,16 +178,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from curation.store.config import resolve_data_dir
 
     root = workspace_path(args) if (args.workspace or _env_ws()) else default_demo_path()
+    # serving: the rankers and defaults are built in the background, the app answers at once
     summary = build_demo_workspace(root, resolve_data_dir(args.data_dir),
-                                   progress=not args.quiet)
+                                   progress=not args.quiet, rank=args.no_serve)
     print(summary)
     if args.no_serve:
         return 0
     from curation.jobs.kinds import SYSTEM_USER
     from curation.jobs.queue import newest_job_id, stop_jobs_after
+    from curation.training.defaults import start_defaults_job
 
     with Workspace.open(root) as ws:
         mark = newest_job_id(ws)
+        job = start_defaults_job(ws)
+    if job is not None:
+        print(f"training each schema's ranker and measuring its default in the background (job "
+              f"{job.id}); until it ends the schemas rank by bm25 + rerank")
     if not args.no_index:
         _start_dense_index(root)
     args.workspace = str(root)

@@ -5,13 +5,12 @@ CIViC 01-Aug-2021 evidence (PO), the Swiss-Prot sample (PTM), BioRED (documents,
 document-level relations), the MEDLINE XML sample (MeSH headings, references), MeSH trees and
 citation edges. OncoKB files are licence-restricted and are not part of the demo.
 
-Then the demo opens on the best (issue 36 item 6): each schema's ranker is trained as the system
-(under a minute or two per schema on 2 CPU cores; the gate promotes it when it beats bm25 +
-rerank on the held-out queries)
-and the measured best is recorded as the schema's default (``kbcurate evaluate --retriever
-best``, with its warning when a schema has fewer than 20 test queries), so a newcomer sees
-``ranked`` on disease_gene rather than bm25 + rerank. A schema that already has a recorded
-default (a second run) is left as it is.
+Then each schema's ranker is trained as the system and the measured best recorded as its
+default (issue 36 item 6; :mod:`curation.training.defaults`): before ``kbcurate demo
+--no-serve`` returns, or, when the demo serves the app, in a background job started right after
+the imports (issue 44 item 12: the app answers at once; the sidebar says what is still being
+built, and the schemas rank by bm25 + rerank until the job ends). A schema that already has a
+recorded default (a second run) is left as it is.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from curation.store.importer import (
     import_mesh_headings,
     import_mesh_tree,
 )
-from curation.store.rankers import Rankers
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
@@ -105,32 +103,8 @@ def build_demo_workspace(root: str | Path, data_dir: Path, *, progress: bool = T
 
 
 def rank_demo_workspace(ws: Workspace, *, progress: bool = True) -> list[str]:
-    """Train each schema's ranker as the system and record the measured best as its default;
-    one line per schema. Schemas with a recorded default are left alone; one that cannot be
-    trained or measured (no train or test query) says why and keeps bm25 + rerank."""
-    from curation.evaluation.best import choose_default
-    from curation.jobs.kinds import SYSTEM_USER
-    from curation.search.ranked import describe
-    from curation.store.relations import Relations
-    from curation.training.ranker import train_ranker
+    """Train each schema's ranker and record its measured default, one line per schema
+    (:func:`curation.training.defaults.rank_and_measure`)."""
+    from curation.training.defaults import rank_and_measure
 
-    lines = []
-    for schema in Relations(ws).evaluable_schemas():
-        if Rankers(ws).default_ranking(schema) is not None:
-            continue
-        started = time.perf_counter()
-        try:
-            round_ = train_ranker(ws, schema, user=SYSTEM_USER, progress=progress,
-                                  trigger="kbcurate demo")
-            ranker = (f"{round_.version.id} "
-                      f"{'promoted' if round_.activated else 'kept as a candidate'}")
-        except CurationError as exc:
-            logger.info("demo: no ranker for %s (%s)", schema, exc)
-            ranker = f"no ranker ({exc})"
-        try:
-            _, record = choose_default(ws, schema, user=SYSTEM_USER, progress=False)
-            default = f"default {record.best}, {describe(record)}"
-        except CurationError as exc:
-            default = f"default bm25+rerank (not measured: {exc})"
-        lines.append(f"{schema}: {ranker}; {default} ({time.perf_counter() - started:.0f} s)")
-    return lines
+    return rank_and_measure(ws, progress=progress)

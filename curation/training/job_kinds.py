@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from curation.jobs.kinds import JobKind
 
+#: The job that trains each schema's ranker and records its default (the demo's last step).
+DEFAULTS_JOB_KIND = "measure_defaults"
+
 JOB_KINDS = (
     JobKind("train", "curation.training.jobs:run_training",
             "train a dense retriever (EDEL, BiCA or BioHiCL) into a new model version",
@@ -20,4 +23,7 @@ JOB_KINDS = (
             "retrain a schema's learned ranker on KB + labels (seconds); the gate promotes it",
             params=("schema", "labels", "labeller"),
             validator="curation.training.ranker:check_rank_params"),
+    JobKind(DEFAULTS_JOB_KIND, "curation.training.defaults:run_defaults_job",
+            "train each schema's learned ranker and record its measured default ranking (the "
+            "demo's last step, after the app is served)", max_seconds=3 * 3600.0),
 )
