@@ -59,6 +59,81 @@ def test_queue_sorts_by_the_ranker_and_caches_unit_tfidf_rows():
     assert "fracture" not in q.terms
 
 
+def test_tfidf_rows_are_scikit_learns_features_in_float32():
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from curation.screening.tfidf import tfidf_rows
+
+    texts = [*TEXTS.values(), "BRAF braf: the V600E melanoma kinase", "", "of the and",
+             "Vemurafenib-resistant BRAF V600E melanoma cells and MEK inhibitors"] * 3
+    texts[5] = "Ünïcode café kinase: BRAF V600E"  # accents and case as scikit-learn reads them
+    reference = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), min_df=2, max_df=0.95,
+                                stop_words="english")
+    want = reference.fit_transform(texts).toarray()
+    rows, terms = tfidf_rows(texts)
+    assert terms == tuple(reference.get_feature_names_out())
+    assert "braf v600e" in terms and "melanoma kinase" in terms  # bigrams skip stop words
+    assert rows.dtype == np.float32 and rows.has_sorted_indices
+    assert rows.toarray() == pytest.approx(want, abs=1e-6)
+
+
+def test_tfidf_keeps_the_terms_in_the_most_texts_when_capped():
+    from curation.screening.tfidf import tfidf_rows
+
+    rng = np.random.default_rng(5)
+    common = [f"topic{i}" for i in range(30)]
+    texts = [" ".join([*rng.choice(common, 6), f"rare{i} rare{i + 1}", "ward"]) for i in range(400)]
+    full_rows, full_terms = tfidf_rows(texts)
+    rows, terms = tfidf_rows(texts, max_terms=40)
+    assert len(full_terms) > 400 and len(terms) == 40 and rows.shape == (400, 40)
+    df = np.asarray((full_rows > 0).sum(axis=0)).ravel()
+    kept = np.isin(np.asarray(full_terms), terms)
+    assert df[kept].min() >= df[~kept].max()  # no dropped term is in more texts than a kept one
+    assert "ward" not in terms  # in every text: above max_df
+    norms = np.sqrt(np.asarray(rows.multiply(rows).sum(axis=1)).ravel())
+    assert norms[norms > 0] == pytest.approx(np.ones(int((norms > 0).sum())), abs=1e-6)
+
+
+def test_a_large_queue_keeps_float32_rows_and_a_capped_vocabulary():
+    from curation.screening.tfidf import MAX_TERMS
+
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(3000)]
+    n = 2000
+    texts = [" ".join(rng.choice(words, 40)) for _ in range(n)]
+    ids = [f"c{i}" for i in range(n)]
+    assert 500 < len(build_queue("big", ids, texts, np.zeros(n)).terms) < MAX_TERMS
+    # 500 terms are to these 2,000 texts what 2**17 are to 40,000 abstracts
+    q = build_queue("big", ids, texts, rng.normal(size=n), max_terms=500)
+    assert q.rows.dtype == np.float32 and q.rows.shape == (n, 500) and len(q.terms) == 500
+    assert q.index()["c0"] == q.doc_ids.index("c0") and q.ids_at(np.array([2, 0])) == \
+        [q.doc_ids[2], q.doc_ids[0]]
+    rows = q.rows
+    assert q.nbytes > rows.data.nbytes + rows.indices.nbytes + q.prior.nbytes
+
+
+def test_one_product_rescore_keeps_the_two_centroid_order():
+    """Both centroid terms folded into one float32 product: the order of the float64
+    formula of the module docstring."""
+    rng = np.random.default_rng(11)
+    vocab = [f"t{i}" for i in range(60)]
+    texts = [" ".join(rng.choice(vocab, 12)) for _ in range(300)]
+    q = build_queue("q", [f"d{i}" for i in range(300)], texts, rng.normal(size=300))
+    labels = {int(i): bool(rng.random() < 0.3) for i in rng.choice(300, 25, replace=False)}
+    options = LearnerOptions()
+    x = q.rows.astype(np.float64).toarray()
+    z = q.prior.copy()
+    for kind, weight in ((True, options.similarity), (False, -options.dissimilarity)):
+        rows = [i for i, v in labels.items() if v is kind]
+        centroid = x[rows].sum(axis=0)
+        z += weight * len(rows) / (len(rows) + options.evidence) * x @ (
+            centroid / np.linalg.norm(centroid))
+    r = rescore(q, labels, options)
+    assert r.log_odds == pytest.approx(z, abs=1e-4)
+    rest = [i for i in np.argsort(-z, kind="stable") if i not in labels]
+    assert r.order == tuple(int(i) for i in rest)
+
+
 def test_queue_rejects_bad_input_with_clear_errors():
     with pytest.raises(CurationError, match="2 candidates but 1 texts"):
         build_queue("q", ["a", "b"], ["x"], [1.0, 2.0])

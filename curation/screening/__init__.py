@@ -2,6 +2,7 @@
 
 Modules: ``queue`` (the screening queue of one partial relation: its first stages' top N, the
 ranker's scores and the TF-IDF / dense rows cached once, so a re-score is only the model),
+``tfidf`` (those TF-IDF rows, counted in memory linear in the candidates' text),
 ``calibration`` (the ranker's score and rank as a calibrated prior log-odds), ``learner`` (the
 per-query model: the prior moved towards the relevant labels' centroid and away from the
 irrelevant ones', by weights that grow with the number of labels), ``stopping`` (how many

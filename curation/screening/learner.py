@@ -22,8 +22,9 @@ other half of the train split) and the dev lists of the three BioRED tasks, neve
 train; the dissimilarity term (candidates like the irrelevant labels go down) is what gains on
 both.
 
-A re-score is two sparse products over the cached rows (a few milliseconds for 1,000
-candidates) and never touches the store.
+A re-score is one sparse product over the cached float32 rows (both centroid terms folded into
+one column-weight vector: under a millisecond for 1,000 candidates, about 15 for 40,000) and
+never touches the store.
 """
 
 from __future__ import annotations
@@ -121,8 +122,9 @@ def rescore(queue: ScreeningQueue, labels: Mapping[int, bool],
         raise CurationError(f"A label points outside the screening queue of {n} candidates")
     z = queue.prior.copy()
     if labels:
-        z = z + _centroid_term(queue, labels, True, options.similarity, options.evidence)
-        z = z - _centroid_term(queue, labels, False, options.dissimilarity, options.evidence)
+        direction = _label_direction(queue, labels, options)
+        if direction is not None:
+            z = z + queue.rows @ direction  # one sparse product over the cached rows
         if np.isfinite(options.l2):
             z = _fitted_log_odds(queue, z, labels, options)
     p = 1.0 / (1.0 + np.exp(-np.clip(z, -40.0, 40.0)))
@@ -131,22 +133,28 @@ def rescore(queue: ScreeningQueue, labels: Mapping[int, bool],
     rest = np.flatnonzero(free)
     rest = rest[np.argsort(-z[rest], kind="stable")]  # ties: the static order
     pos = sum(1 for v in labels.values() if v)
-    return Rescored(z, p, tuple(int(i) for i in rest), pos, len(labels) - pos,
-                    bool(labels))
+    return Rescored(z, p, tuple(rest.tolist()), pos, len(labels) - pos, bool(labels))
 
 
-def _centroid_term(queue: ScreeningQueue, labels: Mapping[int, bool], kind: bool,
-                   weight: float, evidence: float) -> np.ndarray | float:
-    """``weight * n / (n + evidence) * cos(row, centroid)`` over the labels of one kind."""
-    rows = [i for i, v in labels.items() if v is kind]
-    if not rows or weight == 0 or queue.rows.shape[1] == 0:
-        return 0.0
-    centroid = np.asarray(queue.rows[rows].sum(axis=0)).ravel()
-    norm = float(np.linalg.norm(centroid))
-    if norm == 0:
-        return 0.0
-    share = len(rows) / (len(rows) + evidence)
-    return weight * share * (queue.rows @ (centroid / norm))
+def _label_direction(queue: ScreeningQueue, labels: Mapping[int, bool],
+                     options: LearnerOptions) -> np.ndarray | None:
+    """The column weights whose product with a row is both centroid terms of its log-odds:
+    ``similarity * P / (P + evidence) * u_rel - dissimilarity * N / (N + evidence) * u_irr``,
+    ``u`` a unit centroid of one kind's rows (float32, like the rows); None when no term
+    moves anything."""
+    direction = None
+    for kind, weight in ((True, options.similarity), (False, -options.dissimilarity)):
+        rows = [i for i, v in labels.items() if v is kind]
+        if not rows or weight == 0 or queue.rows.shape[1] == 0:
+            continue
+        centroid = np.asarray(queue.rows[rows].sum(axis=0), dtype=np.float64).ravel()
+        norm = float(np.linalg.norm(centroid))
+        if norm == 0:
+            continue
+        share = len(rows) / (len(rows) + options.evidence)
+        term = weight * share / norm * centroid
+        direction = term if direction is None else direction + term
+    return None if direction is None else direction.astype(np.float32)
 
 
 def _fitted_log_odds(queue: ScreeningQueue, offset: np.ndarray, labels: Mapping[int, bool],
@@ -188,7 +196,7 @@ def _fitted_log_odds(queue: ScreeningQueue, offset: np.ndarray, labels: Mapping[
                      options={"maxiter": options.max_iter, "gtol": 1e-6}).x
     z = offset + theta[k]
     if k:
-        beta = np.zeros(queue.rows.shape[1])
+        beta = np.zeros(queue.rows.shape[1], dtype=np.float32)
         beta[cols] = theta[:k]
         z = z + queue.rows @ beta
     return np.asarray(z, dtype=np.float64)

@@ -3,26 +3,30 @@
 A queue holds the whole candidate set of a query (the first stages' top N, N =
 :data:`SCREENING_DEPTH` by default, plus extra ids such as the relation's PubMed hits), the
 ranker's score of each (the static order), the calibrated prior log-odds, and the rows the
-per-query model reads: TF-IDF over the candidate set itself (unigrams and bigrams, sublinear tf,
-vocabulary fitted on these candidates only, each row L2-normalised) and, when given, dense
-embeddings as extra columns. Building a queue is the slow part (features, TF-IDF); re-scoring
-after a label only fits the model on the cached rows (:mod:`curation.screening.learner`).
+per-query model reads: TF-IDF over the candidate set itself (:mod:`curation.screening.tfidf`:
+unigrams and bigrams, sublinear tf, vocabulary fitted on these candidates only and capped at
+:data:`~curation.screening.tfidf.MAX_TERMS` terms, each row L2-normalised, float32) and, when
+given, dense embeddings as extra columns. Building a queue is the slow part (features, TF-IDF);
+re-scoring after a label only fits the model on the cached rows
+(:mod:`curation.screening.learner`). A queue's memory and build time grow linearly with its
+candidates' text (docs/SCALING.md, "Screening queues").
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.feature_extraction.text import TfidfVectorizer
 
 from curation.ranking.features import gather
 from curation.ranking.model import Ranker
 from curation.ranking.pipeline import RankingContext
 from curation.screening.calibration import DEFAULT_CALIBRATION, Calibration
+from curation.screening.tfidf import MAX_TERMS, tfidf_rows
 from kb_sources.errors import CurationError
 from kb_sources.types import Entity, joined_text
 
@@ -43,7 +47,7 @@ class ScreeningQueue:
         doc_ids: Candidates, sorted by the ranker's score (ties: first-stage order).
         static: The ranker's score of each candidate.
         prior: Calibrated prior log-odds of each candidate.
-        rows: One sparse row per candidate (TF-IDF, then the dense block when given).
+        rows: One sparse float32 row per candidate (TF-IDF, then the dense block when given).
         terms: The TF-IDF vocabulary (column names of the TF-IDF block).
         calibration: What turned the scores into ``prior``.
     """
@@ -55,32 +59,39 @@ class ScreeningQueue:
     rows: sp.csr_matrix = field(repr=False)
     terms: tuple[str, ...] = field(repr=False)
     calibration: Calibration = DEFAULT_CALIBRATION
+    _index: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    _ids: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", {d: i for i, d in enumerate(self.doc_ids)})
+        ids = np.empty(len(self.doc_ids), dtype=object)
+        ids[:] = self.doc_ids
+        object.__setattr__(self, "_ids", ids)
 
     def __len__(self) -> int:
         return len(self.doc_ids)
 
-    def index(self) -> dict[str, int]:
-        """doc id -> row."""
-        return {d: i for i, d in enumerate(self.doc_ids)}
+    def index(self) -> Mapping[str, int]:
+        """doc id -> row (built once per queue; read it, do not change it)."""
+        return self._index
 
+    def ids_at(self, rows: np.ndarray) -> list[str]:
+        """The doc ids of queue ``rows`` (an index array), in that order."""
+        return self._ids[rows].tolist()
 
-def tfidf_rows(texts: Sequence[str]) -> tuple[sp.csr_matrix, tuple[str, ...]]:
-    """L2-normalised TF-IDF rows of ``texts`` over their own vocabulary (terms in >= 2 texts;
-    all terms when fewer than 3 texts)."""
-    min_df = 2 if len(texts) >= 3 else 1
-    vectorizer = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), min_df=min_df,
-                                 max_df=0.95 if len(texts) >= 20 else 1.0,
-                                 stop_words="english", dtype=np.float64)
-    try:
-        rows = vectorizer.fit_transform(texts)
-    except ValueError:  # no term at all (empty texts): the model then has nothing to learn
-        return sp.csr_matrix((len(texts), 0)), ()
-    return sp.csr_matrix(rows), tuple(vectorizer.get_feature_names_out())
+    @property
+    def nbytes(self) -> int:
+        """Bytes the queue keeps: its arrays, its rows and its id and term strings."""
+        arrays = (self.rows.data, self.rows.indices, self.rows.indptr, self.static, self.prior,
+                  self._ids)
+        strings = sum(sys.getsizeof(s) for s in (*self.doc_ids, *self.terms))
+        return (sum(a.nbytes for a in arrays) + strings + sys.getsizeof(self.doc_ids)
+                + sys.getsizeof(self.terms))
 
 
 def build_queue(query_key: str, doc_ids: Sequence[str], texts: Sequence[str],
                 static: Sequence[float], *, calibration: Calibration = DEFAULT_CALIBRATION,
-                dense: np.ndarray | None = None) -> ScreeningQueue:
+                dense: np.ndarray | None = None, max_terms: int = MAX_TERMS) -> ScreeningQueue:
     """A queue from candidates, their texts and ranker scores (any order; sorted here).
 
     Args:
@@ -90,6 +101,7 @@ def build_queue(query_key: str, doc_ids: Sequence[str], texts: Sequence[str],
         static: Each candidate's ranker score.
         calibration: Score -> prior log-odds.
         dense: Optional embeddings, one row per candidate (L2-normalised here).
+        max_terms: TF-IDF columns kept at most (the terms in the most candidates).
 
     Raises:
         CurationError: Lengths differ, an id repeats, or a score is not finite.
@@ -104,13 +116,13 @@ def build_queue(query_key: str, doc_ids: Sequence[str], texts: Sequence[str],
                             "each document once")
     if not np.all(np.isfinite(scores)):
         raise CurationError(f"Screening queue {query_key!r}: a ranker score is not finite")
-    order = sorted(range(n), key=lambda i: (-scores[i], i))
-    rows, terms = tfidf_rows([texts[i] for i in order])
+    order = np.argsort(-scores, kind="stable")  # ties: the given order
+    rows, terms = tfidf_rows([texts[i] for i in order], max_terms=max_terms)
     if dense is not None and len(order):
         block = np.asarray(dense, dtype=np.float64)[order]
         norms = np.linalg.norm(block, axis=1, keepdims=True)
-        block = DENSE_WEIGHT * block / np.where(norms > 0, norms, 1.0)
-        rows = sp.hstack([rows, sp.csr_matrix(block)], format="csr")
+        block = (DENSE_WEIGHT * block / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+        rows = sp.hstack([rows, sp.csr_matrix(block)], format="csr", dtype=np.float32)
     ordered = scores[order]
     return ScreeningQueue(query_key, tuple(doc_ids[i] for i in order), ordered,
                           calibration.log_odds(ordered), rows, terms, calibration)

@@ -83,8 +83,9 @@ def screening_view(queue: ScreeningQueue, labels: Iterable[tuple[str, Grade | st
     rescored = rescore(queue, given, options)
     remaining = estimate_remaining(queue.prior, given, target=target)
     curve = tuple(int(x) for x in np.cumsum([given[r] for r in sequence]))
+    rest = np.fromiter(rescored.order, dtype=np.int64, count=len(rescored.order))
+    order = tuple(queue.ids_at(rest))
+    chance = rescored.probabilities[rest].tolist()
     return ScreeningView(
-        tuple(queue.doc_ids[i] for i in rescored.order),
-        ORDER_LEARNED if rescored.learned else ORDER_STATIC, rescored.labels, remaining,
-        calibrated_advice(remaining, confidence), curve,
-        {queue.doc_ids[i]: float(rescored.probabilities[i]) for i in rescored.order})
+        order, ORDER_LEARNED if rescored.learned else ORDER_STATIC, rescored.labels, remaining,
+        calibrated_advice(remaining, confidence), curve, dict(zip(order, chance, strict=True)))
