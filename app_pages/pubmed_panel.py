@@ -12,6 +12,11 @@ it: meanwhile the page shows the results cached before (:func:`stale_result`) wi
 instead of waiting on the index. Cards of abstracts a search imported carry "from PubMed, DATE",
 and those a watch of the relation found new "NEW since DATE" (:func:`with_badges`).
 
+Without an NCBI contact email (NCBI asks for one with every request) the panel offers no search:
+an admin gets a form that stores the email and an optional API key
+(:func:`curation.pubmed.ncbi.set_ncbi_contact`: admins only, audited; the key is never shown
+again), others a line saying that an admin sets it and how.
+
 "Watch this relation" (curators and admins) adds or removes the user's watch of the relation in
 view with the query in the box (:mod:`curation.pubmed.watch`); its runs (``kbcurate watch run``
 from cron, or a ``watch`` job) list what is new on the Worklist.
@@ -34,9 +39,10 @@ from app_pages.common import (
 )
 from app_pages.safe import md
 from curation.access.adjudication import REVIEWER_ROLES
+from curation.access.users import User
 from curation.jobs.queue import JobStatus, duplicate_note, list_jobs
 from curation.pubmed.jobs import JOB_KIND, relation_slots, search_job, submit_pubmed_search
-from curation.pubmed.ncbi import ncbi_contact
+from curation.pubmed.ncbi import ncbi_contact, set_ncbi_contact
 from curation.pubmed.query import partial_pubmed_query
 from curation.pubmed.watch import add_watch, remove_watch
 from curation.pubmed.watch_digest import new_since
@@ -46,6 +52,7 @@ from curation.search.session import SearchResult
 from curation.store.pubmed_hits import PubmedHits
 from curation.store.relations import PartialRelation
 from curation.store.watches import Watches
+from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.fetch import ESEARCH_MAX
 from kb_sources.schema import Schema
@@ -67,7 +74,7 @@ def pubmed_panel(ctx: AppContext, schema: Schema, partial: PartialRelation, text
         show_flash(PANEL)
         if running:
             if st.session_state.get("pubmed_search"):  # clicked as another's search started
-                st.info(_joined(replace(job, joined=True)))
+                st.info(md(_joined(replace(job, joined=True))))
             poll_job(ctx, job.id, key="pubmed_job")
             return
         if job is not None:
@@ -99,8 +106,7 @@ def _search_form(ctx: AppContext, schema: Schema, partial: PartialRelation,
         return
     contact, _ = ncbi_contact(ctx.ws)
     if not contact.email:
-        st.info("Set the NCBI contact email first (`kbcurate pubmed settings --email ADDRESS`, "
-                "or NCBI_EMAIL in the server's environment).")
+        _contact_needed(ctx)
         return
     key = f"pmq_{schema.name}_{short_hash(partial.query_key)}"
     if key not in st.session_state:
@@ -123,15 +129,51 @@ def _search_form(ctx: AppContext, schema: Schema, partial: PartialRelation,
         except CurationError as exc:
             flash("error", md(exc), PANEL)
         else:
-            flash("info", _joined(job) if job.joined else
+            flash("info", md(_joined(job)) if job.joined else
                   f"Searching PubMed in the background (job {job.id:d}); new abstracts join "
                   "the list when they are indexed.", PANEL)
         st.rerun()
 
 
+def _contact_needed(ctx: AppContext) -> None:
+    """No NCBI contact email yet: an admin gets a small form that stores one (and an optional
+    API key), everyone else a line saying who sets it and how."""
+    if not ctx.user.is_admin:
+        st.info("PubMed search needs an NCBI contact email first: NCBI asks for one with every "
+                "request. An admin sets it here on this panel, or with `kbcurate pubmed "
+                "settings --email ADDRESS` (or NCBI_EMAIL in the server's environment).")
+        return
+    st.info("PubMed search needs an NCBI contact email first: NCBI asks for one with every "
+            "request, to reach you about your searches. Set it for this workspace:")
+    with st.form("ncbi_contact", border=False):
+        st.text_input("NCBI contact email", key="ncbi_email", placeholder="you@lab.org")
+        st.text_input("NCBI API key (optional)", key="ncbi_api_key", type="password",
+                      help="Raises NCBI's limit from 3 to 10 requests a second; stored in the "
+                           "workspace and never shown again")
+        st.form_submit_button("Save NCBI contact", key="ncbi_save", on_click=_save_contact,
+                              args=(ctx.ws, ctx.user))
+
+
+def _save_contact(ws: Workspace, user: User) -> None:
+    """Store the contact the admin typed (the library checks the role and the address and
+    audits the key as "set", never its value); the key field is emptied either way."""
+    email = str(st.session_state.get("ncbi_email") or "").strip()
+    api_key = str(st.session_state.get("ncbi_api_key") or "").strip()
+    st.session_state["ncbi_api_key"] = ""
+    try:
+        set_ncbi_contact(ws, user=user, email=email, api_key=api_key or None)
+    except CurationError as exc:
+        flash("error", md(exc), PANEL)
+        return
+    st.session_state["ncbi_email"] = ""
+    flash("success", f"Saved the NCBI contact email {md(email)}"
+                     + ("; API key set." if api_key else "."), PANEL)
+
+
 def _joined(job: Any) -> str:
-    """What a curator who asked for a search that another job already runs is told."""
-    return (f"This relation's PubMed search (job {job.id:d}) is {md(duplicate_note(job))}; it "
+    """What a curator who asked for a search that another job already runs is told (plain
+    text: the caller escapes it)."""
+    return (f"This relation's PubMed search (job {job.id:d}) is {duplicate_note(job)}; it "
             "was not started twice: its results show here when it ends.")
 
 

@@ -3,10 +3,11 @@
 One hook line in app_pages/curate.py, :func:`learned_result`, called before the results are
 drawn: the sidebar's "Keywords" expander, the relation's screening queue (the first stages' top
 1,000, its labelled documents and its PubMed hits in the workspace; built once per schema,
-relation, query text, ranker version and documents stamp, kept in the session; a re-score after
-a label only runs the per-query model) and, when the order is "learned within
-the query", the shown documents reordered by it (:func:`curation.screening.order.learned_order`:
-their ``order_labels`` then say after how many labels, which the label rows record). The panel
+relation, query text, ranker version and documents stamp, kept in the session within a memory
+budget, :func:`trim_queues`; a re-score after a label only runs the per-query model) and, when
+the order is "learned within the query", the shown documents reordered by it
+(:func:`curation.screening.order.learned_order`: their ``order_labels`` then say after how
+many labels, which the label rows record). The panel
 (:func:`screening_insight`, an expander atop the right-hand column, so the first abstract stays
 above the fold, whose label sums it up) shows the relevant found so far, the estimated relevant
 left among the unscreened candidates with its interval, the stopping advice for a chosen recall
@@ -25,7 +26,15 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages.common import AppContext, get_ranked, get_retriever, retriever_ready, short_hash
+from app_pages.common import (
+    AppContext,
+    flash,
+    get_ranked,
+    get_retriever,
+    retriever_ready,
+    short_hash,
+    show_flash,
+)
 from app_pages.safe import md
 from curation.ranking.versions import active_ranker
 from curation.screening.calibration import (
@@ -37,11 +46,19 @@ from curation.screening.chart import found_chart
 from curation.screening.order import learned_order, order_words
 from curation.screening.queue import ScreeningQueue, relation_queue
 from curation.screening.view import ORDER_LEARNED, ScreeningView, screening_view
-from curation.search.keywords import Keywords, get_keywords, mark_keywords, set_keywords
+from curation.search.keywords import (
+    KINDS,
+    Keywords,
+    add_keyword,
+    get_keywords,
+    mark_keywords,
+    remove_keywords,
+)
 from curation.search.session import SearchResult, documents_stamp
 from curation.store.labels import Labels
 from curation.store.pubmed_hits import PubmedHits
 from curation.store.relations import PartialRelation
+from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
 
@@ -50,8 +67,13 @@ logger = logging.getLogger(__name__)
 ORDERS = ("as ranked", "learned within the query")
 TARGETS = (0.8, 0.9, 0.95)
 QUEUES = "screening_queues"
+#: Queues kept per session (the oldest go first), and the bytes they may hold together
+#: (a 1,000-candidate queue keeps about 2 MB, a 40,000-candidate one about 60 MB).
 CACHED_QUEUES = 8
+CACHED_QUEUE_BYTES = 256 * 2**20
 KEYWORDS = "kw_marks"
+KEYWORD_MESSAGES = "keywords"  # the flash place of the keyword box
+KEYWORD_JUST_ADDED = "kw_just_added"  # the kind whose field Enter just emptied
 
 
 @dataclass(frozen=True)
@@ -100,9 +122,18 @@ def _queue(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
         except (CurationError, OSError, ValueError, RuntimeError) as exc:
             logger.warning("screening queue of %s failed: %s", partial.query_key, exc)
             cache[key] = f"The screening queue could not be built ({exc})."
-        while len(cache) > CACHED_QUEUES:
-            cache.pop(next(iter(cache)))
+        trim_queues(cache)
     return cache[key]
+
+
+def trim_queues(cache: dict, count: int = CACHED_QUEUES,
+                budget: int = CACHED_QUEUE_BYTES) -> None:
+    """Drop the oldest cached queues until at most ``count`` are left and those left hold at
+    most ``budget`` bytes; the newest is always kept."""
+    sizes = {k: v.nbytes if isinstance(v, ScreeningQueue) else 0 for k, v in cache.items()}
+    while len(cache) > 1 and (len(cache) > count or sum(sizes.values()) > budget):
+        oldest = next(iter(cache))
+        del cache[oldest], sizes[oldest]
 
 
 def _mode(slug: str, labels: int) -> str:
@@ -212,37 +243,97 @@ def calibration_words(calibration: Calibration) -> str:
 
 def keyword_sidebar(ctx: AppContext, schema: Schema) -> Keywords:
     """The sidebar's "Keywords" expander: the curator's include and exclude keywords of the
-    schema, added and removed here and saved in the workspace; kept for :func:`keyword_marks`."""
+    schema, saved in the workspace; kept for :func:`keyword_marks`.
+
+    Each kind has a field (Enter adds what it holds) and its own "Add" button, which checks
+    only its own field; the keywords show as chips (a click removes one) and a multiselect
+    removes several. Every action runs in a callback and reports through
+    :func:`~app_pages.common.flash`, so a message shows once, next to the keywords.
+    """
     try:
         keywords = get_keywords(ctx.ws, ctx.user.name, schema.name)
     except CurationError as exc:
         st.sidebar.warning(md(str(exc)))
         keywords = Keywords()
     st.session_state[KEYWORDS] = keywords
-    with st.sidebar.expander("Keywords", key="keywords_box"):
-        for kind in ("include", "exclude"):
-            words = getattr(keywords, kind)
-            with st.form(f"kw_add_{kind}", clear_on_submit=True, border=False):
-                typed = st.text_input(md(f"Add {kind} keyword"), key=f"kw_new_{kind}")
-                if st.form_submit_button(md(f"Add {kind}")):
-                    _save(ctx, schema, keywords, kind, [*words, typed])
-            if words:
-                remove = st.multiselect(md(f"Remove {kind} keywords"), list(words),
-                                        key=f"kw_del_{kind}_{schema.name}")
-                if remove and st.button(f"Remove {len(remove)}", key=f"kw_rm_{kind}"):
-                    _save(ctx, schema, keywords, kind, [w for w in words if w not in remove])
+    where = (ctx.ws, ctx.user.name, schema.name)
+    with st.sidebar.expander(f"Keywords · {len(keywords.include):d} include, "
+                             f"{len(keywords.exclude):d} exclude" if keywords else "Keywords",
+                             key="keywords_box"):
+        show_flash(KEYWORD_MESSAGES)
+        for kind in KINDS:
+            _keyword_kind(where, getattr(keywords, kind), kind)
     return keywords
 
 
-def _save(ctx: AppContext, schema: Schema, keywords: Keywords, kind: str,
-          words: list[str]) -> None:
-    lists = {"include": list(keywords.include), "exclude": list(keywords.exclude), kind: words}
-    try:
-        set_keywords(ctx.ws, ctx.user.name, schema.name, lists["include"], lists["exclude"])
-    except CurationError as exc:
-        st.sidebar.error(md(str(exc)))
+def _keyword_kind(where: tuple[Workspace, str, str], words: tuple[str, ...], kind: str) -> None:
+    """One kind's field, "Add" button, chips and bulk removal."""
+    st.text_input(md(f"Add {kind} keyword"), key=f"kw_new_{kind}", on_change=_add_keyword,
+                  args=(*where, kind, False), placeholder="type, then Enter")
+    st.button(md(f"Add {kind}"), key=f"kw_add_{kind}", on_click=_add_keyword,
+              args=(*where, kind, True))
+    if not words:
+        st.caption(md(f"No {kind} keywords yet."))
         return
-    st.rerun()
+    schema = where[2]
+    chips = f"kw_chips_{kind}_{schema}"
+    st.pills(md(f"Your {kind} keywords (click one to remove it)"), list(words), key=chips,
+             selection_mode="single", format_func=lambda w: f"{md(w)} ×",
+             on_change=_remove_chip, args=(*where, kind, chips))
+    picked = f"kw_del_{kind}_{schema}"
+    remove = st.multiselect(md(f"Remove several {kind} keywords"), list(words), key=picked)
+    if remove:
+        st.button(f"Remove {len(remove):d}", key=f"kw_rm_{kind}", on_click=_remove_keywords,
+                  args=(*where, kind, tuple(remove), picked))
+
+
+def _add_keyword(ws: Workspace, user: str, schema: str, kind: str, clicked: bool) -> None:
+    """Add what the ``kind`` field holds (Enter in it, or its "Add" button: ``clicked``).
+
+    An empty field is no error: Enter in it, or a click right after Enter added its keyword
+    (a browser sends both when the field loses the focus to the button), does nothing; a
+    click on an empty field at any other time says what to do."""
+    field = f"kw_new_{kind}"
+    just_added = st.session_state.pop(KEYWORD_JUST_ADDED, None)
+    text = " ".join(str(st.session_state.get(field) or "").split())
+    if not text:
+        if clicked and just_added != kind:
+            flash("info", md(f"Type an {kind} keyword in the field first, then press Enter "
+                             f"or click Add {kind}."), KEYWORD_MESSAGES)
+        return
+    try:
+        before = get_keywords(ws, user, schema)
+        after = add_keyword(ws, user, schema, kind, text)
+    except CurationError as exc:
+        flash("error", md(exc), KEYWORD_MESSAGES)
+        return
+    st.session_state[field] = ""
+    st.session_state[KEYWORD_JUST_ADDED] = kind
+    if after != before:
+        flash("success", f"Added the {md(kind)} keyword **{md(text)}**.", KEYWORD_MESSAGES)
+
+
+def _remove_chip(ws: Workspace, user: str, schema: str, kind: str, chips: str) -> None:
+    """Remove the keyword whose chip was clicked."""
+    word = st.session_state.get(chips)
+    st.session_state[chips] = None
+    if word:
+        _remove_keywords(ws, user, schema, kind, (word,), None)
+
+
+def _remove_keywords(ws: Workspace, user: str, schema: str, kind: str, words: tuple[str, ...],
+                     picked: str | None) -> None:
+    """Remove ``words`` from the ``kind`` list (and clear the multiselect ``picked``)."""
+    st.session_state.pop(KEYWORD_JUST_ADDED, None)
+    try:
+        remove_keywords(ws, user, schema, kind, words)
+    except CurationError as exc:
+        flash("error", md(exc), KEYWORD_MESSAGES)
+        return
+    if picked:
+        st.session_state[picked] = []
+    flash("success", f"Removed {len(words):d} {md(kind)} keyword{'s' if len(words) > 1 else ''}: "
+                     f"{md(', '.join(words))}.", KEYWORD_MESSAGES)
 
 
 def keyword_marks(highlighted: str) -> str:

@@ -499,3 +499,51 @@ def test_keys_grade_the_focused_card_and_selected_cards_get_one_bulk_grade(ws_ro
     assert any("Undid your bulk grade: 2 labels 'skip'" in shown(i.value) for i in at.info)
     assert [(r["doc_id"], r["grade"]) for r in label_rows(ws_root)] == [
         (order[0], "complete"), (order[2], "irrelevant")]
+
+
+# -- issue 44 item 8: the keyword box (Enter adds; each Add checks its own field; chips) --------
+def _keyword_box(at: AppTest):
+    (box,) = [e for e in at.sidebar.expander if shown(e.label).startswith("Keywords")]
+    return box
+
+
+def _keyword_messages(at: AppTest) -> list[str]:
+    box = _keyword_box(at)
+    return [shown(m.value) for kind in ("success", "info", "warning", "error")
+            for m in getattr(box, kind)]
+
+
+def test_keyword_enter_adds_each_add_checks_its_own_field_and_keywords_show_as_chips(ws_root):
+    """Item 8: Enter in a keyword field adds its keyword without a word about the other
+    field; "Add exclude" clicked on its empty field says what to do, and that note is gone
+    after the next successful action; the curator's keywords show as chips (escaped), one
+    click removes one."""
+    from app_helpers import live_markdown
+
+    from curation.search.keywords import Keywords, get_keywords
+
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    at.text_input(key="kw_new_include").input("BRCA").run()  # Enter in the include field
+    assert not at.exception and not at.error
+    assert _keyword_messages(at) == ["Added the include keyword **BRCA**."]
+    assert shown(_keyword_box(at).label) == "Keywords · 1 include, 0 exclude"
+    assert at.pills(key="kw_chips_include_PO").options == ["BRCA ×"]
+    assert at.text_input(key="kw_new_include").value == ""  # ready for the next one
+    at.button(key="kw_add_exclude").click().run()  # the other Add, its field empty
+    assert not at.error
+    assert _keyword_messages(at) == [
+        "Type an exclude keyword in the field first, then press Enter or click Add exclude."]
+    at.text_input(key="kw_new_exclude").input("[review](http://x.org)").run()  # Enter
+    assert _keyword_messages(at) == ["Added the exclude keyword **[review](http://x.org)**."]
+    (chip,) = at.pills(key="kw_chips_exclude_PO").options
+    assert shown(chip) == "[review](http://x.org) ×" and not live_markdown(chip)
+    at.run()  # any next action: no message lingers
+    assert _keyword_messages(at) == []
+    with Workspace.open(ws_root) as ws:
+        assert get_keywords(ws, "alice", "PO") == Keywords(("BRCA",), ("[review](http://x.org)",))
+    at.pills(key="kw_chips_include_PO").set_value("BRCA").run()  # click the chip: removed
+    assert _keyword_messages(at) == ["Removed 1 include keyword: BRCA."]
+    assert "No include keywords yet." in [shown(c.value) for c in _keyword_box(at).caption]
+    assert not [p for p in at.pills if p.key == "kw_chips_include_PO"]
+    with Workspace.open(ws_root) as ws:
+        assert get_keywords(ws, "alice", "PO") == Keywords((), ("[review](http://x.org)",))

@@ -120,3 +120,97 @@ def test_while_a_search_refreshes_the_index_the_earlier_list_stays(ws_root):
     assert not any("Building the bm25 index" in i.value for i in at.info)
     with Workspace.open(ws_root) as ws:
         assert list_jobs(ws, "index") == []  # the search's job refreshes it, not a second one
+
+
+# -- issue 44 item 9: the NCBI contact set on the panel ------------------------------------
+#: An API key as NCBI issues them (36 letters and digits); it must never show again.
+SECRET_KEY = "5e1f0c2ab77d4e39a1c8b6f0d2e4a9c3b7f1"
+
+
+@pytest.fixture
+def contactless_root(tmp_path, monkeypatch):
+    """The app workspace with a curator and an admin and no NCBI contact anywhere."""
+    root = build_app_workspace(tmp_path / "ws")
+    add_users(root, alice="curator", boss="admin")
+    monkeypatch.setenv("KBCURATE_WORKSPACE", str(root))
+    monkeypatch.delenv("NCBI_EMAIL", raising=False)
+    monkeypatch.delenv("NCBI_API_KEY", raising=False)
+    return root
+
+
+def page_text(at: AppTest) -> str:
+    """Everything the page holds (every element's message, widget values included)."""
+    return "\n".join(str(getattr(node, "proto", "")) for block in (at.main, at.sidebar)
+                     for node in block)
+
+
+def test_an_admin_sets_the_ncbi_contact_on_the_panel_and_the_key_never_shows(
+        contactless_root, caplog):
+    from app_helpers import shown
+
+    at = braf_page("boss")
+    assert not [b for b in at.button if b.key == "pubmed_search"]  # no contact: no search
+    assert any("PubMed search needs an NCBI contact email first" in i.value for i in at.info)
+    key_field = at.text_input(key="ncbi_api_key")
+    assert key_field.proto.type == key_field.proto.PASSWORD
+    at.text_input(key="ncbi_email").input("boss@lab.org")
+    key_field.input(SECRET_KEY)
+    at.button(key="ncbi_save").click().run()
+    assert not at.exception and not at.error
+    assert [shown(s.value) for s in at.success] == [
+        "Saved the NCBI contact email boss@lab.org; API key set."]
+    assert at.button(key="pubmed_search")  # the panel now offers the search
+    assert any(shown(c.value) == "NCBI contact: boss@lab.org (workspace), API key from the "
+               "workspace" for c in at.caption)
+    assert not [t for t in at.text_input if t.key in ("ncbi_email", "ncbi_api_key")]
+    assert SECRET_KEY not in page_text(at) and SECRET_KEY not in caplog.text
+    assert SECRET_KEY not in repr(at.session_state.to_dict())
+    with Workspace.open(contactless_root) as ws:
+        from curation.pubmed.ncbi import ncbi_settings
+
+        got = ncbi_settings(ws)
+        assert (got.email, got.api_key) == ("boss@lab.org", SECRET_KEY)  # stored
+        audit = [(e.actor, e.object_id, e.after_value()) for e in ws.audit_log("setting")]
+    assert ("boss", "ncbi.api_key", {"ncbi.api_key": "set"}) in audit
+    assert ("boss", "ncbi.email", {"ncbi.email": "boss@lab.org"}) in audit
+    assert SECRET_KEY not in repr(audit)
+    at.run()
+    assert SECRET_KEY not in page_text(at)
+
+
+def test_an_admin_with_a_bad_email_is_told_and_nothing_is_stored(contactless_root):
+    from app_helpers import shown
+
+    at = braf_page("boss")
+    at.text_input(key="ncbi_email").input("boss at lab")
+    at.text_input(key="ncbi_api_key").input("not a key")
+    at.button(key="ncbi_save").click().run()
+    assert not at.exception
+    (error,) = [shown(e.value) for e in at.error]
+    assert error == ("'boss at lab' is not an email address (expected name@host, e.g. "
+                     "curator@lab.org); NCBI needs one to contact you about your requests")
+    assert "not a key" not in page_text(at)  # the key field is emptied either way
+    assert not [b for b in at.button if b.key == "pubmed_search"]
+    with Workspace.open(contactless_root) as ws:
+        assert ws.audit_log("setting") == []
+
+
+def test_a_curator_without_an_ncbi_contact_is_told_an_admin_sets_it(contactless_root):
+    from curation.access.users import Role, User
+    from curation.pubmed.ncbi import set_ncbi_contact
+    from curation.store.errors import PermissionDenied
+
+    at = braf_page("alice")
+    assert not [t for t in at.text_input if t.key in ("ncbi_email", "ncbi_api_key")]
+    assert not [b for b in at.button if b.key in ("ncbi_save", "pubmed_search")]
+    (line,) = [i.value for i in at.info if "NCBI contact email" in i.value]
+    assert line == ("PubMed search needs an NCBI contact email first: NCBI asks for one with "
+                    "every request. An admin sets it here on this panel, or with `kbcurate "
+                    "pubmed settings --email ADDRESS` (or NCBI_EMAIL in the server's "
+                    "environment).")
+    with Workspace.open(contactless_root) as ws:
+        with pytest.raises(PermissionDenied, match="Changing the NCBI contact settings needs "
+                                                   "the admin role; alice"):
+            set_ncbi_contact(ws, user=User("alice", Role.CURATOR), email="alice@lab.org",
+                             api_key=SECRET_KEY)
+        assert ws.audit_log("setting") == []

@@ -131,3 +131,23 @@ def test_without_an_active_ranker_the_panel_says_so_and_the_page_goes_on(tmp_pat
         "The estimate of what is left needs an active learned ranker for "
         f"{at.selectbox(key='schema').value}; an admin activates one on the Models page."]
     assert cards(at)  # the results are drawn as ranked
+
+
+def test_the_session_keeps_queues_within_a_count_and_a_memory_budget():
+    import numpy as np
+
+    from app_pages.screening_panel import trim_queues
+    from curation.screening.queue import build_queue
+
+    def queue(n: int):
+        texts = [f"braf v600e melanoma note {i % 7} ward {i % 3}" for i in range(n)]
+        return build_queue("q", [f"d{i}" for i in range(n)], texts, np.zeros(n))
+
+    small, big = queue(20), queue(400)
+    cache = {"a": small, "b": "The screening queue could not be built (no index).", "c": big}
+    trim_queues(cache, count=8, budget=big.nbytes + small.nbytes)
+    assert list(cache) == ["a", "b", "c"]  # within both limits: nothing dropped
+    trim_queues(cache, count=8, budget=big.nbytes)
+    assert list(cache) == ["b", "c"]  # the oldest go first until the rest fit
+    trim_queues(cache, count=1, budget=0)
+    assert list(cache) == ["c"]  # the newest stays, even over the budget

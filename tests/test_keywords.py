@@ -145,3 +145,24 @@ def test_learned_order_reorders_renumbers_and_records_the_labels_it_learned_from
     assert order_words(None) == "as ranked"
     assert order_words(3) == "learned within the query after 3 labels"
     assert np.isfinite(view.remaining.expected)
+
+
+def test_one_keyword_at_a_time_each_kind_on_its_own(ws):
+    """Issue 44 item 8: the Curate page adds and removes one keyword at a time."""
+    from curation.search.keywords import add_keyword, remove_keywords
+
+    assert add_keyword(ws, "alice", "PO", "include", "  BRAF  V600E ") == Keywords(
+        ("BRAF V600E",))
+    assert add_keyword(ws, "alice", "PO", "include", "braf v600e") == Keywords(("BRAF V600E",))
+    assert add_keyword(ws, "alice", "PO", "exclude", "review") == Keywords(("BRAF V600E",),
+                                                                          ("review",))
+    with pytest.raises(CurationError, match="An exclude keyword is empty: type a word"):
+        add_keyword(ws, "alice", "PO", "exclude", "   ")
+    with pytest.raises(CurationError, match="'review' is both an include and an exclude"):
+        add_keyword(ws, "alice", "PO", "include", "Review")
+    with pytest.raises(CurationError, match="Unknown keyword kind 'ignore'. Available "
+                                            "options: include, exclude"):
+        add_keyword(ws, "alice", "PO", "ignore", "x")
+    assert remove_keywords(ws, "alice", "PO", "include", ["braf  V600E", "absent"]) == Keywords(
+        (), ("review",))
+    assert get_keywords(ws, "alice", "PO") == Keywords((), ("review",))

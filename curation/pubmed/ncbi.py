@@ -10,7 +10,9 @@ Records are cached under ``WS/cache/entrez``.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +26,11 @@ from kb_sources.eutils import EntrezSettings, FetchError
 EMAIL_ENV, API_KEY_ENV = "NCBI_EMAIL", "NCBI_API_KEY"
 #: Workspace settings (``meta`` keys) of the contact email and the API key.
 EMAIL_KEY, API_KEY_KEY = "ncbi.email", "ncbi.api_key"
+#: Longest API key accepted (NCBI's have 36 characters).
+MAX_API_KEY_CHARS = 128
+_EMAIL = re.compile(r"[^@\s\x00-\x1f\x7f]+@[^@\s\x00-\x1f\x7f]+")
+
+logger = logging.getLogger(__name__)
 
 
 def entrez_cache(ws: Workspace) -> Path:
@@ -92,20 +99,52 @@ def set_ncbi_contact(ws: Workspace, *, user: User, email: str | None = None,
 
     Raises:
         PermissionDenied: ``user`` is not an admin.
-        CurationError: An email that is not an address.
+        CurationError: An email that is not an address, or a key with characters other than
+            letters and digits (the message never quotes the key).
     """
     require_admin(user, "Changing the NCBI contact settings")
-    if email is not None and "@" not in email:
-        raise CurationError(f"{email!r} is not an email address; NCBI needs one to contact "
-                            "you about your requests")
+    email = check_email(email) if email is not None else None
+    api_key = check_api_key(api_key) if api_key is not None else None
     settings = Settings(ws)
     with ws.transaction():
         if email is not None:
             before = settings.value(EMAIL_KEY)
-            settings.put(EMAIL_KEY, email.strip())
+            settings.put(EMAIL_KEY, email)
             ws.audit(user.name, "set", "setting", EMAIL_KEY, before={EMAIL_KEY: before},
-                     after={EMAIL_KEY: email.strip()})
+                     after={EMAIL_KEY: email})
         if api_key is not None:
-            settings.put(API_KEY_KEY, api_key.strip())
+            settings.put(API_KEY_KEY, api_key)
             ws.audit(user.name, "set", "setting", API_KEY_KEY,
-                     after={API_KEY_KEY: "set" if api_key.strip() else "cleared"})
+                     after={API_KEY_KEY: "set" if api_key else "cleared"})
+    logger.info("NCBI contact of %s set by %s (email %s, API key %s)", ws.root, user.name,
+                "changed" if email is not None else "kept",
+                "kept" if api_key is None else "set" if api_key else "cleared")
+
+
+def check_email(email: str) -> str:
+    """``email`` stripped, when it reads as one address (``name@host``).
+
+    Raises:
+        CurationError: Anything else (empty, no ``@``, spaces or control characters inside).
+    """
+    text = email.strip()
+    if not _EMAIL.fullmatch(text):
+        raise CurationError(f"{text!r} is not an email address (expected name@host, e.g. "
+                            "curator@lab.org); NCBI needs one to contact you about your "
+                            "requests")
+    return text
+
+
+def check_api_key(api_key: str) -> str:
+    """``api_key`` stripped ("" clears the key), when it holds letters and digits only.
+
+    Raises:
+        CurationError: Other characters or more than :data:`MAX_API_KEY_CHARS`; the message
+            never quotes the key.
+    """
+    text = api_key.strip()
+    if text and not (len(text) <= MAX_API_KEY_CHARS and text.isascii() and text.isalnum()):
+        raise CurationError(f"The NCBI API key has {len(text)} characters, not all letters and "
+                            "digits (NCBI's keys have 36); copy it again from your NCBI account "
+                            "settings (API Key Management)")
+    return text

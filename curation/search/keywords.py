@@ -3,7 +3,8 @@
 Issue 38 item 3: each curator adds words they screen for (include) or against (exclude); the
 cards mark them in their own colours beside the entity highlights. They are kept in the
 workspace settings (:class:`~curation.store.settings.Settings`, one JSON value per user and
-schema), validated on the way in (:func:`set_keywords`) and out (:func:`get_keywords`).
+schema), validated on the way in (:func:`set_keywords`; one at a time: :func:`add_keyword`,
+:func:`remove_keywords`) and out (:func:`get_keywords`).
 
 :func:`mark_keywords` adds ``<mark class="kb-kw-include">`` / ``kb-kw-exclude`` to HTML that is
 already escaped (the output of :func:`curation.matching.highlight.render_highlighted`): only in
@@ -133,6 +134,54 @@ def set_keywords(ws: Workspace, user: str, schema: str, include: Iterable[object
     logger.info("keywords of %s for %s: %d include, %d exclude", user, schema,
                 len(keywords.include), len(keywords.exclude))
     return keywords
+
+
+def check_kind(kind: str) -> str:
+    """``kind`` when it is a keyword kind.
+
+    Raises:
+        CurationError: Any other value, with the kinds there are.
+    """
+    if kind not in KINDS:
+        raise CurationError(f"Unknown keyword kind {kind!r}. Available options: "
+                            f"{', '.join(KINDS)}")
+    return kind
+
+
+def add_keyword(ws: Workspace, user: str, schema: str, kind: str, word: object) -> Keywords:
+    """Add one keyword to the user's ``kind`` list of the schema and save; returns the lists.
+
+    A keyword already in that list (in any case) leaves the lists as they are; one in the
+    other list is refused (a word is either screened for or against).
+
+    Raises:
+        CurationError: An unknown ``kind``, an empty or bad keyword (see
+            :func:`clean_keywords`), one in the other list, or unreadable saved keywords.
+    """
+    check_kind(kind)
+    (text,) = clean_keywords([word], kind)
+    keywords = get_keywords(ws, user, schema)
+    words = getattr(keywords, kind)
+    if text.casefold() in {w.casefold() for w in words}:
+        return keywords
+    lists = {"include": keywords.include, "exclude": keywords.exclude, kind: (*words, text)}
+    return set_keywords(ws, user, schema, lists["include"], lists["exclude"])
+
+
+def remove_keywords(ws: Workspace, user: str, schema: str, kind: str,
+                    words: Iterable[str]) -> Keywords:
+    """Remove keywords (compared case-insensitively) from the user's ``kind`` list of the schema
+    and save; returns the lists. Words not in the list are ignored.
+
+    Raises:
+        CurationError: An unknown ``kind``, or unreadable saved keywords.
+    """
+    check_kind(kind)
+    gone = {" ".join(str(w).split()).casefold() for w in words}
+    keywords = get_keywords(ws, user, schema)
+    kept = tuple(w for w in getattr(keywords, kind) if w.casefold() not in gone)
+    lists = {"include": keywords.include, "exclude": keywords.exclude, kind: kept}
+    return set_keywords(ws, user, schema, lists["include"], lists["exclude"])
 
 
 def _alternation(words: Iterable[str]) -> str:
