@@ -145,6 +145,42 @@ def test_the_ranker_gate_decides_on_the_same_queries():
         few.reasons[-2])
 
 
+def test_a_small_schemas_first_ranker_takes_the_workspaces_evidence(tmp_workspace):
+    """Issue 44 item 2: PO kept its first ranker as a candidate on 5 held-out queries (a tie),
+    though the learned ranker beat bm25 + rerank on every schema measured on enough queries."""
+    from curation.search.ranked import pooled_evidence
+    from curation.store.rankers import RankingChoice
+    from curation.training.gate import ranker_decision
+
+    ws = make_loop_workspace(tmp_workspace)
+    tie = {"ndcg@10": 1.0, "entity_recall@10": 1.0}
+    assert pooled_evidence(ws, "PO", "ranked", "bm25+rerank") == ""  # nothing measured
+    for schema, ranked in (("disease_gene", 0.756), ("chemical_gene", 0.740)):
+        Rankers(ws).set_default_ranking(schema, RankingChoice(
+            best="ranked", queries=40, scores={"bm25": 0.6, "bm25+rerank": 0.66,
+                                               "ranked": ranked}), user=ADMIN)
+    pooled = pooled_evidence(ws, "PO", "ranked", "bm25+rerank")
+    assert pooled == ("the learned ranker beats bm25 with the entity rerank on 2 of 2 schemas "
+                      "measured on enough queries (NDCG@10 +8.8 pp on average)")
+    promoted = ranker_decision(tie, tie, against="bm25+rerank", queries=5, first=True,
+                               pooled=pooled)
+    assert promoted.promote and promoted.reasons[-1] == (
+        "only 5 held-out queries (< 20): too few to decide alone, and no metric dropped; "
+        f"promoted on the workspace's evidence: {pooled}")
+    # never when a metric dropped, for a later version, or without the evidence
+    worse = {"ndcg@10": 0.9, "entity_recall@10": 1.0}
+    assert not ranker_decision(worse, tie, against="bm25+rerank", queries=5, first=True,
+                               pooled=pooled).promote
+    assert not ranker_decision(tie, tie, against="PO-ranker@1", queries=5, first=False,
+                               pooled=pooled).promote
+    assert not ranker_decision(tie, tie, against="bm25+rerank", queries=5, first=True).promote
+    # one schema where the ranker lost: no evidence
+    Rankers(ws).set_default_ranking("variant_disease", RankingChoice(
+        best="bm25+rerank", queries=30, scores={"bm25": 0.6, "bm25+rerank": 0.7,
+                                                "ranked": 0.69}), user=ADMIN)
+    assert pooled_evidence(ws, "PO", "ranked", "bm25+rerank") == ""
+
+
 # -- item 5: rounds are visible; identical versions are not kept twice ----------------------------
 def test_rounds_are_recorded_and_an_identical_model_is_not_kept_twice(tmp_workspace, capsys):
     from curation.cli.main import main

@@ -133,14 +133,17 @@ RANKER_OVERRIDE = ("an admin may activate it with a written reason: the Models p
 
 def ranker_decision(candidate: Mapping[str, float], reference: Mapping[str, float], *,
                     against: str, queries: int, first: bool, reason: str = "",
-                    tolerance_pp: float = 0.5) -> GateDecision:
+                    tolerance_pp: float = 0.5, pooled: str = "") -> GateDecision:
     """The gate's decision for a ranker round's candidate, both measured out of fold on the same
     ``queries`` held-out queries (:mod:`curation.training.heldout`).
 
     ``reference``: the active version's scores, or for a ``first`` version the measured
     default's (``against`` names it: a first version must beat bm25 + rerank, never "anything
     beats no version"). Below :data:`MIN_TEST_QUERIES` compared queries the candidate is kept
-    unless ``reason`` (an admin's written reason) is given.
+    unless ``reason`` (an admin's written reason) is given, or, for a ``first`` version that
+    no metric finds worse, ``pooled`` says the learned ranker beat the measured default on every
+    other schema measured on enough queries (:func:`curation.search.ranked.pooled_evidence`):
+    a schema too small to decide takes the workspace's evidence (issue 44 item 2).
     """
     head = (f"held-out: {queries} queries; NDCG@10 {candidate.get('ndcg@10', 0.0):.3f} vs "
             f"{reference.get('ndcg@10', 0.0):.3f} for {against}, EntityRecall@10 "
@@ -154,6 +157,12 @@ def ranker_decision(candidate: Mapping[str, float], reference: Mapping[str, floa
     elif first:
         reasons[-1] = f"promoted: the first version beats the measured default ({against})"
     decision = replace(decision, reasons=tuple(reasons))
+    dropped = any(d < -tolerance_pp for d in decision.deltas.values())
+    if first and pooled and queries < MIN_TEST_QUERIES and not dropped and not reason.strip():
+        return replace(decision, promote=True, reasons=(
+            *reasons[:-1], f"only {queries} held-out queries (< {MIN_TEST_QUERIES}): too few to "
+            f"decide alone, and no metric dropped; promoted on the workspace's evidence: "
+            f"{pooled}"))
     if queries >= MIN_TEST_QUERIES or not decision.promote:
         return decision
     if reason.strip():

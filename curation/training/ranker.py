@@ -49,7 +49,7 @@ from curation.ranking.versions import (
     saving_version,
 )
 from curation.search.indexing import get_index
-from curation.search.ranked import open_first_stages
+from curation.search.ranked import open_first_stages, pooled_evidence
 from curation.store.errors import Actor, WorkspaceError, require_admin_actor
 from curation.store.rankers import RankerRoundLock, Rankers, RoundRunning
 from curation.store.workspace import Workspace
@@ -170,7 +170,8 @@ def _round(ws: Workspace, schema: str, lock: RankerRoundLock, ctx: RankingContex
     state = active_ranker(ws, schema)
     measured = measure_round(ctx, task, tset, labels, ranker, options, state, progress=progress)
     Rankers(ws).beat_round(lock)
-    decision = decide_round(measured, request)
+    decision = decide_round(measured, request, pooled_evidence(ws, schema, RANKED,
+                                                               measured.against))
     manifest = {"options": options.to_json(), "depth": ctx.depth,
                 "dense": dense_version if ctx.dense is not None else None,
                 "base": ctx.base is not None, "grades": table.to_json(),

@@ -68,14 +68,16 @@ class RoundRequest:
     trigger: str = ""
 
 
-def decide_round(measured: RoundMeasurement, request: RoundRequest) -> GateDecision:
-    """The gate's decision on a round's measurement."""
+def decide_round(measured: RoundMeasurement, request: RoundRequest,
+                 pooled: str = "") -> GateDecision:
+    """The gate's decision on a round's measurement (``pooled``: the workspace's evidence for
+    the learned ranker, :func:`curation.search.ranked.pooled_evidence`)."""
     if measured.candidate is None or measured.reference is None:
         return no_measurement()
     decision = ranker_decision(measured.candidate.metrics, measured.reference.metrics,
                                against=measured.against, queries=measured.compared,
                                first=measured.first, reason=request.reason,
-                               tolerance_pp=request.tolerance_pp)
+                               tolerance_pp=request.tolerance_pp, pooled=pooled)
     return GateDecision(decision.promote, (*measured.notes, *decision.reasons),
                         decision.candidate, decision.active, decision.deltas,
                         decision.tolerance_pp)
