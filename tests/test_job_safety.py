@@ -213,6 +213,7 @@ def test_every_kind_declares_its_parameters():
         "selftest": ("steps",),
         "pubmed_search": ("schema", "slots", "query", "max_hits", "rank_text"),
         "watch": ("watch_id",),
+        "measure_defaults": (),
     }
     for kind in job_kinds():  # every target and validator names a real function
         assert callable(kind.load())
