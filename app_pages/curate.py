@@ -371,7 +371,8 @@ def render(ctx: AppContext) -> None:
     if result is None:
         ensure_ready(ctx, retriever[0])
         result = search(ctx, schema, partial, text, retriever)
-    result = learned_result(ctx, schema, partial, text, result)  # issue 38: order, stop, keywords
+    # issues 38, 43: the queue of what ranks the page, its order, when to stop; keywords
+    result = learned_result(ctx, schema, partial, text, result, retriever[:2])
     left, right = st.columns([2.4, 1], gap="medium")
     with left:
         if screening:

@@ -12,20 +12,35 @@ Shortcuts do not fire while the note field has the focus.
 Drawn as a fragment like the list: a key press writes one row in the button's callback and
 re-draws only this panel from the session's cached search result.
 
-The counter names both numbers: the abstract's place in this screening queue (next unlabelled
-first, so it differs from the rank once labels reorder the list) and its rank in the result list,
-the "#N" on the card ("Abstract 5 of 10 · rank #8"). The URL keeps the view and the abstract on
-screen (``view=screening&doc=ID``, :mod:`app_pages.place`), so a reload or a shared link opens
-the same abstract in screening mode.
+Screening mode is a queue, not a page (issue 43): after the shown list (the sidebar's
+"Abstracts to show") it goes on through the relation's screening queue
+(:mod:`app_pages.screening_panel`), one candidate at a time, each the best not yet labelled of
+the order chosen (learned within the query, or as ranked:
+:func:`curation.screening.order.next_candidate`), its text fetched when it is shown. The
+candidates shown beyond the list stay in the sequence, so K goes back through them.
+
+The counter names both numbers: the abstract's place in this screening sequence (next unlabelled
+first, so it differs from the rank once labels reorder the list) out of the shown list and the
+queue's other candidates, and its rank in the ranking, the "#N" on the card ("Abstract 11 of
+1,000 · rank #14"). The URL keeps the view and the abstract on screen (``view=screening&doc=ID``,
+:mod:`app_pages.place`), so a reload or a shared link opens the same abstract in screening mode.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 import streamlit as st
 
-from app_pages.common import AppContext, current_user, flash, show_flash, store_label
+from app_pages.common import (
+    AppContext,
+    current_user,
+    flash,
+    get_matcher,
+    show_flash,
+    store_label,
+)
 from app_pages.curate_cards import (
     GRADE_KEYS,
     Cards,
@@ -37,11 +52,23 @@ from app_pages.curate_cards import (
 from app_pages.curate_results import highlight_controls, no_mention_warning, ordered_docs
 from app_pages.entity_tips import record_links
 from app_pages.place import remember_place, take_pending_doc
+from app_pages.pubmed_panel import with_badges
 from app_pages.safe import md
-from app_pages.screening_panel import keyword_marks
+from app_pages.screening_panel import (
+    ORDERS,
+    SCREENING_NOW,
+    Screening,
+    keyword_marks,
+    relation_labels,
+)
+from curation.matching.evidence import find_evidence
+from curation.screening.order import next_candidate
+from curation.screening.view import screening_view
 from curation.search.cards import highlighted_html
 from curation.search.ranking_names import ranking_label
-from curation.search.session import RankedDoc, SearchResult, card_html, label_progress
+from curation.search.session import RankedDoc, SearchResult, card_html, slot_entities
+from curation.search.suggestions import accepted_answers
+from curation.store.documents import DocumentRow, Documents
 from curation.store.labels import Grade, Labels
 from curation.store.relations import PartialRelation
 from curation.store.workspace import Workspace
@@ -50,27 +77,125 @@ from kb_sources.schema import Schema
 __all__ = ["GRADE_KEYS", "screening_panel", "shown_doc"]
 KEYS_HELP = ("Keys: 1 complete · 2 partial · 3 irrelevant · 0 skip · N note · U undo · J next "
              "· K previous")
-POSITION = "screen_pos"  # {"key": the list's identity, "pos": index in its order, "doc": id}
+#: {"key": the list's identity, "pos": index in the sequence, "doc": id on screen, "more": the
+#: queue's candidates shown after the list, as [doc id, order_labels] pairs}
+POSITION = "screen_pos"
 NOTE_OPEN = "screen_note_open"
 NOTE_DRAFT = "screen_note_draft"  # {doc_id: note typed before the grade}
 NOTE_INPUT = "screen_note"
 
 
-def _position(order_key: tuple, docs: list[RankedDoc], grades: dict[str, Grade]) -> int:
-    """Where the curator is in this list: kept while the list stays the same, else the abstract
-    a link or reload named (when it is in the list), else the first unlabelled abstract."""
+def _position(order_key: tuple, docs: list[RankedDoc], grades: dict[str, Grade],
+              queue: Screening | None) -> dict:
+    """Where the curator is (the session's :data:`POSITION`): kept while the list holds the
+    same abstracts (in the order they had when it was opened: a label that re-orders the list
+    learned within the query does not move the abstracts under the curator; the queue's next
+    candidates follow the new order), else the abstract a link or reload named (in the list,
+    or further down the queue), else the first unlabelled abstract (past the list when all of
+    it is labelled)."""
     saved = st.session_state.setdefault(POSITION, {})
     wanted = take_pending_doc()
     ids = [d.doc_id for d in docs]
+    key = (*order_key, frozenset(ids))
     if wanted in ids:
         saved.clear()
-        saved.update(key=order_key, pos=ids.index(wanted))
-    elif saved.get("key") != order_key:
-        first = next((i for i, d in enumerate(docs) if d.doc_id not in grades), 0)
+        saved.update(key=key, ids=ids, pos=ids.index(wanted), more=[])
+    elif wanted and queue is not None and queue.queue is not None \
+            and wanted in queue.queue.index():
         saved.clear()
-        saved.update(key=order_key, pos=first)
-    saved["pos"] = min(max(saved["pos"], 0), max(len(docs) - 1, 0))
-    return saved["pos"]
+        saved.update(key=key, ids=ids, pos=len(ids), more=[[wanted, None]])
+    elif saved.get("key") != key:
+        listed = set(ids)
+        past = queue is not None and queue.queue is not None and any(
+            d not in listed for d in queue.queue.doc_ids)  # all labelled: on into the queue
+        first = next((i for i, d in enumerate(docs) if d.doc_id not in grades),
+                     len(ids) if past else 0)
+        saved.clear()
+        saved.update(key=key, ids=ids, pos=first, more=[])
+    return saved
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """The abstract on screen: its card, its place in the sequence of ``total``, the
+    sequence so far (doc ids: the list, then the queue's candidates shown after it)."""
+
+    doc: RankedDoc
+    pos: int
+    total: int
+    sequence: tuple[str, ...]
+
+
+def _queue_now(partial: PartialRelation) -> Screening | None:
+    """This run's screening of the relation when it has a queue (else the list alone)."""
+    now = st.session_state.get(SCREENING_NOW)
+    ok = isinstance(now, Screening) and now.query_key == partial.query_key and now.queue
+    return now if ok else None
+
+
+def _sequence(ctx: AppContext, schema: str, now: Screening | None, ids: list[str],
+              saved: dict) -> int:
+    """The sequence's length once the position is in it: the queue's next candidate is added
+    when the curator moved past the last one (J, or a grade, on it). Returns the total:
+    the list and the queue's other candidates."""
+    more: list = saved["more"]
+    if now is None or now.queue is None or now.view is None:
+        saved["pos"] = min(max(saved["pos"], 0), max(len(ids) - 1, 0))
+        return len(ids)
+    shown = set(ids)
+    total = len(ids) + sum(d not in shown for d in now.queue.doc_ids)
+    if saved["pos"] >= len(ids) + len(more) and len(ids) + len(more) < total:
+        view = screening_view(now.queue, relation_labels(ctx, schema, now.query_key))
+        pick = next_candidate(now.queue, view, {*ids, *(d for d, _ in more)},
+                              learned=now.mode == ORDERS[1])
+        if pick is not None:
+            more.append(list(pick))
+    saved["pos"] = min(max(saved["pos"], 0), max(len(ids) + len(more) - 1, 0))
+    return total
+
+
+def _queue_doc(ctx: AppContext, schema: Schema, partial: PartialRelation, result: SearchResult,
+               now: Screening, doc_id: str, order_labels: int | None) -> RankedDoc:
+    """A queue candidate beyond the list as a card: its text fetched now, highlighted as the
+    list's cards are (the query's entities, known and suggested answers), ranked by its place
+    in the queue's ranked order."""
+    assert now.queue is not None
+    row = Documents(ctx.ws).rows_by_id([doc_id]).get(doc_id) or DocumentRow(doc_id, "", "",
+                                                                             None, "")
+    i = now.queue.index()[doc_id]
+    doc = RankedDoc(doc_id=doc_id, title=row.title or "", abstract=row.abstract or "",
+                    year=int(row.year) if str(row.year).isdigit() else None,
+                    journal=row.journal or "", score=float(now.queue.static[i]), rank=i + 1,
+                    cited_by_kb=doc_id in partial.pmids, spans=(),
+                    model_version=result.model_version, order_labels=order_labels)
+    known = [*(c.entity for c in result.candidates),
+             *accepted_answers(ctx.ws, schema, partial.query_key)]
+    spans = tuple(get_matcher().find_spans(slot_entities(schema, partial, known), doc.text))
+    doc = replace(doc, spans=spans, evidence=find_evidence(
+        doc.title, doc.abstract, spans, schema.query_slots, schema.answer))
+    return with_badges(ctx, replace(result, docs=(doc,)), partial).docs[0]
+
+
+def _shown(ctx: AppContext, schema: Schema, partial: PartialRelation, result: SearchResult,
+           grades: dict[str, Grade]) -> _Shown:
+    """The abstract to show: in the list (next unlabelled first, :func:`ordered_docs`) or,
+    past it, the queue's candidate at that place."""
+    docs = ordered_docs(ctx.user.name, partial, result, grades)
+    now = _queue_now(partial)
+    order_key = (ctx.user.name, partial.query_key, result.query_text, result.model_version,
+                 id(now.queue) if now else None)  # a queue built again: on from the list
+    saved = _position(order_key, docs, grades, now)
+    by_id = {d.doc_id: d for d in docs}
+    ids: list[str] = saved["ids"]
+    docs = [by_id[i] for i in ids]
+    total = _sequence(ctx, schema.name, now, ids, saved)
+    pos = saved["pos"]
+    if pos < len(docs) or now is None:
+        doc = docs[pos]
+    else:
+        doc = _queue_doc(ctx, schema, partial, result, now, *saved["more"][pos - len(docs)])
+    saved["doc"] = doc.doc_id
+    return _Shown(doc, pos, total, (*ids, *(d for d, _ in saved["more"])))
 
 
 def shown_doc() -> str | None:
@@ -125,12 +250,11 @@ def _note_saved(ws: Workspace, cards: Cards, doc: RankedDoc, grade: Grade | None
                 model_version=doc.model_version, order_labels=doc.order_labels)
 
 
-def _undo(ws: Workspace, cards: Cards, docs: list[RankedDoc]) -> None:
+def _undo(ws: Workspace, ids: list[str]) -> None:
     """Undo your last label (a bulk grade's labels together) and go back to its abstract when it
-    is in this list. An abstract left without a label keeps the undone note waiting for its next
-    grade; one whose earlier label came back shows that label's note."""
+    is in this sequence (``ids``). An abstract left without a label keeps the undone note
+    waiting for its next grade; one whose earlier label came back shows that label's note."""
     undone = undo_labels(ws, where="screen")
-    ids = [d.doc_id for d in docs]
     for label in undone:
         if label.note and card_label(ws, label.user, label.schema, label.query_key,
                                      label.doc_id).grade is None:
@@ -166,19 +290,14 @@ def screening_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
     grades = {**Labels(ctx.ws).grades(schema.name, partial.query_key, ctx.user.name),
               **pending}
     no_mention_warning(schema, partial, result)
-    docs = ordered_docs(ctx.user.name, partial, result, grades)
-    order_key = (ctx.user.name, partial.query_key, result.query_text, result.model_version,
-                 tuple(d.doc_id for d in docs))
-    pos = _position(order_key, docs, grades)
-    doc = docs[pos]
-    st.session_state[POSITION]["doc"] = doc.doc_id
+    shown = _shown(ctx, schema, partial, result, grades)
+    doc, pos, total = shown.doc, shown.pos, shown.total
     remember_place({**place, "doc": doc.doc_id})
     grade = grades.get(doc.doc_id)
-    progress = label_progress(result.docs, grades)
-    st.progress(progress.labelled / len(result.docs),
-                text=f"Abstract {pos + 1:d} of {len(docs):d} · rank #{doc.rank:d} · labelled "
-                     f"{progress.labelled:d} · ranked by "
-                     f"{md(ranking_label(result.model_version))}")
+    labelled = sum(d in grades for d in shown.sequence)
+    st.progress(min(labelled / total, 1.0),
+                text=f"Abstract {pos + 1:,d} of {total:,d} · rank #{doc.rank:d} · labelled "
+                     f"{labelled:,d} · ranked by {md(ranking_label(result.model_version))}")
     colours, enabled = highlight_controls(schema)
     cards = Cards(ctx, schema, partial, result.query_text, colours, enabled)
     current = card_label(ctx.ws, ctx.user.name, schema.name, partial.query_key, doc.doc_id)
@@ -191,11 +310,11 @@ def screening_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
         st.button("Note", key="screen_note_btn", shortcut="N", icon=":material/edit_note:",
                   on_click=_open_note, args=(draft if draft is not None else current.note,))
         st.button("Undo", key="screen_undo", shortcut="U", icon=":material/undo:",
-                  on_click=_undo, args=(ctx.ws, cards, docs))
+                  on_click=_undo, args=(ctx.ws, list(shown.sequence)))
         st.button("Previous", key="screen_prev", shortcut="K", on_click=_move, args=(-1,),
                   disabled=pos == 0, icon=":material/arrow_back:")
         st.button("Next", key="screen_next", shortcut="J", on_click=_move, args=(+1,),
-                  disabled=pos >= len(docs) - 1, icon=":material/arrow_forward:")
+                  disabled=pos >= total - 1, icon=":material/arrow_forward:")
     show_flash("screen")
     if st.session_state.get(NOTE_OPEN):
         st.text_input("Note for this abstract (Enter saves it)", key=NOTE_INPUT,
@@ -211,7 +330,7 @@ def screening_panel(ctx: AppContext, schema: Schema, partial: PartialRelation,
     with st.container(border=True, key=f"screen_doc_{doc_key(doc.doc_id)}"):
         st.markdown(card_html(doc, highlighted, label, colours=colours, enabled_slots=enabled),
                     unsafe_allow_html=True)
-    if pos == len(docs) - 1 and grade is not None:
-        st.success(f"End of the list: {progress.labelled:d} of {len(docs):d} abstracts of this "
-                   "query labelled. Pick the next relation, or press K to go back.")
+    if pos == total - 1 and grade is not None:
+        st.success(f"End of the list: {labelled:,d} of {total:,d} abstracts of this query "
+                   "labelled. Pick the next relation, or press K to go back.")
     st.caption(KEYS_HELP)

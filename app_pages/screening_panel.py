@@ -1,27 +1,27 @@
-"""Curate page: screening that learns within the query and says when to stop (issue 38).
+"""Curate page: screening that learns within the query and says when to stop (issues 38, 43).
 
 One hook line in app_pages/curate.py, :func:`learned_result`, called before the results are
-drawn: the sidebar's "Keywords" expander, the relation's screening queue (the first stages' top
-1,000, its labelled documents and its PubMed hits in the workspace; built once per schema,
-relation, query text, ranker version and documents stamp, kept in the session within a memory
-budget, :func:`trim_queues`; a re-score after a label only runs the per-query model) and, when
-the order is "learned within the query", the shown documents reordered by it
-(:func:`curation.screening.order.learned_order`: their ``order_labels`` then say after how
-many labels, which the label rows record). The panel
-(:func:`screening_insight`, an expander atop the right-hand column, so the first abstract stays
-above the fold, whose label sums it up) shows the relevant found so far, the estimated relevant
-left among the unscreened candidates with its interval, the stopping advice for a chosen recall
-target, the order choice and the found-so-far chart.
+drawn: the sidebar's "Keywords" expander, the relation's screening queue and, when the order is
+"learned within the query", the shown documents reordered by it
+(:func:`curation.screening.order.learned_order`: the label rows record after how many labels).
+The queue follows what ranks the page: the learned ranker version (its scores and calibration)
+or any other ranking (BM25, the rerank, dense, hybrid: its order, calibrated on the rank by
+:mod:`curation.screening.sources`), plus the relation's labelled documents and PubMed hits;
+built once per schema, relation, query text, ranking and documents stamp, kept in the session
+within a memory budget (:func:`~curation.screening.queue.trim_queues`). The panel
+(:func:`screening_insight`, an expander atop the right-hand column whose label sums it up)
+shows the figures as a small table (it wraps where metric labels were cut at 1280 px), the
+stopping advice for a recall target, where the calibration comes from, the order choice and the
+found-so-far chart.
 
-Every curator's current label of the relation counts. Nothing here blocks a click: without an
-active learned ranker, or when the queue cannot be built, the panel says so and the page goes on
-in the ranked order.
+Every curator's current label of the relation counts. Nothing here blocks a click: when the
+queue cannot be built (no index yet), the panel says so and the page goes on in the ranked order.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import streamlit as st
@@ -29,6 +29,7 @@ import streamlit as st
 from app_pages.common import (
     AppContext,
     flash,
+    get_matcher,
     get_ranked,
     get_retriever,
     retriever_ready,
@@ -36,15 +37,23 @@ from app_pages.common import (
     show_flash,
 )
 from app_pages.safe import md
-from curation.ranking.versions import active_ranker
-from curation.screening.calibration import (
-    DEFAULT_CALIBRATION,
-    Calibration,
-    version_calibration,
-)
+from curation.evaluation.harness import build_task
+from curation.ranking.versions import RankerVersion
 from curation.screening.chart import found_chart
 from curation.screening.order import learned_order, order_words
-from curation.screening.queue import ScreeningQueue, relation_queue
+from curation.screening.queue import (
+    SCREENING_DEPTH,
+    ScreeningQueue,
+    order_queue,
+    relation_queue,
+    trim_queues,
+)
+from curation.screening.sources import (
+    CalibrationSource,
+    RankingOrder,
+    ranking_source,
+    version_source,
+)
 from curation.screening.view import ORDER_LEARNED, ScreeningView, screening_view
 from curation.search.keywords import (
     KINDS,
@@ -54,11 +63,16 @@ from curation.search.keywords import (
     mark_keywords,
     remove_keywords,
 )
-from curation.search.session import SearchResult, documents_stamp
+from curation.search.ranked import fallback_for, is_ranked_choice, resolve_ranked_choice
+from curation.search.ranking_names import ranking_label
+from curation.search.rerank import RERANK_SUFFIX
+from curation.search.session import RERANK_DEPTH, SearchResult, documents_stamp, rank
+from curation.store.documents import Documents
 from curation.store.labels import Labels
 from curation.store.pubmed_hits import PubmedHits
 from curation.store.relations import PartialRelation
 from curation.store.workspace import Workspace
+from curation.training.round_measure import heldout_pool
 from kb_sources.errors import CurationError
 from kb_sources.schema import Schema
 
@@ -74,18 +88,31 @@ CACHED_QUEUE_BYTES = 256 * 2**20
 KEYWORDS = "kw_marks"
 KEYWORD_MESSAGES = "keywords"  # the flash place of the keyword box
 KEYWORD_JUST_ADDED = "kw_just_added"  # the kind whose field Enter just emptied
+#: The session key of this run's :class:`Screening` (screening mode reads its queue).
+SCREENING_NOW = "screening_now"
 
 
 @dataclass(frozen=True)
 class Screening:
-    """This run's screening of the relation in view (kept for the panel under the results)."""
+    """This run's screening of the relation in view (kept for the panel and screening mode).
+
+    Attributes:
+        query_key: The relation.
+        view: Its order, estimate and advice after the labels (None: no queue, see notice).
+        mode: The order chosen (:data:`ORDERS`).
+        size: Candidates in the queue.
+        notice: Why there is no queue.
+        source: Where the queue's calibration comes from.
+        queue: The queue itself (screening mode goes on through it past the shown list).
+    """
 
     query_key: str
     view: ScreeningView | None
     mode: str
     size: int
     notice: str = ""
-    calibration: Calibration = DEFAULT_CALIBRATION
+    source: CalibrationSource | None = None
+    queue: ScreeningQueue | None = field(default=None, repr=False)
 
 
 def _slug(schema: Schema, partial: PartialRelation) -> str:
@@ -98,42 +125,81 @@ def relation_labels(ctx: AppContext, schema: str, query_key: str) -> list[tuple[
             for lab in reversed(Labels(ctx.ws).find(schema=schema, query_key=query_key))]
 
 
+def page_ranking(ws: Workspace, schema: Schema, choice: tuple[str, bool],
+                 result: SearchResult) -> RankerVersion | RankingOrder | str:
+    """What ranked ``result``: the learned ranker version, or the retriever entry ``choice``
+    (pinned name, rerank) as a :class:`RankingOrder` (the search's fallback when the ranker
+    could not be used); a str says why no queue can be built."""
+    name, rerank = choice
+    if is_ranked_choice(result.model_version):
+        return resolve_ranked_choice(ws, schema.name, result.model_version)
+    if is_ranked_choice(name):  # the search fell back, as app_pages.curate.search does
+        fallback = fallback_for(ws, schema.name)
+        name, rerank = fallback.choice, fallback.rerank
+        if not retriever_ready(ws, name):
+            name, rerank = "bm25", True
+    if not retriever_ready(ws, name):
+        return (f"Nothing to screen yet: the screening queue needs the {name} index, which is "
+                "not built yet. The panel fills in once it is built.")
+    retriever = get_retriever(ws, name)
+
+    def doc_text(doc_id: str) -> str:
+        row = Documents(ws).rows_by_id([doc_id]).get(doc_id)
+        return "" if row is None else row.text
+
+    def head(text: str, entities: Any) -> list:
+        return rank(retriever, text, RERANK_DEPTH, entities=entities, rerank=True,
+                    doc_text=doc_text, matcher=get_matcher())[0]
+
+    return RankingOrder(name + (RERANK_SUFFIX if rerank else ""),
+                        ranking_label(result.model_version), retriever.search,
+                        head if rerank else None)
+
+
+def _build(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
+           extra: list[str], ranking: RankerVersion | RankingOrder
+           ) -> tuple[ScreeningQueue, CalibrationSource]:
+    """The relation's queue and its calibration's source (seconds; the first queue of a
+    ranking also searches the held-out queries, kept in the workspace afterwards)."""
+    if isinstance(ranking, RankingOrder):
+        source = ranking_source(ctx.ws, schema.name, ranking,
+                                lambda name: heldout_pool(build_task(ctx.ws, name)))
+        entities = [e for ents in partial.query.values() for e in ents]
+        ranked = ranking.order(text, entities, SCREENING_DEPTH)
+        return order_queue(ctx.ws, partial.query_key, ranked, extra=extra,
+                           calibration=source.calibration), source
+    ranked = get_ranked(ctx.ws, schema, ranking, get_retriever(ctx.ws, "bm25"))
+    source = version_source(schema.name, ranking_label(ranked.label), ranking.manifest)
+    return relation_queue(ranked.context, ranked.ranker, text, partial.query, partial.query_key,
+                          extra=extra, calibration=source.calibration), source
+
+
 def _queue(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
-           labelled: list[str]) -> ScreeningQueue | str:
+           labelled: list[str], choice: tuple[str, bool], result: SearchResult
+           ) -> tuple[ScreeningQueue, CalibrationSource] | str:
     """The relation's queue from the session, built on first use; a str says why there is
     none (kept too, so a failing build is not retried on every click)."""
-    active = active_ranker(ctx.ws, schema.name)
-    if active.version is None:
-        return ("The estimate of what is left needs an active learned ranker for "
-                f"{schema.name}; an admin activates one on the Models page.")
-    if not retriever_ready(ctx.ws, "bm25"):
-        return "The screening queue needs the BM25 index, which is not built yet."
+    try:
+        ranking = page_ranking(ctx.ws, schema, choice, result)
+    except CurationError as exc:
+        return f"The screening queue could not be built ({exc})."
+    if isinstance(ranking, str):
+        return ranking
     cache: dict = st.session_state.setdefault(QUEUES, {})
-    key = (schema.name, partial.query_key, text, active.version.id, documents_stamp(ctx.ws))
+    key = (schema.name, partial.query_key, text,
+           ranking.id if isinstance(ranking, RankerVersion) else ranking.key,
+           documents_stamp(ctx.ws))
     if key not in cache:
         try:
-            with st.spinner("Scoring the relation's candidates for screening ..."):
-                ranked = get_ranked(ctx.ws, schema, active.version, get_retriever(ctx.ws, "bm25"))
+            with st.spinner("Ordering the relation's candidates for screening (a new ranking "
+                            "is first calibrated on held-out queries) ..."):
                 hits = PubmedHits(ctx.ws).relation_documents(schema.name, partial.query_key)
-                cache[key] = relation_queue(
-                    ranked.context, ranked.ranker, text, partial.query, partial.query_key,
-                    extra=[*labelled, *hits],
-                    calibration=version_calibration(active.version.manifest))
+                cache[key] = _build(ctx, schema, partial, text, [*labelled, *hits], ranking)
         except (CurationError, OSError, ValueError, RuntimeError) as exc:
             logger.warning("screening queue of %s failed: %s", partial.query_key, exc)
             cache[key] = f"The screening queue could not be built ({exc})."
-        trim_queues(cache)
+        trim_queues(cache, CACHED_QUEUES, CACHED_QUEUE_BYTES)
     return cache[key]
-
-
-def trim_queues(cache: dict, count: int = CACHED_QUEUES,
-                budget: int = CACHED_QUEUE_BYTES) -> None:
-    """Drop the oldest cached queues until at most ``count`` are left and those left hold at
-    most ``budget`` bytes; the newest is always kept."""
-    sizes = {k: v.nbytes if isinstance(v, ScreeningQueue) else 0 for k, v in cache.items()}
-    while len(cache) > 1 and (len(cache) > count or sum(sizes.values()) > budget):
-        oldest = next(iter(cache))
-        del cache[oldest], sizes[oldest]
 
 
 def _mode(slug: str, labels: int) -> str:
@@ -149,27 +215,28 @@ def _remember_mode(slug: str) -> None:
 
 
 def learned_result(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
-                   result: SearchResult) -> SearchResult:
+                   result: SearchResult, choice: tuple[str, bool]) -> SearchResult:
     """Hook before the results: the keyword sidebar, the screening of the relation (drawn by
-    :func:`screening_insight`), and ``result`` in the learned order when that order is chosen
-    and some label moved it."""
+    :func:`screening_insight`; ``choice``: the page's retriever entry and rerank), and
+    ``result`` in the learned order when that order is chosen and some label moved it."""
     keyword_sidebar(ctx, schema)
     labels = relation_labels(ctx, schema.name, partial.query_key)
     slug = _slug(schema, partial)
     mode = _mode(slug, len(labels))
-    queue = _queue(ctx, schema, partial, text, sorted({d for d, _ in labels}))
-    if isinstance(queue, str):
-        st.session_state["screening_now"] = Screening(partial.query_key, None, mode, 0, queue)
+    built = _queue(ctx, schema, partial, text, sorted({d for d, _ in labels}), choice, result)
+    if isinstance(built, str):
+        st.session_state[SCREENING_NOW] = Screening(partial.query_key, None, mode, 0, built)
         return result
+    queue, source = built
     target = float(st.session_state.get(f"screen_target_{slug}") or TARGETS[-1])
     try:
         view = screening_view(queue, labels, target=target)
     except CurationError as exc:  # never block a click: the page goes on as ranked
-        st.session_state["screening_now"] = Screening(partial.query_key, None, mode, 0,
-                                                      f"The screening estimate failed ({exc}).")
+        st.session_state[SCREENING_NOW] = Screening(partial.query_key, None, mode, 0,
+                                                    f"The screening estimate failed ({exc}).")
         return result
-    st.session_state["screening_now"] = Screening(partial.query_key, view, mode, len(queue),
-                                                  calibration=queue.calibration)
+    st.session_state[SCREENING_NOW] = Screening(partial.query_key, view, mode, len(queue),
+                                                source=source, queue=queue)
     if mode != ORDERS[1] or view.order_mode != ORDER_LEARNED:
         return result
     return replace(result, docs=learned_order(result.docs, view))
@@ -178,7 +245,7 @@ def learned_result(ctx: AppContext, schema: Schema, partial: PartialRelation, te
 def screening_insight(ctx: AppContext, schema: Schema, partial: PartialRelation) -> None:
     """The panel of what is found, what is left and when to stop (an expander whose label
     sums it up)."""
-    now = st.session_state.get("screening_now")
+    now = st.session_state.get(SCREENING_NOW)
     if not isinstance(now, Screening) or now.query_key != partial.query_key:
         return
     slug = _slug(schema, partial)
@@ -205,40 +272,29 @@ def _insight(now: Screening, slug: str) -> None:
     view = now.view
     assert view is not None
     rem = view.remaining
-    cols = st.columns(3)
-    cols[0].metric("Relevant found", rem.found, help="Every curator's current labels of the "
-                   "relation: complete or partial count as relevant")
-    cols[1].metric("Estimated relevant left", f"{rem.expected:.1f}",
-                   help=md(f"{rem.level:.0%} interval {rem.low}-{rem.high}, among the "
-                           f"{rem.unscreened} unscreened candidates"))
-    cols[2].metric("Screened", f"{rem.screened} of {now.size}")
-    st.caption(md(f"Estimated relevant left among the {rem.unscreened} unscreened candidates: "
-                  f"about {rem.expected:.1f} ({rem.level:.0%} interval {rem.low} to "
-                  f"{rem.high})."))
+    st.markdown(f"| Screening | now |\n|:--|:--|\n| Found | **{rem.found:,d}** relevant |\n"
+                f"| Left | about **{rem.expected:.1f}** ({rem.level:.0%} interval {rem.low:,d} "
+                f"to {rem.high:,d}) |\n| Screened | **{rem.screened:,d}** of {now.size:,d} |")
+    st.caption(md(f"Found: every curator's complete or partial labels of the relation. Left: "
+                  f"estimated relevant among the {rem.unscreened:,d} unscreened candidates."))
     st.selectbox("Recall target", TARGETS, index=len(TARGETS) - 1,
                  key=f"screen_target_{slug}", format_func=lambda t: f"{t:.0%}")
     advice = view.advice
-    (st.success if advice.stop else st.warning)(md(advice.message))
-    st.caption(md("How sure: the estimate assumes the ranker's scores are calibrated on this "
+    st.markdown((":green[:material/check_circle:] " if advice.stop else  # a line, no alert:
+                 ":orange[:material/pending:] ") + md(advice.message))  # alerts are the page's
+    words = now.source.words() if now.source is not None else ""
+    st.caption(md("How sure: the estimate assumes the ranking's scores are calibrated on this "
                   "relation (a model of relevance, not a guarantee); it is an estimate until "
                   "several relevant documents are found. For a guarantee, screen a random "
-                  f"sample of the rest. {calibration_words(now.calibration)}"))
+                  f"sample of the rest. {words}"))
     st.radio("Order", ORDERS, key=f"screen_order_{slug}_w", horizontal=True,
              on_change=_remember_mode, args=(slug,),
              help="learned within the query: the unlabelled candidates re-ordered after every "
                   "label of the relation (all curators); label rows record it")
     learned = now.mode == ORDERS[1] and view.order_mode == ORDER_LEARNED
     st.caption(md(f"Cards shown {order_words(view.order_labels if learned else None)}."))
-    st.plotly_chart(found_chart(view), key=f"screen_chart_{slug}")
-
-
-def calibration_words(calibration: Calibration) -> str:
-    """Where the scores' calibration comes from, in words."""
-    if calibration.queries:
-        return (f"Scores calibrated on {calibration.queries:d} held-out queries of the active "
-                "ranker version.")
-    return ("Scores calibrated by the default calibration (disease_gene dev queries): the "
-            "active ranker version has none of its own; a new ranker round fits one.")
+    st.plotly_chart(found_chart(view), key=f"screen_chart_{slug}",
+                    config={"displayModeBar": False})  # its buttons covered the title
 
 
 def keyword_sidebar(ctx: AppContext, schema: Schema) -> Keywords:

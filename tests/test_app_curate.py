@@ -325,6 +325,10 @@ def test_card_order_is_per_signed_in_user(ws_root):
     at.button(key="signout").click().run()
     sign_in(at, "boss")
     at.text_input(key="rel_search").set_value("BRAF").run()
+    # alice's label teaches the order learned within the query, which everyone sees; as ranked,
+    # boss's own cards keep their places (he labelled none of them)
+    (order,) = [r for r in at.radio if r.key and r.key.startswith("screen_order_")]
+    order.set_value("as ranked").run()
     assert f">PMID {top}</a>" in cards(at)[0]  # boss has not labelled it: it keeps its rank
     assert "Labelled 0 of 4 shown" in at.get("progress")[0].proto.text
 

@@ -117,6 +117,10 @@ def test_the_counter_names_the_queue_place_and_the_rank(ws_root):
         next(w for w in at.segmented_control if w.key.startswith(f"grade_{doc}_")) \
             .set_value("irrelevant").run()
         at.run()  # a label click re-draws only its card: the whole page back
+    # issue 43: the labels now order the list learned within the query (on BM25 too); this
+    # test is about the counter, so the list stays as ranked
+    (order,) = [r for r in at.radio if r.key and r.key.startswith("screen_order_")]
+    order.set_value("as ranked").run()
     at.toggle(key="unlabelled_first").set_value(False).run()
     at.toggle(key="unlabelled_first").set_value(True).run()  # re-sorted: unlabelled first
     at.run()
@@ -141,7 +145,9 @@ def test_a_reload_opens_the_same_abstract_in_screening_mode(ws_root):
     assert not reload.exception and not reload.error
     assert reload.segmented_control(key="view_mode").value == "Screening"
     assert shown_doc(reload) == third
-    assert position(reload) == (1, 4)  # labelled ones moved to the end of the new queue
+    # labelled ones moved to the end of the new queue; the two unlabelled ones come first, in
+    # the order learned within the query from the first label (issue 43: on BM25 too)
+    assert position(reload) in ((1, 4), (2, 4))
     reload.segmented_control(key="view_mode").set_value("List").run()
     assert "view" not in reload.query_params and "doc" not in reload.query_params
 
@@ -191,3 +197,65 @@ def test_a_stored_note_shows_opens_in_the_note_field_and_a_new_grade_keeps_it(ws
     assert shown_doc(at) == first
     assert any("Note: names both drugs" in c.value for c in at.caption)
     assert not any("Note waiting for a grade" in c.value for c in at.caption)
+
+
+@pytest.fixture
+def long_root(tmp_path, monkeypatch):
+    """The app workspace with 20 more BRAF V600E abstracts: the query's ranking is longer than
+    the 10 abstracts shown."""
+    from curation.search.indexing import get_index
+    from curation.store.importer import import_items
+    from curation.store.workspace import Workspace
+    from kb_sources.types import Document
+
+    root = build_app_workspace(tmp_path / "ws", bm25=False)
+    topics = ("melanoma", "thyroid cancer", "colorectal cancer", "glioma", "lung cancer")
+    docs = [Document(str(91200000 + i), f"BRAF V600E in {topics[i % 5]}: case series {i}",
+                     f"Patients with BRAF V600E {topics[i % 5]} were treated; series {i} "
+                     f"reports {'response' if i % 2 else 'resistance'} to therapy.",
+                     source="handmade") for i in range(20)]
+    with Workspace.open(root) as ws:
+        import_items(ws, docs, reader="test", path="handmade", progress=False)
+        get_index(ws, "bm25", progress=False)
+    add_users(root, alice="curator")
+    monkeypatch.setenv("KBCURATE_WORKSPACE", str(root))
+    return root
+
+
+def counter(at: AppTest) -> tuple[int, int]:
+    """(place, total) of "Abstract 11 of 1,000" (thousands separators allowed)."""
+    text = at.get("progress")[0].proto.text
+    pos, total = re.search(r"Abstract ([\d,]+) of ([\d,]+)", text).groups()
+    return int(pos.replace(",", "")), int(total.replace(",", ""))
+
+
+def test_screening_goes_on_past_the_shown_list_through_the_queue(long_root):
+    """Issue 43, item 4: screening mode ended at "Abstract 10 of 10" (J did nothing) until the
+    sidebar's "Abstracts to show" was raised; now J on the tenth shows the queue's next
+    candidate ("Abstract 11 of N"), fetched when shown; K goes back through it, and a label on
+    it records what ranked it and the order learned after the relation's labels."""
+    at = screening(long_root)
+    pos, total = counter(at)
+    assert pos == 1 and total > 10
+    listed = []
+    for _ in range(9):
+        listed.append(shown_doc(at))
+        at.button(key="screen_next").click().run()
+    listed.append(shown_doc(at))
+    assert counter(at) == (10, total) and not at.button(key="screen_next").disabled
+    at.button(key="screen_next").click().run()
+    assert not at.exception and counter(at) == (11, total)
+    eleventh = shown_doc(at)
+    assert eleventh not in listed
+    assert "rank #11 ·" in at.get("progress")[0].proto.text
+    at.button(key="screen_prev").click().run()
+    assert counter(at) == (10, total) and shown_doc(at) == listed[-1]
+    at.button(key="screen_next").click().run()
+    assert shown_doc(at) == eleventh
+    at.button(key="screen_complete").click().run()  # a grade moves on: the 12th, learned
+    assert counter(at) == (12, total) and shown_doc(at) not in {*listed, eleventh}
+    at.button(key="screen_irrelevant").click().run()
+    rows = [(r["doc_id"], r["grade"], r["model_version"], r["order_labels"])
+            for r in label_rows(long_root)]
+    assert rows[0] == (eleventh, "complete", "bm25+rerank", None)  # no label before: as ranked
+    assert rows[1][1:] == ("irrelevant", "bm25+rerank", 1)  # learned after the first label

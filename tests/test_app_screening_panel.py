@@ -4,6 +4,7 @@ curator's keyword lists in the sidebar."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -48,6 +49,13 @@ def cards(at: AppTest) -> list[str]:
     return [m.value for m in at.markdown if m.value.startswith('<div class="kb-meta">')]
 
 
+def figures(at: AppTest) -> dict[str, str]:
+    """The panel's figures table: row label -> value (markdown)."""
+    (table,) = [m.value for m in panel(at).markdown if m.value.startswith("| Screening |")]
+    rows = [line.strip("|").split("|") for line in table.splitlines()[2:]]
+    return {label.strip(): value.strip() for label, value in rows}
+
+
 def order_radio(at: AppTest):
     (radio,) = [r for r in at.radio if r.key and r.key.startswith("screen_order_")]
     return radio
@@ -75,8 +83,9 @@ def test_panel_estimates_what_is_left_and_orders_by_every_curators_labels(ranked
     assert order_radio(at).value == "learned within the query"
     assert any("3 labels" in shown(c.value) for c in panel(at).caption)
     assert panel(at).get("plotly_chart")
-    metrics = {m.label: m.value for m in panel(at).metric}
-    assert metrics["Relevant found"] == "2"
+    assert figures(at)["Found"] == "**2** relevant"
+    assert any(shown(c.value).endswith("(learned ranker disease_gene-ranker@1).")
+               for c in panel(at).caption)  # its version's own calibration
     # alice labels the first card shown: its row says the order was learned after 3 labels
     html = cards(at)
     assert all(f"<b>#{i + 1}</b>" in c for i, c in enumerate(html))
@@ -120,24 +129,87 @@ def test_keywords_are_saved_per_user_from_the_sidebar(ranked_root):
         assert get_keywords(ws, "alice", "disease_gene") == Keywords((), ("review",))
 
 
-def test_without_an_active_ranker_the_panel_says_so_and_the_page_goes_on(tmp_path, monkeypatch):
+def test_without_a_learned_ranker_the_panel_estimates_and_learns_on_bm25(tmp_path, monkeypatch):
+    """Issue 43, item 3: on a relation ranked by BM25 + rerank (no ranker version) the panel
+    used to say it "needs an active learned ranker"; now the queue is BM25 + rerank's order,
+    calibrated on the rank (too few held-out queries here: the built-in default, and the panel
+    says so), and the labels learn the order within the query."""
     root = build_app_workspace(tmp_path / "ws")
-    add_users(root, alice="curator")
+    add_users(root, alice="curator", bob="curator")
     monkeypatch.setenv("KBCURATE_WORKSPACE", str(root))
     at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    at.text_input(key="rel_search").set_value("BRAF").run()
     assert not at.exception
-    box = panel(at)
-    assert [shown(i.value) for i in box.info] == [
-        "The estimate of what is left needs an active learned ranker for "
-        f"{at.selectbox(key='schema').value}; an admin activates one on the Models page."]
-    assert cards(at)  # the results are drawn as ranked
+    assert not panel(at).info  # no "needs an active learned ranker"
+    assert any(m.value.startswith(":orange[:material/pending:] ") and
+               "keep screening" in shown(m.value).lower() for m in panel(at).markdown)
+    assert shown(panel(at).label).startswith("Screening · 0 relevant found · about ")
+    assert figures(at)["Screened"].startswith("**0** of ")
+    words = [shown(c.value) for c in panel(at).caption]
+    assert any("Default calibration (built in: disease_gene dev queries, BM25): the workspace "
+               "has too few held-out queries for BM25 + entity rerank (" in w for w in words)
+    first = [PMID.search(c).group(1) for c in cards(at)]
+    key = at.selectbox(key="relation_pick_PO").value
+    with Workspace.open(root) as ws:
+        for doc, grade in ((first[0], "irrelevant"), (first[1], "complete")):
+            Labels(ws).record(user="bob", schema="PO", query_key=key, query_text="q",
+                              doc_id=doc, grade=grade)
+    at.run()
+    assert shown(panel(at).label).startswith("Screening · 1 relevant found · about ")
+    assert order_radio(at).value == "learned within the query"
+    html = cards(at)
+    assert all(f"<b>#{i + 1}</b>" in c for i, c in enumerate(html))  # renumbered, learned
+    doc = next(PMID.search(c).group(1) for c in html if PMID.search(c).group(1) not in first[:2])
+    grade = next(w for w in at.segmented_control
+                 if w.key and w.key.startswith(f"grade_{doc}_"))
+    grade.set_value("irrelevant").run()
+    assert not at.exception
+    row = label_rows(root)[-1]
+    assert row["doc_id"] == doc and row["order_labels"] == 2
+    assert row["model_version"] == "bm25+rerank"
+
+
+def test_without_an_index_no_queue_is_built_and_the_reason_is_given(tmp_path):
+    """The one case where nothing can be built: the ranking's index is missing (a PubMed
+    search refreshing it); the panel says so and the page goes on."""
+    from app_pages.screening_panel import page_ranking
+    from curation.search.session import SearchResult
+    from kb_sources.schema import get_schema
+
+    root = build_app_workspace(tmp_path / "ws", bm25=False)
+    with Workspace.open(root) as ws:
+        result = SearchResult("Treatment for gene BRAF?", "bm25+rerank", (), ())
+        why = page_ranking(ws, get_schema("PO", ws.schemas()), ("bm25", True), result)
+    assert why == ("Nothing to screen yet: the screening queue needs the bm25 index, which is "
+                   "not built yet. The panel fills in once it is built.")
+
+
+def test_the_panel_figures_fit_the_narrow_column(ranked_root):
+    """Issue 43, layout: three metrics side by side in the right-hand column were cut at
+    1280 px ("Relevan...", "Estimat...", "17 ..."); the figures are a two-column table whose
+    labels are one short word, and the chart's total label grows into the plot from its left
+    edge (anchored right, it ran over the y axis)."""
+    at = sign_in(AppTest.from_file(APP, default_timeout=60).run(), "alice")
+    assert not at.exception
+    assert not panel(at).metric
+    rows = figures(at)
+    assert list(rows) == ["Found", "Left", "Screened"]
+    assert all(len(label) <= 8 for label in rows)
+    assert rows["Found"] == "**0** relevant"
+    assert re.fullmatch(r"about \*\*\d+\.\d\*\* \(90% interval \d+ to \d+\)", rows["Left"])
+    assert re.fullmatch(r"\*\*0\*\* of \d+", rows["Screened"])
+    chart = panel(at).get("plotly_chart")[0].proto
+    layout = json.loads(chart.spec)["layout"]
+    (note,) = layout["annotations"]
+    assert note["text"].startswith("estimated total ") and note["xanchor"] == "left"
+    assert note["x"] == 0 and note["xref"] == "x domain"
+    assert layout["legend"]["orientation"] == "h"  # under the plot: the plot keeps the width
 
 
 def test_the_session_keeps_queues_within_a_count_and_a_memory_budget():
     import numpy as np
 
-    from app_pages.screening_panel import trim_queues
-    from curation.screening.queue import build_queue
+    from curation.screening.queue import build_queue, trim_queues
 
     def queue(n: int):
         texts = [f"braf v600e melanoma note {i % 7} ward {i % 3}" for i in range(n)]

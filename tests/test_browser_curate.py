@@ -74,6 +74,8 @@ def test_first_abstract_above_the_fold_reload_keeps_screening_and_no_outside_req
     page.wait_for_timeout(1_000)  # late requests (favicon, fonts) of the last page
     text, card = after_reload
     rank = re.search(r"rank #(\d+)", text).group(1)
-    assert text.startswith("Abstract 1 of 4")  # the two labelled ones moved to the queue's end
+    # the two labelled ones moved to the queue's end; the two unlabelled come in the order
+    # learned from those labels (issue 43: learning works on BM25 too)
+    assert re.match(r"Abstract [12] of 4", text), text
     assert card.startswith(f"#{rank} ·")  # the counter names the card's rank
     assert _outside(requested) == []

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from app_pages.screening_panel import calibration_words
 from curation.access.users import Role, User
 from curation.evaluation.harness import build_task
 from curation.ranking.model import RankerOptions
@@ -18,6 +17,7 @@ from curation.screening.calibration import (
     version_calibration,
 )
 from curation.screening.queue import build_queue, screening_candidates
+from curation.screening.sources import version_source
 from curation.training.heldout import assign_folds, out_of_fold, prepare
 from curation.training.ranker import open_context, train_ranker
 from tests.loop_fixtures import make_loop_workspace
@@ -53,8 +53,10 @@ def test_a_ranker_round_fits_its_screening_calibration_on_the_held_out_pool(tmp_
                         calibration=cal)
     assert queue.calibration == cal
     assert np.allclose(queue.prior, cal.log_odds(np.array([2.0, 1.0, 0.5])))
-    assert calibration_words(cal) == ("Scores calibrated on 4 held-out queries of the active "
-                                      "ranker version.")
+    words = version_source("disease_gene", "learned ranker disease_gene-ranker@1",
+                           result.version.manifest).words()
+    assert words == ("Calibrated on disease_gene's 4 held-out queries (learned ranker "
+                     "disease_gene-ranker@1).")
 
 
 def test_a_version_without_a_calibration_or_with_a_damaged_one_uses_the_default():
@@ -65,4 +67,6 @@ def test_a_version_without_a_calibration_or_with_a_damaged_one_uses_the_default(
         assert version_calibration({"calibration": bad}) is DEFAULT_CALIBRATION, bad
     good = {"intercept": -1.0, "slope": 0.5, "rank_slope": -0.2, "queries": 12}
     assert version_calibration({"calibration": good}) == Calibration(-1.0, 0.5, -0.2, 12)
-    assert "default calibration" in calibration_words(DEFAULT_CALIBRATION)
+    words = version_source("PO", "learned ranker PO-ranker@1", {}).words()
+    assert words == ("Default calibration (built in): learned ranker PO-ranker@1 has none of "
+                     "its own; a new ranker round fits one.")

@@ -17,6 +17,12 @@ every version. :data:`DEFAULT_CALIBRATION` is what a queue uses when the active 
 none (a version saved before calibrations, or a pool with no relevant candidate): fitted this
 way on the disease_gene dev split, 1,000 BM25 candidates per query, the LightGBM ranker trained
 on the train split.
+
+A relation ranked by something else (BM25, BM25 + the entity rerank, dense, hybrid) has scores
+that are not comparable across queries nor across the rerank's cut, so its queue is calibrated
+on the rank alone: ``fit_calibration(..., rank_only=True)`` fixes the score term at 0
+(:mod:`curation.screening.sources` says on which held-out queries);
+:data:`DEFAULT_RANK_CALIBRATION` is its built-in default.
 """
 
 from __future__ import annotations
@@ -84,19 +90,27 @@ class Calibration:
 DEFAULT_CALIBRATION = Calibration(intercept=-0.35, slope=0.48, rank_slope=-0.76)
 
 
+#: The rank-only default (score term 0): fitted on the demo workspace's disease_gene dev split
+#: (98 queries), BM25's 1,000 candidates per query. The other BioRED tasks' dev splits give
+#: nearly the same fit (intercept -0.65 to 0.18, rank slope -1.39 to -2.26).
+DEFAULT_RANK_CALIBRATION = Calibration(intercept=-0.43, slope=0.0, rank_slope=-1.31)
+
+
 def version_calibration(manifest: Mapping[str, Any]) -> Calibration:
     """The calibration a ranker version's manifest keeps (fitted by its round on its
     held-out pool), else :data:`DEFAULT_CALIBRATION`."""
     return Calibration.from_json(manifest.get("calibration")) or DEFAULT_CALIBRATION
 
 
-def fit_calibration(scores: Sequence[np.ndarray], relevant: Sequence[np.ndarray]
-                    ) -> Calibration:
+def fit_calibration(scores: Sequence[np.ndarray], relevant: Sequence[np.ndarray], *,
+                    rank_only: bool = False) -> Calibration:
     """Platt scaling over the candidates of several queries (pooled).
 
     Args:
         scores: Per query, the ranker's score of each candidate.
         relevant: Per query, whether each candidate is relevant (same order).
+        rank_only: Fit the intercept and the rank term only (slope 0): for a ranking whose
+            scores are not comparable across queries; ``scores`` then only give the order.
 
     Raises:
         CurationError: The lengths differ, or no relevant or no irrelevant candidate is given.
@@ -120,8 +134,9 @@ def fit_calibration(scores: Sequence[np.ndarray], relevant: Sequence[np.ndarray]
         g = p - y
         return value, np.array([g.sum(), (g * x).sum(), (g * r).sum()])
 
-    theta = minimize(loss, np.array([-2.0, 1.0, 0.0]), jac=True, method="L-BFGS-B",
-                     bounds=[(None, None), (0.0, None), (None, 0.0)]).x
+    slope = (0.0, 0.0) if rank_only else (0.0, None)
+    theta = minimize(loss, np.array([-2.0, 0.0 if rank_only else 1.0, 0.0]), jac=True,
+                     method="L-BFGS-B", bounds=[(None, None), slope, (None, 0.0)]).x
     return Calibration(float(theta[0]), float(theta[1]), float(theta[2]), len(scores))
 
 

@@ -8,16 +8,21 @@ sets each document's ``order_labels`` to the number of labels the order was lear
 label given on it records that the order was learned in the query and after how many labels
 (the label row's ``order_labels`` column; ``model_version`` still names what ranked it).
 
+Screening mode goes on past the shown list through the queue: :func:`next_candidate` is the
+one to show after those already shown (the best of the learned order, or of the ranked order,
+that is not yet labelled), so "Abstract 11 of 1,000" follows the tenth.
+
 Works on any frozen dataclass with ``doc_id``, ``rank`` and ``order_labels`` fields (the
 search wing's ``RankedDoc``), so this wing needs no import of ``curation.search``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from curation.screening.queue import ScreeningQueue
 from curation.screening.view import ORDER_LEARNED, ScreeningView
 
 T = TypeVar("T")
@@ -56,3 +61,33 @@ def learned_order(docs: Sequence[T], view: ScreeningView) -> tuple[T, ...]:
 
 def _id(doc: Any) -> str:
     return str(doc.doc_id)
+
+
+def next_candidate(queue: ScreeningQueue, view: ScreeningView, taken: Collection[str], *,
+                   learned: bool) -> tuple[str, int | None] | None:
+    """The queue's next candidate for screening mode, after ``taken`` (the shown list and the
+    candidates already shown beyond it).
+
+    Args:
+        queue: The relation's queue.
+        view: Its screening view after the current labels.
+        taken: Doc ids screening mode has in its sequence already.
+        learned: The curator chose the order learned within the query.
+
+    Returns:
+        (doc id, the ``order_labels`` a label on it records: None when as ranked): the first
+        unlabelled candidate not taken in the learned order (when chosen and learned) or the
+        ranked order, then any candidate not taken in the ranked order (labelled by another
+        curator); None when every candidate is taken.
+    """
+    if learned and view.order_mode == ORDER_LEARNED:
+        first: Sequence[str] = view.order
+        labels: int | None = view.order_labels
+    else:
+        unlabelled = set(view.order)
+        first, labels = [d for d in queue.doc_ids if d in unlabelled], None
+    pick = next((d for d in first if d not in taken), None)
+    if pick is not None:
+        return pick, labels
+    pick = next((d for d in queue.doc_ids if d not in taken), None)
+    return None if pick is None else (pick, None)
