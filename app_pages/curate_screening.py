@@ -61,18 +61,25 @@ from app_pages.screening_panel import (
     keyword_marks,
     relation_labels,
 )
-from curation.matching.evidence import find_evidence
 from curation.screening.order import next_candidate
 from curation.screening.view import screening_view
 from curation.search.cards import highlighted_html
 from curation.search.ranking_names import ranking_label
-from curation.search.session import RankedDoc, SearchResult, card_html, slot_entities
+from curation.search.session import (
+    RankedDoc,
+    SearchResult,
+    card_html,
+    ranked_doc,
+    slot_entities,
+    with_spans,
+)
 from curation.search.suggestions import accepted_answers
-from curation.store.documents import DocumentRow, Documents
+from curation.store.documents import Documents
 from curation.store.labels import Grade, Labels
 from curation.store.relations import PartialRelation
 from curation.store.workspace import Workspace
 from kb_sources.schema import Schema
+from retrievers.base import Hit
 
 __all__ = ["GRADE_KEYS", "screening_panel", "shown_doc"]
 KEYS_HELP = ("Keys: 1 complete · 2 partial · 3 irrelevant · 0 skip · N note · U undo · J next "
@@ -160,19 +167,14 @@ def _queue_doc(ctx: AppContext, schema: Schema, partial: PartialRelation, result
     list's cards are (the query's entities, known and suggested answers), ranked by its place
     in the queue's ranked order."""
     assert now.queue is not None
-    row = Documents(ctx.ws).rows_by_id([doc_id]).get(doc_id) or DocumentRow(doc_id, "", "",
-                                                                             None, "")
     i = now.queue.index()[doc_id]
-    doc = RankedDoc(doc_id=doc_id, title=row.title or "", abstract=row.abstract or "",
-                    year=int(row.year) if str(row.year).isdigit() else None,
-                    journal=row.journal or "", score=float(now.queue.static[i]), rank=i + 1,
-                    cited_by_kb=doc_id in partial.pmids, spans=(),
-                    model_version=result.model_version, order_labels=order_labels)
+    doc = ranked_doc(Documents(ctx.ws).rows_by_id([doc_id]).get(doc_id),
+                     Hit(doc_id, float(now.queue.static[i]), i + 1), doc_id in partial.pmids,
+                     result.model_version)
     known = [*(c.entity for c in result.candidates),
              *accepted_answers(ctx.ws, schema, partial.query_key)]
     spans = tuple(get_matcher().find_spans(slot_entities(schema, partial, known), doc.text))
-    doc = replace(doc, spans=spans, evidence=find_evidence(
-        doc.title, doc.abstract, spans, schema.query_slots, schema.answer))
+    doc = with_spans(replace(doc, order_labels=order_labels), spans, schema)
     return with_badges(ctx, replace(result, docs=(doc,)), partial).docs[0]
 
 

@@ -124,21 +124,22 @@ def run_search(
                              doc_text=doc_text, matcher=matcher)
     texts.update(Documents(ws).rows_by_id([h.doc_id for h in hits if h.doc_id not in texts]))
     cited = set(partial.pmids)
-    docs = [replace(_ranked_doc(texts.get(h.doc_id), h, h.doc_id in cited, version),
+    docs = [replace(ranked_doc(texts.get(h.doc_id), h, h.doc_id in cited, version),
                     reasons=why.get(h.doc_id, ())) for h in hits]
     candidates = answer_candidates(ws, schema, partial, [(d.doc_id, d.text) for d in docs],
                                    matcher, titles={d.doc_id: d.title for d in docs})
     highlight = slot_entities(schema, partial, [c.entity for c in candidates])
-    docs = [_with_spans(d, tuple(matcher.find_spans(highlight, d.text)), schema) for d in docs]
+    docs = [with_spans(d, tuple(matcher.find_spans(highlight, d.text)), schema) for d in docs]
     return SearchResult(query_text, version, tuple(docs), tuple(candidates))
 
 
-def _with_spans(doc: RankedDoc, spans: tuple[Span, ...], schema: Schema) -> RankedDoc:
+def with_spans(doc: RankedDoc, spans: tuple[Span, ...], schema: Schema) -> RankedDoc:
+    """``doc`` with its highlight spans and the evidence sentences they make."""
     evidence = find_evidence(doc.title, doc.abstract, spans, schema.query_slots, schema.answer)
     return replace(doc, spans=spans, evidence=evidence)
 
 
-def _ranked_doc(row: DocumentRow | None, hit: Hit, cited: bool, version: str) -> RankedDoc:
+def ranked_doc(row: DocumentRow | None, hit: Hit, cited: bool, version: str) -> RankedDoc:
     """The card of a hit; a hit whose document left the workspace gets an empty one."""
     row = row or DocumentRow(hit.doc_id, "", "", None, "")
     year = row.year
