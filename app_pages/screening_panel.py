@@ -283,10 +283,11 @@ def _insight(now: Screening, slug: str) -> None:
     st.markdown((":green[:material/check_circle:] " if advice.stop else  # a line, no alert:
                  ":orange[:material/pending:] ") + md(advice.message))  # alerts are the page's
     words = now.source.words() if now.source is not None else ""
-    st.caption(md("How sure: the estimate assumes the ranking's scores are calibrated on this "
-                  "relation (a model of relevance, not a guarantee); it is an estimate until "
-                  "several relevant documents are found. For a guarantee, screen a random "
-                  f"sample of the rest. {words}"))
+    st.caption(md(f"Stop rule: {advice.rule} (the rule that stopped nearest the last relevant "
+                  "abstract in replays, docs/evaluation.md). How sure: recall reaches the target "
+                  f"with probability {advice.confidence:.0%} by the calibrated estimate, which "
+                  "assumes the ranking's scores are calibrated on this relation (a model, not a "
+                  f"guarantee). For a guarantee, screen a random sample of the rest. {words}"))
     st.radio("Order", ORDERS, key=f"screen_order_{slug}_w", horizontal=True,
              on_change=_remember_mode, args=(slug,),
              help="learned within the query: the unlabelled candidates re-ordered after every "

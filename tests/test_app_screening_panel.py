@@ -148,6 +148,12 @@ def test_without_a_learned_ranker_the_panel_estimates_and_learns_on_bm25(tmp_pat
     words = [shown(c.value) for c in panel(at).caption]
     assert any("Default calibration (built in: disease_gene dev queries, BM25): the workspace "
                "has too few held-out queries for BM25 + entity rerank (" in w for w in words)
+    # item 1: the panel names the stop rule the replays chose and how sure the estimate is
+    assert any(w.startswith("Stop rule: calibrated_patience (the rule that stopped nearest the "
+                            "last relevant abstract in replays, docs/evaluation.md). How sure: "
+                            "recall reaches the target with probability 0%") for w in words)
+    assert any("the rule stops at 60 irrelevant in a row, or 20 when calibrated P(recall >= "
+               "target) >= 95%" in shown(m.value) for m in panel(at).markdown)
     first = [PMID.search(c).group(1) for c in cards(at)]
     key = at.selectbox(key="relation_pick_PO").value
     with Workspace.open(root) as ws:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,6 +14,8 @@ import pytest
 from curation.screening.calibration import Calibration
 from curation.screening.learner import LearnerOptions
 from curation.screening.queue import build_queue
+from curation.screening.stop_base import ScreenedRun
+from curation.screening.stopping import CHOSEN_RULE
 from curation.simulation.bc6pm import read_triage
 from curation.simulation.lists import ScreeningList
 from curation.simulation.metrics import (
@@ -23,11 +26,12 @@ from curation.simulation.metrics import (
 )
 from curation.simulation.screening import (
     SimulationOptions,
+    feedback_order,
     held_out,
     random_order,
     replay_list,
 )
-from curation.simulation.stop_replay import replay_stops, stop_summary
+from curation.simulation.stop_replay import replay_rules, rules_named, stop_summary
 from kb_sources.errors import CurationError
 from kb_sources.types import Document, Entity, Relation
 
@@ -106,20 +110,39 @@ def test_held_out_picks_splits_and_enough_relevant():
         held_out([item], "train")
 
 
-def test_stopping_rules_in_replay():
+def _screened(calibration: Calibration) -> ScreenedRun:
     item, texts = _list(200)
-    queue = build_queue("q1", item.doc_ids, texts, item.static, calibration=Calibration(-6, 1))
-    found = replay_stops(queue, item.relevant, LearnerOptions())
-    cal, sample = found["calibrated"], found["random-sample"]
+    queue = build_queue("q1", item.doc_ids, texts, item.static, calibration=calibration)
+    order = feedback_order(queue, item.relevant, LearnerOptions(), until_all=False)
+    return ScreenedRun("q1", np.array(order), item.relevant, queue.prior)
+
+
+def test_stop_rules_in_replay():
+    run = _screened(Calibration(-6, 1))
+    assert len(run.order) == 200 and run.oracle() == 2  # the learner puts both first
+    found = replay_rules(run, rules_named())
+    assert set(found) == {"calibrated", "random_sample", "knee", "quantile", "irrelevant_run",
+                          "calibrated_patience"}
+    cal, sample = found["calibrated"], found["random_sample"]
     assert cal.met and cal.found == 2 and cal.stopped_at < 200 and cal.work_saved > 0
     # the random sample is drawn after the learned phase: it stops later than both were found
     assert sample.met and sample.stopped_at > 2
-    summary = stop_summary([cal, sample])
-    assert summary["coverage"] == 1.0 and summary["queries"] == 2
+    # 2 relevant cannot certify 95% recall (QBCB needs 59 in its sample): the whole list
+    assert found["quantile"].stopped_at == 200 and found["quantile"].oracle == 2
+    assert found["irrelevant_run"].stopped_at == 52  # 50 irrelevant after the second
+    summary = stop_summary([cal, replace(cal, qid="q2", stopped_at=100, found=1, met=False)])
+    assert summary["coverage"] == 0.5 and summary["queries"] == 2
+    assert summary["oracle"] == 2 and summary["x_oracle"] == pytest.approx(
+        (cal.stopped_at + 100) / 2 / 2)
+    assert summary["per_query"]["q2"] == {"stopped_at": 100, "recall": 0.5, "oracle": 2,
+                                          "met": False}
+    with pytest.raises(CurationError, match="Unknown stop rule 'oracle'. Available options: "
+                                            "calibrated, random_sample"):
+        rules_named(["oracle"])
     # a list whose prior expects many relevant: only a long run of irrelevant labels (which
     # shift the query's base rate down) lets the calibrated rule stop
-    busy = build_queue("q1", item.doc_ids, texts, item.static, calibration=Calibration(2, 0))
-    assert replay_stops(busy, item.relevant, LearnerOptions())["calibrated"].stopped_at > 150
+    busy = _screened(Calibration(2, 0))
+    assert replay_rules(busy, rules_named(["calibrated"]))["calibrated"].stopped_at > 150
 
 
 # -- BC6PM ---------------------------------------------------------------------------------------
@@ -139,6 +162,45 @@ def test_bc6pm_triage_reader(tmp_path):
         read_triage(path)
     with pytest.raises(CurationError, match="not a readable gzip"):
         read_triage(tmp_path / "missing.json.gz")
+
+
+# -- Hallmarks of Cancer ------------------------------------------------------------------------
+def _hoc_file(root):
+    rows = [("1", ["Growth factor receptors drive proliferative signaling ."],
+             "<Sustaining proliferative signaling--Receptors"),
+            ("2", ["Tumour cells resist cell death by apoptosis .", "BCL2 is up ."],
+             "<Resisting cell death--Apoptosis< "),
+            ("3", ["Proliferative signaling and cell death ."],
+             "<Sustaining proliferative signaling ANDResisting cell death"),
+            ("4", ["An unrelated cohort study ."], "<NULL"),
+            ("5", ["Signaling of growth ."], "< ")]
+    path = root / "hoc" / "hoc_abstracts.jsonl.gz"
+    path.parent.mkdir(parents=True)
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        for pmid, sentences, labels in rows:
+            fh.write(json.dumps({"pmid": pmid, "sentences": sentences, "labels_raw": labels})
+                     + "\n")
+    return path
+
+
+def test_hoc_reader_and_lists(tmp_path):
+    from curation.simulation.hoc import hoc_lists, read_hoc
+
+    path = _hoc_file(tmp_path)
+    docs = read_hoc(path)
+    assert docs[2] == ("3", "Proliferative signaling and cell death .",
+                       frozenset({"Sustaining proliferative signaling", "Resisting cell death"}))
+    assert docs[3][2] == frozenset() and docs[4][2] == frozenset()  # NULL and blank: none
+    lists, texts, calibrations = hoc_lists(tmp_path)
+    assert [x.qid for x in lists] == ["Sustaining proliferative signaling",
+                                      "Resisting cell death"]
+    first = lists[0]
+    assert len(first.doc_ids) == 5 and first.n_relevant == 2 and first.split == "hoc"
+    assert set(first.doc_ids[:2]) == {"1", "3"}  # BM25 of the hallmark's name ranks them first
+    assert texts["4"] == "An unrelated cohort study ." and calibrations[first.qid].queries == 1
+    path.write_text("not gzip")
+    with pytest.raises(CurationError, match="not a readable HoC file"):
+        read_hoc(path)
 
 
 # -- the command ---------------------------------------------------------------------------------
@@ -184,9 +246,23 @@ def test_simulate_screening_command_writes_json_and_html(tmp_workspace, capsys):
     row = result["queries"][0]["learners"]["static"]
     assert set(row) == {"docs_to_all", "wss@95", "recall@10", "recall@10%", "recall@25%",
                         "erf@10", "atd"}
-    assert set(result["stop"]) == {"calibrated", "random-sample"}
+    assert set(result["stop"]) == {"calibrated", "random_sample", "knee", "quantile",
+                                   "irrelevant_run", "calibrated_patience"}
+    assert result["chosen"] == CHOSEN_RULE and CHOSEN_RULE in result["stop"]
+    sizes = {f"disease_gene/{q['qid']}": q["n"] for q in result["queries"]}
+    for rule in result["stop"].values():
+        assert set(rule["per_query"]) == set(sizes)
+        for key, stop in rule["per_query"].items():
+            assert 1 <= stop["stopped_at"] <= sizes[key] and 0.0 <= stop["recall"] <= 1.0
+    # QBCB cannot certify 95% with 2 relevant per list: it screens each whole list
+    assert all(s["stopped_at"] == sizes[k] and s["recall"] == 1.0
+               for k, s in result["stop"]["quantile"]["per_query"].items())
+    by_task = result["by_task"]["disease_gene"]["stop"]["knee"]["per_query"]
+    assert set(by_task) == {q["qid"] for q in result["queries"]}
     assert out.with_suffix(".html").read_text().count("plotly") > 1
-    assert "stop rule calibrated at 95% recall" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "calibrated_patience" in printed and "x oracle" in printed
+    assert f"* the app's rule: {CHOSEN_RULE}" in printed
     # the lists are cached: a second run reads them (same figures); the old spelling (issue 44)
     # runs the same replay, with a note
     assert main(["simulate", "-w", str(ws.root), "--schema", "disease_gene", "--screening",
@@ -196,6 +272,15 @@ def test_simulate_screening_command_writes_json_and_html(tmp_workspace, capsys):
         "spelling still works")
     again = json.loads(out.read_text())
     assert again["learners"] == result["learners"] and "calibrated" not in again["stop"]
+    # a subset of the rules; the same seed gives the same stops
+    assert main(["simulate", "screening", "-w", str(ws.root), "--schema", "disease_gene",
+                 "--out", str(out), "--quiet", "--stop-rules", "knee,quantile"]) == 0
+    subset = json.loads(out.read_text())
+    assert set(subset["stop"]) == {"knee", "quantile"}
+    assert subset["stop"]["quantile"] == result["stop"]["quantile"]
+    assert main(["simulate", "screening", "-w", str(ws.root), "--schema", "disease_gene",
+                 "--quiet", "--stop-rules", "oracle"]) == 2
+    assert "Unknown stop rule 'oracle'" in capsys.readouterr().err
     assert main(["simulate", "-w", str(ws.root), "--schema", "disease_gene", "--screening",
                  "--recall-target", "1.5", "--quiet"]) == 2
     assert "--recall-target must be in (0, 1)" in capsys.readouterr().err

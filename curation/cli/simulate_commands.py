@@ -104,10 +104,11 @@ def _screening_parser(rsub: argparse._SubParsersAction,
 
     p = rsub.add_parser("screening", parents=[common],
                         help="replay the screening of every held-out query with >= 2 relevant "
-                             "candidates: static, in-query learned and random orders, and the "
-                             "stopping rules")
-    p.add_argument("--schema", required=True,
-                   help="schema, or several comma-separated (their queries pooled)")
+                             "candidates: static, in-query learned and random orders, and every "
+                             "stop rule side by side")
+    p.add_argument("--schema", default="",
+                   help="schema, or several comma-separated (their queries pooled); may be "
+                        "left out with --hoc")
     screening_commands.add_simulate_args(p)
     p.add_argument("--seed", type=int, default=SimulationOptions().seed,
                    help="seed of the random order (default %(default)s)")

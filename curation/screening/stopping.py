@@ -22,6 +22,10 @@ Two rules, both replayed in simulation (docs/evaluation.md, "Screening"):
   its p-value is the hypergeometric ``P(X <= k)`` for ``n`` draws from ``N`` holding ``K``.
   Stop when ``p < 1 - confidence``: a frequentist guarantee that needs no model, at the price of
   screening most of the rest when a query has few relevant candidates.
+
+These and the other rules compared in simulation (the knee method, QBCB, runs of irrelevant
+labels, and the calibrated patience rule the app uses, :data:`CHOSEN_RULE`) are registered in
+:mod:`curation.screening.stop_rules`.
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ from scipy.stats import hypergeom, norm, poisson
 
 from kb_sources.errors import CurationError
 
+#: The stop rule the app's advice uses: a name of
+#: :data:`curation.screening.stop_rules.STOP_RULES`, chosen by replaying every rule on the same
+#: lists (docs/evaluation.md, "Stop rules side by side"; ``kbcurate simulate screening``).
+CHOSEN_RULE = "calibrated_patience"
 #: Sd of the normal prior on a query's base-rate offset (log-odds).
 SHIFT_PRIOR_SD = 1.0
 #: The ranked phase counts as saturated when fewer than this many relevant are expected left.

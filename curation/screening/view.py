@@ -17,12 +17,9 @@ import numpy as np
 
 from curation.screening.learner import LearnerOptions, rescore
 from curation.screening.queue import ScreeningQueue
-from curation.screening.stopping import (
-    Remaining,
-    StopAdvice,
-    calibrated_advice,
-    estimate_remaining,
-)
+from curation.screening.stop_base import ScreenedRun
+from curation.screening.stop_rules import advice, stop_rule
+from curation.screening.stopping import CHOSEN_RULE, Remaining, StopAdvice, estimate_remaining
 from curation.store.label_types import Grade
 
 #: What a label row records as the order it was screened in.
@@ -63,8 +60,8 @@ class ScreeningView:
 
 
 def screening_view(queue: ScreeningQueue, labels: Iterable[tuple[str, Grade | str]], *,
-                   options: LearnerOptions | None = None, target: float = 0.95,
-                   confidence: float = 0.95) -> ScreeningView:
+                   options: LearnerOptions | None = None, target: float = 0.95
+                   ) -> ScreeningView:
     """The order, estimate and advice after ``labels`` (doc id, grade), oldest first; a later
     label of the same document replaces an earlier one, skips are left out, and documents
     outside the queue are ignored (add them to the queue as extra ids to count them)."""
@@ -88,4 +85,17 @@ def screening_view(queue: ScreeningQueue, labels: Iterable[tuple[str, Grade | st
     chance = rescored.probabilities[rest].tolist()
     return ScreeningView(
         order, ORDER_LEARNED if rescored.learned else ORDER_STATIC, rescored.labels, remaining,
-        calibrated_advice(remaining, confidence), curve, dict(zip(order, chance, strict=True)))
+        chosen_advice(queue, sequence, given, target), curve,
+        dict(zip(order, chance, strict=True)))
+
+
+def chosen_advice(queue: ScreeningQueue, sequence: list[int], given: dict[int, bool],
+                  target: float) -> StopAdvice:
+    """The advice of the app's stop rule (:data:`~curation.screening.stopping.CHOSEN_RULE`,
+    chosen by replaying every rule: docs/evaluation.md) after the labels in ``sequence`` (queue
+    rows in the order labelled)."""
+    relevant = np.zeros(len(queue), dtype=bool)
+    relevant[[r for r, value in given.items() if value]] = True
+    run = ScreenedRun(queue.query_key, np.asarray(sequence, dtype=np.int64), relevant,
+                      queue.prior, target=target)
+    return advice(stop_rule(CHOSEN_RULE), run)

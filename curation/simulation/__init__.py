@@ -1,8 +1,9 @@
 """Simulated curators replaying gold labels, every ``kbcurate simulate`` mode and its report.
 
-- Screening replays (``kbcurate simulate --screening``): static, in-query learned and random
-  orders and the stopping rule (``screening``, ``screening_run``, ``stop_replay``, over the lists
-  of ``lists``; BC6PM's triage set in ``bc6pm``), their metrics (documents to find all, WSS@95,
+- Screening replays (``kbcurate simulate screening``): static, in-query learned and random
+  orders and every stop rule side by side (``screening``, ``screening_run``, ``stop_replay``,
+  over the lists of ``lists``; BC6PM's triage set in ``bc6pm``, the Hallmarks of Cancer lists in
+  ``hoc``), their metrics (documents to find all, WSS@95,
   recall@k, ERF, ATD: ``metrics``), the report JSON and the recall-versus-screened plots
   (``plots``).
 - Learn-as-you-label with the dense recipes (``kbcurate simulate``, the default learner):

@@ -8,14 +8,14 @@ list (:mod:`curation.simulation.lists`), the gold label revealed after each, by 
   unscreened rest after every label and screening its best next;
 * ``random``: a seeded random order (per query), the floor.
 
-The replay goes on until every relevant candidate is found (the metrics need no more). The
-stopping rule is replayed separately (:mod:`curation.simulation.stopping`). ``heldout`` is dev
-and test together; the learner's options were chosen on dev only.
+The replay goes on until every relevant candidate is found (the metrics need no more); with
+the stop rules (:mod:`curation.simulation.stop_replay`) the learned order goes on to the end of
+the list and serves both. ``heldout`` is dev and test together; the learner's options were
+chosen on dev only.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,6 +26,7 @@ import numpy as np
 from curation.screening.calibration import DEFAULT_CALIBRATION, Calibration, fit_calibration
 from curation.screening.learner import LearnerOptions, rescore
 from curation.screening.queue import ScreeningQueue, build_queue
+from curation.screening.stop_samples import seeded_permutation
 from curation.simulation.lists import ScreeningList
 from curation.simulation.metrics import relevant_positions, screening_metrics
 from kb_sources.errors import CurationError
@@ -96,9 +97,7 @@ def task_calibration(lists: Sequence[ScreeningList]) -> Calibration:
 
 def random_order(qid: str, n: int, seed: int) -> list[int]:
     """A seeded permutation of ``range(n)``, stable per query id."""
-    digest = hashlib.sha256(f"{seed}:{qid}".encode()).digest()
-    rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
-    return [int(i) for i in rng.permutation(n)]
+    return [int(i) for i in seeded_permutation(qid, n, seed)]
 
 
 def feedback_order(queue: ScreeningQueue, relevant: np.ndarray, options: LearnerOptions,
@@ -116,8 +115,13 @@ def feedback_order(queue: ScreeningQueue, relevant: np.ndarray, options: Learner
 
 
 def replay_list(item: ScreeningList, texts: Sequence[str], learner: str, *,
-                calibration: Calibration, options: SimulationOptions | None = None) -> Replay:
+                calibration: Calibration, options: SimulationOptions | None = None,
+                learned: Sequence[int] | None = None) -> Replay:
     """Replay one learner on one list until every relevant item is found.
+
+    Args:
+        learned: The feedback order when already replayed (at least to the last relevant
+            item; the stop rules' replay screens to the end), so it is not replayed twice.
 
     Raises:
         CurationError: Unknown learner, or the list has no relevant item.
@@ -128,6 +132,8 @@ def replay_list(item: ScreeningList, texts: Sequence[str], learner: str, *,
         order = list(range(n))
     elif learner == "random":
         order = random_order(item.qid, n, options.seed)
+    elif learner == "feedback" and learned is not None:
+        order = list(learned)
     elif learner == "feedback":
         queue = build_queue(item.qid, item.doc_ids, texts, item.static,
                             calibration=calibration)
