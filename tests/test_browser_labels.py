@@ -151,7 +151,8 @@ def test_undo_after_a_note_edit_shows_the_restored_note_and_stores_nothing_later
     note(page, A).press("Enter")
     assert [r[2:] for r in wait_rows(root, "alice", lambda r: len(r) == 2)] == [
         ("partial", "", False), ("partial", "dose unclear", True)]
-    undo(page, f"Undid your label 'partial' on {A}")
+    undo(page, f"Undid your note edit on {A}: the note is empty again; its label 'partial' "
+         "stays.")  # issue 44 item 6: said as a note edit, the label stays
     expect_card(page, A, "partial", "")  # the note of the label now current
     assert current(root, "alice", A) == ("partial", "")
     undo(page, f"Undid your label 'partial' on {A}")
@@ -224,7 +225,7 @@ def test_a_curators_mixed_sequence_matches_the_label_history(app):
     card(page, A).get_by_role("radio", name="Complete").click()
     wait_rows(root, "dave", lambda r: len(r) == 3)
     check("regrade", A, "complete", "first look")
-    undo(page, f"Undid your label 'complete' on {A}")
+    undo(page, f"Undid your label 'complete' on {A}: it is 'partial' again.")
     check("undo", A, "partial", "first look")
     card(page, B).get_by_role("radio", name="Irrelevant").click()
     wait_rows(root, "dave", lambda r: len(r) == 3)
@@ -235,7 +236,7 @@ def test_a_curators_mixed_sequence_matches_the_label_history(app):
     check("reload B", B, "irrelevant", "")
     undo(page, f"Undid your label 'irrelevant' on {B}")
     check("undo B", B, None, "")
-    undo(page, f"Undid your label 'partial' on {A}")
+    undo(page, f"Undid your note edit on {A}: the note is empty again")
     check("undo note", A, "partial", "")
     page.context.close()
     mismatched = [s for s in steps if s[1] != s[2]]
