@@ -256,6 +256,27 @@ def test_the_defaults_job_ranks_and_measures_every_schema_once(tmp_workspace):
     assert start_defaults_job(ws, start=False) is None  # every schema has its default
 
 
+def test_a_schema_without_test_queries_is_not_queued_for_measuring(tmp_workspace, monkeypatch):
+    """A schema that can never be measured (the PTM sample has no test query) started a job,
+    and retrained its ranker for nothing, on every demo start."""
+    from curation.training import defaults
+
+    ws = make_learnable_workspace(tmp_workspace)
+    assert defaults.schemas_to_measure(ws) == ["disease_gene"]
+    real = defaults.build_task
+
+    class NoTest:
+        def __init__(self, task):
+            self.task = task
+
+        def split(self, name):
+            return [] if name == "test" else self.task.split(name)
+
+    monkeypatch.setattr(defaults, "build_task", lambda w, s: NoTest(real(w, s)))
+    assert defaults.schemas_to_measure(ws) == []
+    assert defaults.start_defaults_job(ws, start=False) is None
+
+
 def test_the_demo_serves_before_the_rankers_are_trained(tmp_path, monkeypatch, capsys):
     from curation.cli import commands
     from curation.cli.main import main

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from curation.evaluation.best import choose_default
+from curation.evaluation.harness import build_task
 from curation.jobs.kinds import SYSTEM_USER
 from curation.jobs.queue import Job, submit_job
 from curation.search.ranked import describe
@@ -38,9 +39,11 @@ Report = Callable[[float, str], None]
 
 
 def schemas_to_measure(ws: Workspace) -> list[str]:
-    """The evaluable schemas that have no recorded default ranking yet."""
+    """The evaluable schemas that have no recorded default ranking yet and a test query to
+    measure one on (a schema without, such as the PTM sample, could never be measured: each
+    demo start would retrain its ranker for nothing)."""
     return [s for s in Relations(ws).evaluable_schemas()
-            if Rankers(ws).default_ranking(s) is None]
+            if Rankers(ws).default_ranking(s) is None and build_task(ws, s).split("test")]
 
 
 def rank_and_measure(ws: Workspace, *, progress: bool = True,
