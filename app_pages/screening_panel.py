@@ -293,7 +293,7 @@ def _insight(now: Screening, slug: str) -> None:
              help="learned within the query: the unlabelled candidates re-ordered after every "
                   "label of the relation (all curators); label rows record it")
     learned = now.mode == ORDERS[1] and view.order_mode == ORDER_LEARNED
-    st.caption(md(f"Cards shown {order_words(view.order_labels if learned else None)}."))
+    st.caption(md(f"Cards shown {order_words(view.order_labels if learned else None, view.handed_over)}."))  # noqa: E501
     st.plotly_chart(found_chart(view), key=f"screen_chart_{slug}",
                     config={"displayModeBar": False})  # its buttons covered the title
 

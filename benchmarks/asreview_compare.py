@@ -141,6 +141,10 @@ def main() -> int:
     p.add_argument("--learner", action="append", default=[],
                    help="project learners to replay too (default static, feedback, random)")
     p.add_argument("--bc6pm", action="store_true", help="also BC6PM's triage test set")
+    p.add_argument("--hoc", action="store_true",
+                   help="also the Hallmarks of Cancer corpus (ten lists, one per hallmark)")
+    p.add_argument("--no-tasks", action="store_true",
+                   help="skip the BioRED tasks (only --bc6pm / --hoc)")
     p.add_argument("--data-dir", help="data folder (default: $KBCURATE_DATA or ../shared/data)")
     p.add_argument("--seed", type=int, default=13)
     p.add_argument("--out", help="write the JSON here")
@@ -158,7 +162,7 @@ def main() -> int:
                               "split": args.split, "tasks": {}}
     with Workspace.open(args.workspace) as ws:
         pooled_rows: list[dict[str, Any]] = []
-        for schema in args.task or list(DEFAULT_TASKS):
+        for schema in [] if args.no_tasks else args.task or list(DEFAULT_TASKS):
             lists = task_lists(ws, schema)
             calibration = task_calibration(lists)
             rows = []
@@ -169,10 +173,13 @@ def main() -> int:
             report["tasks"][schema] = {"summary": summarise(rows, names), "queries": rows}
             print_table(f"{schema} / {args.split}", report["tasks"][schema]["summary"])
             pooled_rows += rows
-        report["pooled"] = summarise(pooled_rows, names)
-        print_table(f"pooled / {args.split}", report["pooled"])
+        if pooled_rows:
+            report["pooled"] = summarise(pooled_rows, names)
+            print_table(f"pooled / {args.split}", report["pooled"])
     if args.bc6pm:
         report["bc6pm"] = _bc6pm(args, options, names)
+    if args.hoc:
+        report["hoc"] = _hoc(args, options, names)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(report, indent=1), encoding="utf-8")
@@ -196,6 +203,21 @@ def _bc6pm(args: argparse.Namespace, options: SimulationOptions,
     row = compare_list(item, texts, parts, calibration, args, options)
     print_table("BC6PM triage test (one list)", {n: pooled([row["learners"][n]]) for n in names})
     return row
+
+
+def _hoc(args: argparse.Namespace, options: SimulationOptions,
+         names: list[str]) -> dict[str, Any]:
+    from curation.simulation.hoc import hoc_lists
+
+    lists, texts, calibrations = hoc_lists(resolve_data_dir(args.data_dir))
+    rows = []
+    for item in lists:
+        doc_texts = [texts[d] for d in item.doc_ids]
+        rows.append(compare_list(item, doc_texts, [("", t) for t in doc_texts],
+                                 calibrations[item.qid], args, options))
+    summary = summarise(rows, names)
+    print_table(f"Hallmarks of Cancer ({len(rows)} lists)", summary)
+    return {"summary": summary, "queries": rows}
 
 
 if __name__ == "__main__":

@@ -144,6 +144,9 @@ def test_learned_order_reorders_renumbers_and_records_the_labels_it_learned_from
     assert {d.order_labels for d in learned_order(out, more)} == {3}  # replaced, not stacked
     assert order_words(None) == "as ranked"
     assert order_words(3) == "learned within the query after 3 labels"
+    assert order_words(40, 0.8) == ("learned within the query after 40 labels (80% from a "
+                                    "classifier trained on them, the rest from the ranking and "
+                                    "the labels' likeness)")
     assert np.isfinite(view.remaining.expected)
 
 

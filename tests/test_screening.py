@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import binom, hypergeom
 
 from curation.screening.calibration import Calibration, fit_calibration
-from curation.screening.learner import LearnerOptions, rescore
+from curation.screening.learner import LearnerOptions, rescore, svm_earns_its_say
 from curation.screening.queue import build_queue
 from curation.screening.stopping import (
     allowed_misses,
@@ -120,7 +120,7 @@ def test_one_product_rescore_keeps_the_two_centroid_order():
     texts = [" ".join(rng.choice(vocab, 12)) for _ in range(300)]
     q = build_queue("q", [f"d{i}" for i in range(300)], texts, rng.normal(size=300))
     labels = {int(i): bool(rng.random() < 0.3) for i in rng.choice(300, 25, replace=False)}
-    options = LearnerOptions()
+    options = LearnerOptions(handover=math.inf)  # the centroid terms alone
     x = q.rows.astype(np.float64).toarray()
     z = q.prior.copy()
     for kind, weight in ((True, options.similarity), (False, -options.dissimilarity)):
@@ -182,9 +182,80 @@ def test_irrelevant_labels_push_similar_candidates_down():
 def test_the_logistic_part_learns_from_both_kinds_of_label():
     q = queue()
     labels = {0: True, 1: False, 2: False, 3: False}
-    r = rescore(q, labels, LearnerOptions(similarity=0.0, l2=0.03))
+    r = rescore(q, labels, LearnerOptions(similarity=0.0, l2=0.03, handover=math.inf))
     assert q.doc_ids[r.order[0]] == "d6"
     assert r.log_odds[6] > q.prior[6] + 1.0 and r.log_odds[7] < q.prior[7]
+
+
+def _topic_queue(seed: int = 5, n: int = 300):
+    """A list where a third is about one topic (its words) and the static order is noise."""
+    rng = np.random.default_rng(seed)
+    topic = ["kinase", "phosphorylation", "substrate", "residue", "serine", "catalytic"]
+    other = [f"w{i}" for i in range(80)]
+    relevant = rng.random(n) < 0.33
+    texts = [" ".join([*rng.choice(other, 10), *(rng.choice(topic, 3) if r else [])])
+             for r in relevant]
+    q = build_queue("topic", [f"d{i}" for i in range(n)], texts, rng.normal(size=n))
+    _TOPIC_TEXTS.update(zip([f"d{i}" for i in range(n)], texts, strict=True))
+    return q, np.array([relevant[int(d[1:])] for d in q.doc_ids])  # in queue order
+
+
+_TOPIC_TEXTS: dict[str, str] = {}
+
+
+def _texts_of(q):
+    return [_TOPIC_TEXTS[d] for d in q.doc_ids]
+
+
+def test_the_svm_takes_over_as_relevant_labels_accumulate():
+    """The order is (1 - w) * the centroid model + w * scale * a balanced linear SVM's margin,
+    w = R / (R + handover): the formula of the module docstring, fitted independently here."""
+    from sklearn.svm import LinearSVC
+
+    q, relevant = _topic_queue()
+    labelled = list(range(60))
+    labels = {i: bool(relevant[i]) for i in labelled}
+    r_count = sum(labels.values())
+    options = LearnerOptions()
+    base = rescore(q, labels, LearnerOptions(handover=math.inf))
+    r = rescore(q, labels, options)
+    w = options.max_share * r_count / (r_count + options.handover)
+    assert r.handed_over == pytest.approx(w) and base.handed_over == 0.0
+    y = relevant[labelled]
+    weight = np.where(y, 1.0, y.sum() / (options.svm_ratio * (~y).sum()))
+    weight *= len(y) / weight.sum()
+    svm = LinearSVC(C=options.svm_c, random_state=0).fit(q.rows[labelled], y.astype(int),
+                                                       sample_weight=weight)
+    margin = svm.decision_function(q.rows)
+    expected = (1 - w) * base.log_odds + w * options.margin_scale * margin
+    assert r.log_odds == pytest.approx(expected, abs=1e-4)
+    # the topic's words were learned: the next 40 screened are mostly relevant
+    rest = [i for i in range(len(q)) if i not in labels]
+    share = lambda order: float(np.mean(relevant[list(order[:40])]))  # noqa: E731
+    assert share(r.order) >= 0.9 > np.mean(relevant[rest]) + 0.4
+    assert rescore(q, labels, options).order == r.order  # deterministic
+
+
+def test_the_svm_has_no_say_until_it_beats_the_ranking_on_the_labels():
+    q, relevant = _topic_queue()
+    pos, neg = np.flatnonzero(relevant).tolist(), np.flatnonzero(~relevant).tolist()
+    only_relevant = {i: True for i in pos[:5]}
+    r = rescore(q, only_relevant)
+    assert r.handed_over == 0.0
+    assert r.log_odds == pytest.approx(
+        rescore(q, only_relevant, LearnerOptions(handover=math.inf)).log_odds)
+    two_each = {**{i: True for i in pos[:2]}, **{i: False for i in neg[:2]}}
+    assert rescore(q, two_each).handed_over == 0.0  # 3 of each kind needed
+    three_each = {**{i: True for i in pos[:3]}, **{i: False for i in neg[:3]}}
+    assert svm_earns_its_say(q, three_each, LearnerOptions())  # the static order is noise
+    assert rescore(q, three_each).handed_over == pytest.approx(0.8 * 3 / 8)  # 0.8 * 3 / (3 + 5)
+    # a ranking that already puts the relevant ones first keeps the order to itself
+    ranked = build_queue("topic", q.doc_ids, _texts_of(q), relevant * 5.0)
+    rel = np.array([relevant[q.index()[d]] for d in ranked.doc_ids])
+    labels = {**{i: True for i in np.flatnonzero(rel)[:6].tolist()},
+              **{i: False for i in np.flatnonzero(~rel)[:6].tolist()}}
+    assert not svm_earns_its_say(ranked, labels, LearnerOptions())
+    assert rescore(ranked, labels).handed_over == 0.0
 
 
 def test_learner_options_and_labels_are_checked():
@@ -192,6 +263,12 @@ def test_learner_options_and_labels_are_checked():
         LearnerOptions(similarity=-1)
     with pytest.raises(CurationError, match="l2 must be a positive number"):
         LearnerOptions(l2=0)
+    with pytest.raises(CurationError, match="handover must be a positive number"):
+        LearnerOptions(handover=0)
+    with pytest.raises(CurationError, match="margin_scale must be a number >= 0"):
+        LearnerOptions(margin_scale=-1.0)
+    with pytest.raises(CurationError, match=r"max_share must be in \[0, 1\]"):
+        LearnerOptions(max_share=1.5)
     with pytest.raises(CurationError, match="outside the screening queue"):
         rescore(queue(), {8: True})
 
@@ -265,6 +342,7 @@ def test_screening_view_counts_labels_by_document_and_says_how_the_order_was_mad
     view = screening_view(q, [("d0", "complete"), ("d3", "complete"), ("d1", "irrelevant"),
                               ("d2", "skip"), ("elsewhere", "complete"), ("d3", "irrelevant")])
     assert view.order_mode == ORDER_LEARNED and view.order_labels == 3  # d3's last label counts
+    assert view.handed_over == 0.0 == first.handed_over  # 3 labels of each kind before any
     assert view.found_curve == (1, 1, 1) and view.remaining.found == 1
     assert view.order[0] == "d6" and "d2" in view.order  # skipped: still to screen
     assert set(view.probabilities) == set(view.order)

@@ -284,3 +284,45 @@ def test_simulate_screening_command_writes_json_and_html(tmp_workspace, capsys):
     assert main(["simulate", "-w", str(ws.root), "--schema", "disease_gene", "--screening",
                  "--recall-target", "1.5", "--quiet"]) == 2
     assert "--recall-target must be in (0, 1)" in capsys.readouterr().err
+
+
+def _triage_file(root):
+    """Twelve hand-made triage abstracts: 5 about a mutation breaking a binding."""
+    docs = []
+    for i in range(12):
+        relevant = i % 2 == 0 and i < 10
+        text = (f"The R{i}Q mutation abolishes binding of the protein to its partner"
+                if relevant else f"A cohort study of diet number {i} and sleep")
+        docs.append({"id": str(700 + i), "infons": {"relevant": "yes" if relevant else "no"},
+                     "passages": [{"infons": {"type": "abstract"}, "text": text}]})
+    path = root / "bc6pm" / "PMtask_Triage_TestSet.json.gz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        json.dump({"documents": docs}, fh)
+
+
+def test_simulate_screening_replays_bc6pm_hoc_and_long_lists(tmp_workspace, tmp_path, capsys):
+    from curation.cli.main import main
+
+    ws = _kb_workspace(tmp_workspace)
+    _hoc_file(tmp_path)
+    _triage_file(tmp_path)
+    out = tmp_path / "topic.json"
+    assert main(["simulate", "screening", "-w", str(ws.root), "--hoc", "--bc6pm",
+                 "--data-dir", str(tmp_path), "--out", str(out), "--quiet"]) == 0
+    result = json.loads(out.read_text())
+    assert set(result["by_task"]) == {"hoc", "bc6pm"}
+    bc6pm = [q for q in result["queries"] if q["schema"] == "bc6pm"]
+    assert len(bc6pm) == 1 and bc6pm[0]["n"] == 12 and bc6pm[0]["relevant"] == 5
+    assert "bc6pm/bc6pm-triage-test" in result["stop"][CHOSEN_RULE]["per_query"]
+    # only the schema's queries with at least N relevant candidates (none here has 3)
+    assert main(["simulate", "screening", "-w", str(ws.root), "--schema", "disease_gene",
+                 "--min-relevant", "3", "--quiet", "--no-stop"]) == 2
+    assert "relevant" in capsys.readouterr().err
+    assert main(["simulate", "screening", "-w", str(ws.root), "--schema", "disease_gene",
+                 "--min-relevant", "0", "--quiet"]) == 2
+    assert "--min-relevant must be >= 1" in capsys.readouterr().err
+    default = ws.root / "exports" / "screening-disease_gene-min2-heldout.json"
+    assert main(["simulate", "screening", "-w", str(ws.root), "--schema", "disease_gene",
+                 "--min-relevant", "2", "--quiet", "--no-stop"]) == 0
+    assert default.is_file() and json.loads(default.read_text())["options"]["min_relevant"] == 2

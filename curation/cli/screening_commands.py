@@ -28,8 +28,14 @@ def add_simulate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hoc", action="store_true",
                    help="also replay the ten Hallmarks of Cancer lists (DATA/hoc: 1,852 "
                         "abstracts, one list per hallmark in BM25 order)")
-    p.add_argument("--data-dir", help="data folder for --hoc (default: $KBCURATE_DATA or "
-                                      "../shared/data)")
+    p.add_argument("--bc6pm", action="store_true",
+                   help="also replay BC6PM's triage test set as one list (DATA/bc6pm: 1,427 "
+                        "abstracts, 704 relevant, in BM25 order of the track's topic)")
+    p.add_argument("--min-relevant", type=int, default=None, metavar="N",
+                   help="replay only the schemas' queries with at least N relevant candidates "
+                        "(default 2; 5 keeps the long lists)")
+    p.add_argument("--data-dir", help="data folder for --hoc and --bc6pm (default: "
+                                      "$KBCURATE_DATA or ../shared/data)")
 
 
 def simulate_screening_command(args: argparse.Namespace) -> int:
@@ -38,6 +44,7 @@ def simulate_screening_command(args: argparse.Namespace) -> int:
     from curation.simulation.plots import write_recall_html
     from curation.simulation.screening import SimulationOptions
     from curation.simulation.screening_run import (
+        bc6pm_task,
         format_screening,
         hoc_task,
         simulate_screening,
@@ -45,16 +52,26 @@ def simulate_screening_command(args: argparse.Namespace) -> int:
     from curation.store.config import resolve_data_dir
 
     schemas = [s.strip() for s in (args.schema or "").split(",") if s.strip()]
-    if not schemas and not args.hoc:
+    if not schemas and not args.hoc and not args.bc6pm:
         raise CurationError("--schema names no schema; give one or several, comma-separated "
-                            "(or --hoc for the Hallmarks of Cancer lists)")
+                            "(or --hoc for the Hallmarks of Cancer lists, --bc6pm for BC6PM's "
+                            "triage list)")
     if not 0.0 < args.recall_target < 1.0:
         raise CurationError(f"--recall-target must be in (0, 1), got {args.recall_target}")
     rules = [r.strip() for r in args.stop_rules.split(",") if r.strip()] if (
         args.stop_rules is not None) else None
-    options = SimulationOptions(seed=args.seed)
-    extra = [hoc_task(resolve_data_dir(args.data_dir))] if args.hoc else []
-    names = schemas + (["hoc"] if args.hoc else [])
+    min_relevant = SimulationOptions().min_relevant if args.min_relevant is None \
+        else args.min_relevant
+    if min_relevant < 1:
+        raise CurationError(f"--min-relevant must be >= 1, got {min_relevant}")
+    options = SimulationOptions(seed=args.seed, min_relevant=min_relevant)
+    extra = []
+    if args.hoc or args.bc6pm:
+        data_dir = resolve_data_dir(args.data_dir)
+        extra = ([hoc_task(data_dir)] if args.hoc else []) \
+            + ([bc6pm_task(data_dir)] if args.bc6pm else [])
+    names = schemas + (["hoc"] if args.hoc else []) + (["bc6pm"] if args.bc6pm else []) \
+        + ([f"min{min_relevant}"] if args.min_relevant is not None else [])
     with Workspace.open(workspace_path(args)) as ws:
         result = simulate_screening(ws, schemas, args.split, options=options,
                                     stops=not args.no_stop, rules=rules,

@@ -28,12 +28,16 @@ from curation.screening.view import ORDER_LEARNED, ScreeningView
 T = TypeVar("T")
 
 
-def order_words(order_labels: int | None) -> str:
+def order_words(order_labels: int | None, handed_over: float = 0.0) -> str:
     """How a label's shown order reads: "as ranked" or "learned within the query after N
-    labels"."""
+    labels", and how much of it a classifier trained on the labels decides (when it does)."""
     if order_labels is None:
         return "as ranked"
-    return f"learned within the query after {int(order_labels):d} labels"
+    words = f"learned within the query after {int(order_labels):d} labels"
+    if handed_over >= 0.005:
+        words += (f" ({handed_over:.0%} from a classifier trained on them, the rest from the "
+                  "ranking and the labels' likeness)")
+    return words
 
 
 def learned_order(docs: Sequence[T], view: ScreeningView) -> tuple[T, ...]:

@@ -48,6 +48,9 @@ class ScreeningView:
         advice: Whether to stop for the recall target, in words.
         found_curve: Relevant found after each label, in the order the labels came.
         probabilities: doc id -> the model's probability of relevance (unlabelled ones).
+        handed_over: The share of the order the classifier trained on the labels decides
+            (:func:`~curation.screening.learner.handover_weight`; 0 before a label of each
+            kind).
     """
 
     order: tuple[str, ...]
@@ -57,6 +60,7 @@ class ScreeningView:
     advice: StopAdvice
     found_curve: tuple[int, ...] = field(repr=False)
     probabilities: dict[str, float] = field(repr=False)
+    handed_over: float = 0.0
 
 
 def screening_view(queue: ScreeningQueue, labels: Iterable[tuple[str, Grade | str]], *,
@@ -86,7 +90,7 @@ def screening_view(queue: ScreeningQueue, labels: Iterable[tuple[str, Grade | st
     return ScreeningView(
         order, ORDER_LEARNED if rescored.learned else ORDER_STATIC, rescored.labels, remaining,
         chosen_advice(queue, sequence, given, target), curve,
-        dict(zip(order, chance, strict=True)))
+        dict(zip(order, chance, strict=True)), rescored.handed_over)
 
 
 def chosen_advice(queue: ScreeningQueue, sequence: list[int], given: dict[int, bool],

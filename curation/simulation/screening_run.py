@@ -15,9 +15,10 @@ The report::
                   "learners": {NAME: {metric: value}}, "stop": {RULE: {...}}}],
      "curves": {NAME: [mean recall after 0..k screened]}}
 
-A task is a BioRED schema of the workspace (its held-out lists) or, with ``hoc``, the ten
-Hallmarks of Cancer lists (:mod:`curation.simulation.hoc`); in ``by_task`` the per-query keys
-are the query ids alone.
+A task is a BioRED schema of the workspace (its held-out lists with at least
+``min_relevant`` relevant candidates), the ten Hallmarks of Cancer lists
+(:mod:`curation.simulation.hoc`) or BC6PM's triage test set as one list
+(:mod:`curation.simulation.bc6pm`); in ``by_task`` the per-query keys are the query ids alone.
 """
 
 from __future__ import annotations
@@ -92,6 +93,15 @@ def hoc_task(data_dir: Path) -> ReplayTask:
     return ReplayTask("hoc", lists, lambda item: [texts[d] for d in item.doc_ids],
                       lambda item: calibrations[item.qid],
                       {k: v.to_json() for k, v in calibrations.items()})
+
+
+def bc6pm_task(data_dir: Path) -> ReplayTask:
+    """BC6PM's triage test set as one list (704 relevant of 1,427) in BM25 order of the topic."""
+    from curation.simulation.bc6pm import bc6pm_list
+
+    item, texts, calibration = bc6pm_list(data_dir)
+    return ReplayTask("bc6pm", [item], lambda _: texts, lambda _: calibration,
+                      calibration.to_json())
 
 
 def simulate_screening(ws: Workspace | None, schemas: Sequence[str], split: str, *,
