@@ -39,6 +39,7 @@ from curation.search.choices import (
     resolve_retriever_choice,
     retriever_choices,
 )
+from curation.search.cross_scores import on_relation_opened
 from curation.search.ranked import (
     default_caption,
     default_for,
@@ -318,7 +319,9 @@ def search(ctx: AppContext, schema: Schema, partial: PartialRelation, text: str,
     cache: dict = st.session_state["search_cache"]
     key = (schema.name, partial.query_key, text, version.id if version else name, rerank, k,
            documents_stamp(ctx.ws))  # new documents (a PubMed search): search again
-    if key not in cache:
+    if key not in cache:  # first search of it: the cross-encoder reads it in the background
+        on_relation_opened(ctx.ws, schema.name, partial.query_key, text, user=ctx.user,
+                           cross=ranked.context.cross if ranked is not None else None)
         with st.spinner("Ranking abstracts ..."):
             if ranked is not None:
                 cache[key] = run_search(ctx.ws, get_retriever(ctx.ws, "bm25"), schema, partial,

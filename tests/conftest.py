@@ -161,3 +161,27 @@ def served_team(tmp_path: Path):
                               doc_id="25265492", grade=grade)
     with serving(root, {"HOME": str(tmp_path)}) as url:
         yield url, root
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder(tiny_model_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Folder of a tiny random BERT cross-encoder (sequence classification, ``num_labels=1``,
+    safetensors, the tiny model's WordPiece tokenizer), built once per session.
+
+    Its logits are random but deterministic (seeded); tests check mechanics, never quality.
+    """
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    hf = tiny_model_path.parent / "hf"  # the tokenizer and config tiny_model.py wrote
+    out = tmp_path_factory.mktemp("tiny-cross") / "cross"
+    base = BertConfig.from_pretrained(hf)
+    config = BertConfig(vocab_size=base.vocab_size, hidden_size=base.hidden_size,
+                        num_hidden_layers=base.num_hidden_layers,
+                        num_attention_heads=base.num_attention_heads,
+                        intermediate_size=base.intermediate_size,
+                        max_position_embeddings=base.max_position_embeddings, num_labels=1)
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(out, safe_serialization=True)
+    AutoTokenizer.from_pretrained(hf).save_pretrained(out)
+    return out

@@ -24,6 +24,11 @@ TODAY = {
     "index": ("curation.search.indexing:run_index_job",
               "build or update a retriever index over the workspace documents", False,
               ("retriever", "options", "rebuild"), "curation.search.indexing:check_index_params"),
+    "cross_scores": ("curation.search.cross_scores:run_cross_job",
+                     "score each relation's top K with the active cross-encoder into the "
+                     "workspace's cache (the learned ranker's cross feature)", False,
+                     ("schema", "version", "k", "query_keys", "text"),
+                     "curation.search.cross_scores:check_cross_params"),
     "train": ("curation.training.jobs:run_training",
               "train a dense retriever (EDEL, BiCA or BioHiCL) into a new model version", True,
               ("schema", "options", "recipe"), None),
@@ -130,7 +135,8 @@ def test_each_kind_has_an_end(monkeypatch, caplog):
     others a day; the environment overrides one kind's, in minutes."""
     limits = {kind.name: kind.max_seconds for kind in job_kinds()}
     assert limits == {**dict.fromkeys(TODAY, 24 * 3600.0), "pubmed_search": 20 * 60.0,
-                      "watch": 30 * 60.0, "selftest": 600.0, "measure_defaults": 3 * 3600.0}
+                      "watch": 30 * 60.0, "selftest": 600.0, "measure_defaults": 3 * 3600.0,
+                      "cross_scores": 6 * 3600.0}
     search = get_kind("pubmed_search")
     assert search.max_minutes_env == "KBCURATE_JOB_MAX_MINUTES_PUBMED_SEARCH"
     assert search.max_run_s() == 1200.0
@@ -152,7 +158,7 @@ def test_each_wing_declares_its_kinds_through_the_entry_points():
                      "simulation": "curation.simulation.job_kinds:JOB_KINDS",
                      "training": "curation.training.job_kinds:JOB_KINDS"}
     names = {wing: [kind.name for kind in load_target(target)] for wing, target in group.items()}
-    assert names == {"evaluation": ["evaluate"], "search": ["index"],
+    assert names == {"evaluation": ["evaluate"], "search": ["index", "cross_scores"],
                      "pubmed": ["pubmed_search", "watch"],
                      "simulation": ["simulate"],
                      "training": ["train", "retrain", "activate", "rank", "measure_defaults"]}
@@ -162,8 +168,8 @@ def test_each_wing_declares_its_kinds_through_the_entry_points():
 
 def test_an_unknown_kind_lists_the_available_ones():
     with pytest.raises(UnknownNameError, match=r"Unknown job kind 'train-everything'. Available "
-                       "options: activate, evaluate, index, measure_defaults, pubmed_search, "
-                       "rank, retrain, selftest, simulate, train, watch$"):
+                       "options: activate, cross_scores, evaluate, index, measure_defaults, "
+                       "pubmed_search, rank, retrain, selftest, simulate, train, watch$"):
         get_kind("train-everything")
     assert find_kind("train-everything") is None
 

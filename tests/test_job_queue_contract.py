@@ -120,8 +120,8 @@ def test_permissions_are_checked_as_before(ws):
 
 
 def test_unknown_kinds_and_parameters_are_refused(ws):
-    with pytest.raises(UnknownNameError, match="Available options: activate, evaluate, index, "
-                       "measure_defaults, "
+    with pytest.raises(UnknownNameError, match="Available options: activate, cross_scores, "
+                       "evaluate, index, measure_defaults, "
                        "probe, pubmed_search, rank, retrain, selftest, simulate, train, watch$"):
         submit(ws, "train-everything", {})
     with pytest.raises(CurationError, match=r"Job kind 'selftest' got unknown parameter\(s\) "

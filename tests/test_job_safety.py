@@ -206,6 +206,7 @@ def test_every_kind_declares_its_parameters():
         "activate": ("schema", "version", "reason"),
         "evaluate": ("schema", "retrievers", "split", "options"),
         "index": ("retriever", "options", "rebuild"),
+        "cross_scores": ("schema", "version", "k", "query_keys", "text"),
         "train": ("schema", "options", "recipe"),
         "retrain": ("schema", "options"),
         "rank": ("schema", "labels", "labeller"),

@@ -42,8 +42,8 @@ def test_non_admin_cannot_start_admin_job(tmp_workspace):
 
 
 def test_unknown_kind_lists_options(tmp_workspace):
-    with pytest.raises(UnknownNameError, match="Available options: activate, evaluate, index, "
-                       "measure_defaults, "
+    with pytest.raises(UnknownNameError, match="Available options: activate, cross_scores, "
+                       "evaluate, index, measure_defaults, "
                        "pubmed_search, rank, retrain, selftest, simulate, train, watch$"):
         submit_job(tmp_workspace, "train-everything", {}, user=ADMIN)
 

@@ -97,7 +97,7 @@ def toy_plugin(tmp_path, monkeypatch):
 
 
 def test_the_plugin_is_registered_with_generated_flags(toy_plugin):
-    assert recipes.recipe_names() == ("edel", "bica", "biohicl", "toy")
+    assert recipes.recipe_names() == ("edel", "bica", "biohicl", "cross", "toy")
     fields = {f.name: f for f in recipes.option_fields(recipes.options_class("toy"))}
     assert (fields["negative_mu"].kind, fields["negative_mu"].default) == (float, 1.0)
     assert fields["shuffle_negatives"].kind is bool and not fields["negative_mu"].shared

@@ -39,7 +39,7 @@ TRIPLETS = [
 
 
 def test_every_recipe_has_validated_options() -> None:
-    assert RECIPES == ("edel", "bica", "biohicl")
+    assert RECIPES == ("edel", "bica", "biohicl", "cross")
     assert recipe_options("bica").graph == "citations"  # the paper's graph is the default
     assert recipe_options("bica", {"graph": "knn", "knn_k": 7}).knn_k == 7
     hicl = recipe_options("biohicl")

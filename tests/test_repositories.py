@@ -21,6 +21,7 @@ from curation.store.adjudications import Adjudications
 from curation.store.baseline import import_baseline
 from curation.store.baseline_files import BaselineFiles
 from curation.store.citations import Citations
+from curation.store.cross_scores import CrossScores
 from curation.store.documents import Documents
 from curation.store.entities import Entities
 from curation.store.importer import import_citations, import_file
@@ -43,8 +44,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 STORE = Path(__file__).parents[1] / "curation" / "store"
 ADMIN = User("root", Role.ADMIN)
 #: The repositories: one class per table (or per group of settings), each holding its SQL.
-REPOSITORIES = (Adjudications, BaselineFiles, Citations, Documents, Entities, Jobs, Labels,
-                Mesh, Models, PubmedHits, RankerVersions, Rankers, Relations, Settings,
+REPOSITORIES = (Adjudications, BaselineFiles, Citations, CrossScores, Documents, Entities, Jobs,
+                Labels, Mesh, Models, PubmedHits, RankerVersions, Rankers, Relations, Settings,
                 Suggestions, Watches, WebSessions)
 RANKER_MANIFEST = {"kind": "logistic", "features": ["bm25_score"], "file": "model.json",
                    "created_by": "root"}
@@ -62,6 +63,9 @@ def scenario(ws: Workspace, model_dir: Path) -> None:
     entities = Entities(ws)
     entities.add_curator_synonym("gene:braf", "B-Raf", "ann")
     entities.add_synonyms(Entity("Melanoma", "disease", "D008545"), ["Melanomas"], "mesh")
+    CrossScores(ws).put_many("disease_gene-cross@1:abc", Q["query_text"],
+                             {"101": 2.5, "201": -1.0, "missing": 3.0})
+    CrossScores(ws).put_many("disease_gene-cross@1:abc", Q["query_text"], {"201": -0.5})
     labels = Labels(ws)
     labels.record(user="ann", doc_id="101", grade="complete", **Q)
     labels.record(user="ann", doc_id="201", grade="irrelevant", **Q)
@@ -209,6 +213,12 @@ def reads(ws: Workspace) -> dict[str, object]:
                                   RankerVersions(ws).exists("disease_gene-ranker@4"),
                                   sorted(RankerVersions(ws).idents())),
         "settings.value": Settings(ws).value("vectors.store"),
+        "crossscores.get_many": CrossScores(ws).get_many("disease_gene-cross@1:abc",
+                                                         Q["query_text"], ["101", "201", "301"]),
+        "crossscores.scored": (CrossScores(ws).scored_texts("disease_gene-cross@1:abc",
+                                                            [Q["query_text"], "other"]),
+                               CrossScores(ws).count(),
+                               CrossScores(ws).active_version("disease_gene")),
         "pubmedhits.searches": [(p.actor, p.pubmed_query, p.hit_count, p.fetched, p.imported)
                                 for p in PubmedHits(ws).searches(Q["schema"], Q["query_key"])],
         "pubmedhits.hits": PubmedHits(ws).hits(PubmedHits(ws).searches()[0].id),
@@ -309,6 +319,8 @@ def test_the_repositories_answer_what_the_scenario_wrote(both):
     assert got["rankerversions.exists"] == (True, False, ["disease_gene-ranker@1",
                                                           "disease_gene-ranker@4"])
     assert got["settings.value"] == "faiss"
+    assert got["crossscores.get_many"] == {"101": 2.5, "201": -0.5}
+    assert got["crossscores.scored"] == (1, 2, None)
     assert got["suggestions.pending_answers"] == [(Q["query_key"], "gene:nras", "NRAS")]
     assert got["suggestions.accepted"] == [("BRAF", "gene:braf")]
     assert got["suggestions"] == [("103", "NRAS", "new"), ("101", "BRAF", "accepted")]

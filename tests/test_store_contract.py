@@ -27,7 +27,7 @@ TABLES = {"adjudications", "annotations", "audit_log", "citations", "documents",
           "relation_pmids", "relation_slots", "relations", "source_suggestions", "synonyms",
           "web_sessions", "ranker_versions", "ranker_rounds", "baseline_files",
           "baseline_deletions", "baseline_versions", "pubmed_searches", "pubmed_hits",
-          "watches", "watch_runs", "watch_hits"}
+          "watches", "watch_runs", "watch_hits", "cross_scores"}
 Q = {"schema": "PO", "query_key": "gene=gene:673|variant=variant:v600e",
      "query_text": "Treatment for gene BRAF and variant V600E?"}
 

@@ -36,6 +36,10 @@ def add_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     g.add_argument("--pooling", choices=("cls", "mean", "max", "lasttoken"),
                    help="override the pooling (default: the folder's, else the name's profile)")
     g.add_argument("--max-seq-length", type=int, default=256)
+    g.add_argument("--kind", default="auto", choices=("auto", "dense", "cross"),
+                   help="dense: a bi-encoder; cross: a cross-encoder (re-ranks BM25's top K, its "
+                        "own active slot); auto: cross when the folder's config.json is a "
+                        "one-label sequence classifier")
     g.add_argument("--query-prefix", help="text put before each query (default: profile)")
     g.add_argument("--doc-prefix", help="text put before each document (default: profile)")
     g.add_argument("--evaluation", default="corpus", choices=("corpus", "pool", "none"),
@@ -82,22 +86,38 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def _models_import(ws: Workspace, args: argparse.Namespace) -> None:
-    from curation.training.imports import import_checkpoint
+    from curation.training.imports import (
+        import_checkpoint,
+        import_cross_encoder,
+        is_cross_source,
+    )
 
     if not args.version or not args.schema:
         raise CurationError("kbcurate models import needs a SOURCE (model folder or Hugging Face "
                             "name) and --schema S, e.g. kbcurate models import ./BiCA-small "
                             "--schema disease_gene --name bica_small")
+    if args.kind == "cross" or (args.kind == "auto" and is_cross_source(args.version)):
+        v = import_cross_encoder(ws, args.version, schema=args.schema,
+                                 name="cross_imported" if args.name == "imported" else args.name,
+                                 max_seq_length=args.max_seq_length, actor="cli",
+                                 evaluation=None if args.evaluation == "none" else "corpus",
+                                 progress=not args.quiet)
+        _say_imported(args.version, v)
+        return
     v = import_checkpoint(ws, args.version, schema=args.schema, name=args.name,
                           query_model=args.query_model, pooling=args.pooling,
                           max_seq_length=args.max_seq_length, query_prefix=args.query_prefix,
                           doc_prefix=args.doc_prefix, actor="cli",
                           evaluation=None if args.evaluation == "none" else args.evaluation,
                           progress=not args.quiet)
+    _say_imported(args.version, v)
+
+
+def _say_imported(source: str, v: ModelVersion) -> None:
     ndcg = v.metrics.get("test_ndcg@10", v.metrics.get("testpool_ndcg@10"))
     scored = (f"test NDCG@10 {ndcg:.3f}" if isinstance(ndcg, int | float)
               else "no test metrics")
-    print(f"imported {args.version} as {v.id} (candidate, {scored}; activate it with kbcurate "
+    print(f"imported {source} as {v.id} (candidate, {scored}; activate it with kbcurate "
           f"models activate {v.id} --reason TEXT)")
     for warning in v.metrics.get("warnings") or []:
         print(f"warning: {warning}")

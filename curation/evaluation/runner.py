@@ -21,6 +21,7 @@ from curation.evaluation.harness import (
     score_run,
 )
 from curation.matching.matcher import EntityMatcher
+from curation.ranking.cross import CrossFeature, version_cross
 from curation.ranking.pipeline import RANKED, RankingContext
 from curation.ranking.versions import active_version, load_ranker
 from curation.search.choices import RetrieverChoice, parse_retriever_choice
@@ -153,15 +154,18 @@ def rank_queries(ws: Workspace, name: str, queries: Sequence[EvalQuery],
 def ranking_context(ws: Workspace, task: EvalTask, *, dense: Retriever | None = None,
                     base: Retriever | None = None, matcher: EntityMatcher | None = None,
                     depth: int = DEPTH, progress: bool = False,
-                    stale_ok: bool = False) -> RankingContext:
+                    stale_ok: bool = False, cross: CrossFeature | None = None
+                    ) -> RankingContext:
     """The ranking context of a task over BM25 (built when missing; a saved one even when
     stale with ``stale_ok``: see :func:`get_index`), held out: its answer-type dictionary holds
-    only the answers of train-split relations, so no dev or test relation reaches a feature."""
+    only the answers of train-split relations, so no dev or test relation reaches a feature.
+    ``cross``: the cross-encoder block (its cached scores, computing missing ones when it has
+    a scorer)."""
     keys = {a.key for q in task.split("train") for a in q.answers}
     return RankingContext(ws, get_schema(task.schema, ws.schemas()),
                           get_index(ws, "bm25", progress=progress, stale_ok=stale_ok),
                           dense=dense, base=base, matcher=matcher, depth=depth,
-                          answer_keys=keys)
+                          answer_keys=keys, cross=cross)
 
 
 def ranked_queries(ws: Workspace, task: EvalTask, queries: Sequence[EvalQuery],
@@ -169,7 +173,9 @@ def ranked_queries(ws: Workspace, task: EvalTask, queries: Sequence[EvalQuery],
     """qid -> top-DEPTH hits of the schema's active ranker version (over BM25's top DEPTH).
 
     The answer-type dictionary holds only the answers of train-split relations, so no held-out
-    relation reaches a feature (:class:`~curation.ranking.pipeline.RankingContext`).
+    relation reaches a feature (:class:`~curation.ranking.pipeline.RankingContext`). A version
+    trained with the cross-encoder's score reads the cache and scores the pairs missing from it
+    with the cross version it was trained with (an evaluation is a batch job, not a page).
 
     Raises:
         CurationError: The schema has no active ranker version.
@@ -181,7 +187,8 @@ def ranked_queries(ws: Workspace, task: EvalTask, queries: Sequence[EvalQuery],
     ranker = load_ranker(version)
     dense, base = version_first_stages(ws, version, build=True, progress=progress)
     ctx = ranking_context(ws, task, dense=dense, base=base, matcher=matcher,
-                          depth=int(version.manifest.get("depth", DEPTH)), progress=progress)
+                          depth=int(version.manifest.get("depth", DEPTH)), progress=progress,
+                          cross=version_cross(ws, version.manifest, compute=True))
     return {q.qid: [r.hit for r in ctx.rank(ranker, q.text, q.query, DEPTH, q.qid)]
             for q in tqdm(queries, desc=f"rank {RANKED} ({version.id})", disable=not progress,
                           mininterval=0.5)}

@@ -3,7 +3,8 @@
 Takes the per-feature contributions of :meth:`curation.ranking.model.Ranker.contributions`
 (LightGBM's ``pred_contrib``) and phrases the top ones that pushed the score up: "names BRAF and
 V600E in the title", "a treatment shares a sentence with the query entities", "close to the
-KB-trained model". Plain text; the app escapes it like any other text.
+KB-trained model", "the cross-encoder read the query and abstract together: score 2.31, in
+the top 4%". Plain text; the app escapes it like any other text.
 """
 
 from __future__ import annotations
@@ -42,9 +43,25 @@ def _times(n: int) -> str:
     return {1: "once", 2: "twice"}.get(n, f"{n} times")
 
 
+def _cross(value: float, share: float | None) -> str:
+    """The cross-encoder's reason: its score, and the top share of the query's scored
+    candidates the document is in, when known."""
+    where = (f", in the top {max(1, math.ceil(100 * share))}%"
+             if share is not None and math.isfinite(share) else "")
+    return f"the cross-encoder read the query and abstract together: score {value:.2f}{where}"
+
+
 def phrase(feature: str, value: float, query: Mapping[str, Sequence[Entity]],
-           answer_type: str) -> str:
-    """One feature's value in words."""
+           answer_type: str, row: Mapping[str, float] | None = None) -> str:
+    """One feature's value in words (``row``: the document's other values, which some phrases
+    quote: the cross-encoder's score and place)."""
+    row = row or {}
+    if feature in ("cross_score", "cross_share"):
+        score = value if feature == "cross_score" else row.get("cross_score", math.nan)
+        share = value if feature == "cross_share" else row.get("cross_share")
+        if math.isfinite(score):
+            return _cross(score, share)
+        return "the cross-encoder has not read it yet"
     if feature.startswith("slot:"):
         _, slot, part = feature.split(":", 2)
         who = _names(query.get(slot, ()))
@@ -62,6 +79,8 @@ def phrase(feature: str, value: float, query: Mapping[str, Sequence[Entity]],
         "dense_cos": "close to the KB-trained model",
         "base_cos": "close to the base model",
         "dense_missing": "outside the KB-trained model's top candidates",
+        "cross_missing": "the cross-encoder has not read it (not among its top candidates)"
+        if value else "the cross-encoder read it",
         "slots_named": f"names {every}" if value >= 1 else "names some of the query entities",
         "slots_in_title": f"names {every} in the title",
         "answer_entities": f"names {_count(round(math.expm1(value)), answer)}",
@@ -76,10 +95,13 @@ def reasons(names: Sequence[str], values: np.ndarray, contributions: np.ndarray,
             ) -> list[Reason]:
     """The ``top`` features that raised this row's score most (positive contributions only)."""
     order = sorted(range(len(names)), key=lambda i: (-float(contributions[i]), names[i]))
-    out = []
+    row = {n: float(v) for n, v in zip(names, values, strict=True)}
+    out: list[Reason] = []
     for i in order:
         if len(out) == top or not contributions[i] > 0:
             break
-        out.append(Reason(names[i], float(contributions[i]),
-                          phrase(names[i], float(values[i]), query, answer_type)))
+        text = phrase(names[i], float(values[i]), query, answer_type, row)
+        if any(r.text == text for r in out):  # the cross score and its place say one thing
+            continue
+        out.append(Reason(names[i], float(contributions[i]), text))
     return out

@@ -8,6 +8,10 @@ The candidates of a partial relation are the union of BM25's top N and the dense
   rank fusion over the retrievers given;
 * dense: cosine to the trained version and to the base model where given, and a flag when the
   document is outside the dense top N (then the cosine is missing, never an error);
+* cross-encoder (only in versions trained with it, :mod:`curation.ranking.cross`): the score of
+  the active cross version, read from the workspace's cache for the first stages' top K, the
+  document's place among the scored ones, and a flag when there is no score (outside the top K,
+  not computed yet, or no cross version: a missing feature, never an error);
 * entity evidence per query slot, from the :class:`~curation.matching.matcher.EntityMatcher`:
   named in the title, in the abstract, mentions (log), how (exact/synonym 4, normalised 3,
   abbreviation 2, fuzzy 1, none 0), first mention as a share of the text; plus the share of query
@@ -55,28 +59,31 @@ _MAX_NGRAM = 5
 
 LEXICAL = ("bm25_score", "bm25_rank", "rrf")
 DENSE = ("dense_cos", "base_cos", "dense_missing")
+CROSS = ("cross_score", "cross_share", "cross_missing")
 SLOT_PARTS = ("title", "abstract", "mentions", "kind", "first")
 COVERAGE = ("slots_named", "slots_in_title")
 ANSWER = ("answer_entities", "answer_with_query", "evidence_sentences")
 KB = ("kb_sibling_cited",)
 
 
-def feature_names(query_slots: Sequence[str]) -> list[str]:
-    """The ordered feature names of a schema with these query slots."""
-    return [*LEXICAL, *DENSE,
+def feature_names(query_slots: Sequence[str], *, cross: bool = False) -> list[str]:
+    """The ordered feature names of a schema with these query slots (``cross``: with the
+    cross-encoder's block after the dense one; versions trained before it have none)."""
+    return [*LEXICAL, *DENSE, *(CROSS if cross else ()),
             *(f"slot:{slot}:{part}" for slot in query_slots for part in SLOT_PARTS),
             *COVERAGE, *ANSWER, *KB]
 
 
 def monotone_constraints(names: Sequence[str]) -> list[int]:
     """+1 where more evidence never lowers the score, -1 for ranks, 0 elsewhere."""
-    up = {"bm25_score", "rrf", "slots_named", "slots_in_title", "answer_with_query"}
+    up = {"bm25_score", "rrf", "slots_named", "slots_in_title", "answer_with_query",
+          "cross_score"}
     out = []
     for name in names:
         part = name.rsplit(":", 1)[-1]
         if name in up or (name.startswith("slot:") and part in ("title", "abstract")):
             out.append(1)
-        elif name == "bm25_rank":
+        elif name in ("bm25_rank", "cross_share"):
             out.append(-1)
         else:
             out.append(0)
@@ -131,20 +138,23 @@ class AnswerTagger:
 
 @dataclass(frozen=True)
 class Candidates:
-    """The first-stage evidence of one query: doc id -> rank and score per retriever."""
+    """The first-stage evidence of one query: doc id -> rank and score per retriever, and the
+    query text they answered (the cross-encoder reads it with each document)."""
 
     doc_ids: tuple[str, ...]
     bm25: Mapping[str, tuple[int, float]] = field(default_factory=dict)
     dense: Mapping[str, tuple[int, float]] | None = None
     base: Mapping[str, tuple[int, float]] | None = None
     depth: int = DEFAULT_DEPTH
+    text: str = ""
 
 
 def gather(bm25: Sequence[Hit], dense: Sequence[Hit] | None = None,
            base: Sequence[Hit] | None = None, *, depth: int = DEFAULT_DEPTH,
-           extra: Sequence[str] = ()) -> Candidates:
+           extra: Sequence[str] = (), text: str = "") -> Candidates:
     """The union of the retrievers' top ``depth`` (BM25 first, then the dense version's, then
-    the base model's), plus ``extra`` ids (labelled documents the first stage missed)."""
+    the base model's), plus ``extra`` ids (labelled documents the first stage missed), for the
+    query ``text``."""
     def table(hits: Sequence[Hit] | None) -> dict[str, tuple[int, float]] | None:
         if hits is None:
             return None
@@ -152,7 +162,7 @@ def gather(bm25: Sequence[Hit], dense: Sequence[Hit] | None = None,
 
     b, d, z = table(bm25) or {}, table(dense), table(base)
     ids = list(dict.fromkeys([*b, *(d or {}), *(z or {}), *extra]))
-    return Candidates(tuple(ids), b, d, z, depth)
+    return Candidates(tuple(ids), b, d, z, depth, text)
 
 
 class FeatureBuilder:

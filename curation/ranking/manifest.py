@@ -43,6 +43,10 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
               "a positive whole number"),
     "dense": (lambda v: v is None or isinstance(v, str), "a dense version id or null"),
     "base": (lambda v: isinstance(v, bool), "true or false"),
+    "cross": (lambda v: v is None or isinstance(v, dict) and isinstance(v.get("version"), str)
+              and isinstance(v.get("key"), str) and isinstance(v.get("k"), int)
+              and not isinstance(v.get("k"), bool) and v["k"] > 0,
+              "null or the cross version's {\"version\", \"key\", \"k\"}"),
     "labels_used": (lambda v: isinstance(v, list), "a list of label ids"),
     "labels_held_out": (lambda v: isinstance(v, list), "a list of label ids"),
     "options": (lambda v: isinstance(v, dict), "an object"),

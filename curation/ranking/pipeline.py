@@ -16,13 +16,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from curation.matching.matcher import EntityMatcher
+from curation.ranking.cross import CrossFeature, cross_columns
 from curation.ranking.explain import Reason, reasons
 from curation.ranking.features import (
     ANSWER_TYPES,
     DEFAULT_DEPTH,
+    DENSE,
+    LEXICAL,
     AnswerTagger,
     Candidates,
     FeatureBuilder,
+    feature_names,
     gather,
 )
 from curation.ranking.model import Ranker
@@ -76,15 +80,20 @@ class RankingContext:
         answer_keys: Only these entities count as answer-type entities (evaluation: the
             answers of train-split relations, so held-out relations put nothing in the
             dictionary); None: the whole entity dictionary of the answer type.
+        cross: The cross-encoder block (:mod:`curation.ranking.cross`): its cached scores of
+            the first stages' top K become features; None: no cross features (the names of
+            versions trained before them).
     """
 
     def __init__(self, ws: Workspace, schema: Schema, bm25: Retriever, *,
                  dense: Retriever | None = None, base: Retriever | None = None,
                  matcher: EntityMatcher | None = None, depth: int = DEFAULT_DEPTH,
-                 answer_keys: set[str] | None = None) -> None:
+                 answer_keys: set[str] | None = None, cross: CrossFeature | None = None
+                 ) -> None:
         self.ws, self.schema = ws, schema
         self.bm25, self.dense, self.base = bm25, dense, base
         self.depth = depth
+        self.cross = cross
         self.answer_type = schema.slot(schema.answer).type
         forms = Entities(ws).forms(ANSWER_TYPES.get(self.answer_type, (self.answer_type,)))
         if answer_keys is not None:
@@ -97,23 +106,30 @@ class RankingContext:
                 siblings.setdefault(e.key, {})[p.query_key] = set(p.pmids)
         self.builder = FeatureBuilder(schema.query_slots, self.answer_type, AnswerTagger(forms),
                                       matcher or EntityMatcher(), self.parts, siblings)
-        self.names = self.builder.names
-        logger.info("ranking context %s: %d answer-type forms, dense %s, base %s", schema.name,
-                    len(self.builder.tagger), "yes" if dense else "no", "yes" if base else "no")
+        self.names = feature_names(schema.query_slots, cross=cross is not None)
+        logger.info("ranking context %s: %d answer-type forms, dense %s, base %s, cross %s",
+                    schema.name, len(self.builder.tagger), "yes" if dense else "no",
+                    "yes" if base else "no", cross.version or "gone" if cross else "no")
 
     def candidates(self, text: str, extra: Sequence[str] = ()) -> Candidates:
         """BM25's top N, the dense top N where an index is open, and ``extra`` ids."""
         bm25 = self.bm25.search(text, self.depth)
         dense = self.dense.search(text, self.depth) if self.dense is not None else None
         base = self.base.search(text, self.depth) if self.base is not None else None
-        return gather(bm25, dense, base, depth=self.depth, extra=extra)
+        return gather(bm25, dense, base, depth=self.depth, extra=extra, text=text)
 
     def features(self, query: Mapping[str, Sequence[Entity]], candidates: Candidates,
                  query_key: str = "", *, ws: Workspace | None = None) -> np.ndarray:
         """Feature rows of the candidates (rows in ``candidates.doc_ids`` order); documents
-        are read through ``ws`` when given (default: the context's workspace)."""
+        are read through ``ws`` when given (default: the context's workspace). The cross
+        block reads the cache for ``candidates.text`` (a score not there is missing)."""
         self.parts.load(candidates.doc_ids, ws)
-        return self.builder.matrix(query, candidates, query_key)
+        x = self.builder.matrix(query, candidates, query_key)
+        if self.cross is None:
+            return x
+        scores = self.cross.scores(ws or self.ws, candidates.text, candidates, self.parts)
+        at = len(LEXICAL) + len(DENSE)
+        return np.hstack([x[:, :at], cross_columns(candidates.doc_ids, scores), x[:, at:]])
 
     def rank(self, ranker: Ranker, text: str, query: Mapping[str, Sequence[Entity]], k: int,
              query_key: str = "", *, ws: Workspace | None = None) -> list[Ranked]:

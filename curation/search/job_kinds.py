@@ -11,4 +11,11 @@ JOB_KINDS = (
             admin_only=False, params=("retriever", "options", "rebuild"),
             unique_by=("retriever", "options"),
             validator="curation.search.indexing:check_index_params"),
+    JobKind("cross_scores", "curation.search.cross_scores:run_cross_job",
+            "score each relation's top K with the active cross-encoder into the workspace's "
+            "cache (the learned ranker's cross feature)",
+            admin_only=False, params=("schema", "version", "k", "query_keys", "text"),
+            unique_by=("schema", "version", "query_keys", "text"),
+            validator="curation.search.cross_scores:check_cross_params",
+            max_seconds=6 * 3600.0),
 )

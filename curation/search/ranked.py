@@ -5,7 +5,9 @@ Menu entries: ``ranked · active`` follows the schema's active ranker version (a
 by a learn-as-you-label round ranks the next search), ``ranked · <schema>-ranker@N`` pins one.
 The first stage is the BM25 index; a version trained with dense features also reads the dense
 indexes it was trained with (a trained dense version's, the base model's), when they are built
-(otherwise those features are missing values, as for any document outside the dense top N).
+(otherwise those features are missing values, as for any document outside the dense top N); a
+version trained with the cross-encoder's score reads it from the workspace's cache (the
+``cross_scores`` job fills it; :mod:`curation.search.cross_scores`).
 
 The default ranking of a schema is what ``kbcurate evaluate --retriever best`` measured best on
 its held-out split (:mod:`curation.evaluation.best`), recorded in the workspace, unless an
@@ -27,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from curation.matching.matcher import EntityMatcher
+from curation.ranking.cross import version_cross
 from curation.ranking.model import Ranker
 from curation.ranking.pipeline import RANKED, RankingContext
 from curation.ranking.versions import (
@@ -170,12 +173,15 @@ def version_first_stages(ws: Workspace, version: RankerVersion, *, build: bool =
 def open_ranked(ws: Workspace, schema: Schema, version: RankerVersion, bm25: Retriever, *,
                 matcher: EntityMatcher | None = None) -> RankedSearch:
     """Load a version (checksum checked) and build its ranking context over ``bm25`` and the
-    dense indexes it was trained with (those built). The answer-type dictionary is the whole
-    workspace's: in the app every known answer may be tagged."""
+    dense indexes it was trained with (those built), and the cross-encoder's cached scores when
+    it was trained with them (never computed here: a missing score is a missing feature). The
+    answer-type dictionary is the whole workspace's: in the app every known answer may be
+    tagged."""
     ranker = load_ranker(version, ws)
     depth = int(version.manifest.get("depth", 100))
     dense, base = version_first_stages(ws, version)
-    ctx = RankingContext(ws, schema, bm25, dense=dense, base=base, matcher=matcher, depth=depth)
+    ctx = RankingContext(ws, schema, bm25, dense=dense, base=base, matcher=matcher, depth=depth,
+                         cross=version_cross(ws, version.manifest))
     if list(ctx.names) != list(ranker.names):
         raise CurationError(f"{version.id} was trained on other features than this code "
                             "builds; train a new version with `kbcurate rank train --schema "

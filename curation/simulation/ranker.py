@@ -22,7 +22,8 @@ and the train queries beyond ``kb_share``), whose labels are the only evidence a
 relations a KB does not hold yet. A labelled query the KB does not cover trains on its labelled
 documents only.
 
-Nothing is written to the workspace: labels, rankers and the gate live in memory.
+Nothing is written to the workspace but the cross-encoder's score cache (when the schema has an
+active cross version): labels, rankers and the gate live in memory.
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ from tqdm.auto import tqdm
 
 from curation.evaluation.harness import EvalQuery, build_task
 from curation.evaluation.runner import ranking_context
+from curation.ranking.cross import open_cross
 from curation.ranking.grades import grade_table, kb_grade
 from curation.ranking.model import Group, Ranker, RankerOptions, fit
 from curation.ranking.pipeline import RankingContext
+from curation.store.cross_scores import CrossScores
 from curation.store.documents import Documents
 from curation.store.workspace import Workspace
 from curation.training.gate import ranker_decision
@@ -81,6 +84,9 @@ class RankerSimulation:
         label_splits: "all": the curator labels queries of every split (each label trains);
             "train": only train queries.
         reason: An admin's written reason to promote on fewer than 20 held-out queries.
+        cross: Give the ranker the cross-encoder's score (issue 45) when the schema has an
+            active cross version, as a round does; missing scores are computed through the
+            workspace's cache (the one thing a simulation writes: a cache).
     """
 
     rounds: int = 5
@@ -92,6 +98,7 @@ class RankerSimulation:
     tolerance_pp: float = 0.5
     label_splits: str = "all"
     reason: str = ""
+    cross: bool = True
 
     def __post_init__(self) -> None:
         for name in ("rounds", "labels_per_round", "labels_per_query", "depth"):
@@ -140,7 +147,9 @@ def simulate_ranker(ws: Workspace, schema: str, config: RankerSimulation | None 
                             f"simulation (has {len(train)} / {len(pool)}); import more KB "
                             "relations or their abstracts")
     table = grade_table(sch.name, ws.root)
-    ctx = ranking_context(ws, task, depth=config.depth, progress=progress)
+    cross = CrossScores(ws).active_version(sch.name) if config.cross else None
+    ctx = ranking_context(ws, task, depth=config.depth, progress=progress,
+                          cross=open_cross(ws, cross.id, compute=True) if cross else None)
     order = list(train)
     random.Random(config.seed).shuffle(order)
     n_kb = max(1, round(config.kb_share * len(order))) if config.kb_share < 1.0 else len(order)

@@ -169,6 +169,22 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE labels ADD COLUMN order_labels INTEGER
     """,
+    # The cross-encoder's score as a learned-ranker feature (issue 45;
+    # curation/store/cross_scores.py): one score per cross version (``model``: its id and the
+    # first 12 hex digits of its weights' SHA-256), query text (``query``: a hash of the text
+    # the cross-encoder read) and document, with the document's content hash when it was read
+    # (a changed abstract is read again; a removed one takes its scores with it).
+    """
+    CREATE TABLE cross_scores (
+        model TEXT NOT NULL,
+        query TEXT NOT NULL,
+        doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+        doc_hash TEXT NOT NULL,
+        score REAL NOT NULL,
+        PRIMARY KEY (model, query, doc_id)
+    );
+    CREATE INDEX cross_scores_doc ON cross_scores(doc_id)
+    """,
 ]
 
 #: Schema version this code writes and reads.

@@ -11,7 +11,9 @@ active" or "hybrid · active" always gets a version whose indexes exist.
 
 :func:`switch_active` is the same switch in the caller's process (the gate of a retraining round,
 which already runs in a job; the CLI, with progress bars); :func:`promote` is an admin's switch by
-hand (with a written reason). Dense encoders run on the workspace's measured default backend
+hand (with a written reason). A cross-encoder version (:mod:`curation.training.cross_versions`)
+has no index: switching to it sets the schema's active cross-encoder at once, and never touches
+the active dense version. Dense encoders run on the workspace's measured default backend
 (:func:`curation.search.indexing.default_backend`, set by ``kbcurate bench --backends
 --set-default``); the build reports documents per second.
 """
@@ -50,6 +52,9 @@ DENSE_SHARE = 0.9
 #: Seconds between two progress writes of a job (each is a transaction on the jobs table).
 REPORT_EVERY_S = 1.0
 
+#: The ``backend`` of a cross-encoder's :class:`IndexBuild`: it has no index.
+NO_INDEX = "cross-encoder (no index)"
+
 #: ``fn(stage, done, total)``: stage "dense" or "hybrid", ``done`` of ``total`` documents.
 StageProgress = Callable[[str, int, int], None]
 
@@ -87,6 +92,8 @@ class IndexBuild:
     def summary(self) -> str:
         """One line: "built the index of V: 12,471 documents (12,471 encoded, torch/fp32) in
         412 s: 30.3 documents/s"."""
+        if self.backend == NO_INDEX:
+            return f"{self.version} is a cross-encoder: it re-ranks, no index to build"
         if self.reused:
             return (f"the index of {self.version} ({self.documents:,} documents, "
                     f"{self.backend}) was already built; ready in "
@@ -165,8 +172,16 @@ def build_and_activate(ws: Workspace, ident: str, *, user: User, reason: str,
             cancelled meanwhile: raising there activates nothing).
 
     Returns:
-        (the active version, what the build took).
+        (the active version, what the build took; nothing for a cross-encoder).
     """
+    from curation.training.cross_versions import activate_cross, is_cross
+
+    target = Models(ws).get(ident)
+    if is_cross(target):  # it re-ranks: no index to build
+        if before_switch is not None:
+            before_switch()
+        return (activate_cross(ws, target.id, user=user, reason=reason),
+                IndexBuild(target.id, 0, 0, NO_INDEX, 0.0, 0.0, True))
     build = build_version_indexes(ws, ident, on_progress=on_progress)
     if before_switch is not None:
         before_switch()
@@ -182,6 +197,10 @@ def switch_active(ws: Workspace, ident: str, *, user: User, reason: str,
     transaction: a search that resolves the active version gets a version whose indexes exist.
     Long: a request calls :func:`start_activation` instead.
     """
+    from curation.training.cross_versions import activate_cross, is_cross
+
+    if is_cross(Models(ws).get(ident)):
+        return activate_cross(ws, ident, user=user, reason=reason)
     if not build_index:
         return Models(ws).activate(Models(ws).get(ident).id, user, reason=reason)
     return build_and_activate(ws, ident, user=user, reason=reason, on_progress=on_progress)[0]

@@ -18,6 +18,12 @@ What each kind of folder becomes (TRAINING.md 4):
   folder and used for queries; MedCPT scores by dot product, so both sides are L2-normalised
   (the index is inner product), as EDEL does.
 
+A **cross-encoder** (a sequence-classification ``config.json`` with one label, e.g.
+``ncbi/MedCPT-Cross-Encoder`` or ``cross-encoder/ms-marco-MiniLM-L6-v2``; or any source with
+``kind="cross"``) becomes a cross version (:func:`import_cross_encoder`): saved as a safetensors
+sequence-classification folder, measured by re-ranking BM25's top K of the test queries
+(:class:`curation.training.measures.RerankMeasure`), activated as the schema's cross-encoder.
+
 The name's profile also gives query/document prefixes (BGE's instruction) and the query length;
 they are stored in the manifest (``encoder``) because the version's folder name no longer carries
 the model's name.
@@ -72,6 +78,10 @@ def import_checkpoint(ws: Workspace, source: str, *, schema: str, name: str = "i
     """
     from retrievers.profiles import model_profile
 
+    if is_cross_source(source):
+        return import_cross_encoder(ws, source, schema=schema, name=name, actor=actor,
+                                    max_seq_length=max_seq_length, evaluation=evaluation,
+                                    progress=progress)
     sch = get_schema(schema, ws.schemas())
     profile = model_profile(f"{source} {name}")
     encoder: dict[str, Any] = {
@@ -142,3 +152,60 @@ def _has_adapter(model: Any) -> bool:
         return bool(model.has_peft_compatible_model() and model.active_adapters())
     except (ValueError, AttributeError):
         return False
+
+
+#: Import kinds: a bi-encoder (dense) or a cross-encoder.
+KINDS = ("auto", "dense", "cross")
+
+
+def is_cross_source(source: str) -> bool:
+    """Whether ``source`` is a local cross-encoder folder (one-label sequence classification)."""
+    from retrievers.cross import is_cross_encoder_folder
+
+    path = Path(source).expanduser()
+    return path.is_dir() and is_cross_encoder_folder(path)
+
+
+def import_cross_encoder(ws: Workspace, source: str, *, schema: str, name: str = "cross_imported",
+                         max_seq_length: int = 256, rerank_depth: int = 100, actor: str,
+                         evaluation: str | None = "corpus", progress: bool = False
+                         ) -> ModelVersion:
+    """Register a cross-encoder (folder or HF name) as a cross version of ``schema``, scored
+    by re-ranking BM25's top ``rerank_depth`` of the test queries (``evaluation`` None: not
+    scored).
+
+    Raises:
+        CurationError: No such folder, no safetensors weights (pickles are refused before
+            anything loads), not a one-label sequence-classification model.
+    """
+    from curation.store.documents import PLAIN_FORMAT
+    from curation.training.cross_versions import CROSS_KIND
+    from retrievers.cross import CrossScorer
+
+    sch = get_schema(schema, ws.schemas())
+    path = Path(source).expanduser()
+    if source.startswith(("/", ".", "~")) and not path.is_dir():
+        raise CurationError(f"Cannot import {source}: no such folder. Pass a cross-encoder folder "
+                            "(copied from a machine with internet) or a Hugging Face name")
+    if path.is_dir():
+        check_model_files(path, f"cross-encoder folder {source}")
+    try:
+        scorer = CrossScorer.load(str(path) if path.is_dir() else source, device="cpu",
+                                  precision="fp32", max_length=max_seq_length)
+    except RetrieverError as exc:
+        raise CurationError(f"Cannot import {source} as a cross-encoder: {exc}") from exc
+    (ws.root / "cache").mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="import-", dir=ws.root / "cache") as tmp:
+        folder = Path(tmp) / "model"
+        scorer.save(folder)
+        manifest = {"imported": True, "imported_from": source, "kind": CROSS_KIND,
+                    "max_seq_length": max_seq_length, "rerank_depth": rerank_depth,
+                    "document_format": PLAIN_FORMAT, "weights_fingerprint": scorer.fingerprint}
+        version = Models(ws).register(schema=sch.name, recipe=name, base_model=source,
+                                      model_dir=folder, manifest=manifest, created_by=actor)
+    logger.info("imported cross-encoder %s as %s", source, version.id)
+    if evaluation is None:
+        return version
+    from curation.training.measures import evaluate_cross
+
+    return evaluate_cross(ws, version, actor=actor, progress=progress)

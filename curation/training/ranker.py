@@ -36,6 +36,7 @@ from curation.evaluation.harness import EvalQuery, build_task
 from curation.evaluation.runner import ranking_context
 from curation.jobs.kinds import SYSTEM_USER
 from curation.jobs.queue import Job, get_job, list_jobs, submit_job
+from curation.ranking.cross import CrossFeature
 from curation.ranking.grades import grade_table
 from curation.ranking.model import Ranker, RankerOptions, fit
 from curation.ranking.pipeline import RANKED, RankingContext
@@ -48,6 +49,7 @@ from curation.ranking.versions import (
     model_sha256,
     saving_version,
 )
+from curation.search.cross_scores import cross_for_round
 from curation.search.indexing import get_index
 from curation.search.ranked import open_first_stages, pooled_evidence
 from curation.store.errors import Actor, WorkspaceError, require_admin_actor
@@ -86,21 +88,32 @@ def ranked_run(ctx: RankingContext, ranker: Ranker, queries: Sequence[EvalQuery]
 
 def open_context(ws: Workspace, schema: str, *, dense: Retriever | None = None,
                  base: Retriever | None = None, depth: int = 100, progress: bool = True,
-                 held_out: bool = True, stale_ok: bool = False) -> RankingContext:
+                 held_out: bool = True, stale_ok: bool = False,
+                 cross: CrossFeature | None = None) -> RankingContext:
     """A ranking context over the workspace's BM25 index (built when missing; a saved one even
     when documents changed since, with ``stale_ok``).
 
     ``held_out``: the answer-type dictionary holds only the answers of train-split relations,
     so no dev or test relation reaches a feature (evaluation and training; the app ranks with
-    the whole dictionary).
+    the whole dictionary). ``cross``: the cross-encoder block (:func:`round_cross`).
     """
     sch = get_schema(schema, ws.schemas())
     if held_out:
         return ranking_context(ws, build_task(ws, sch.name), dense=dense, base=base, depth=depth,
-                               progress=progress, stale_ok=stale_ok)
+                               progress=progress, stale_ok=stale_ok, cross=cross)
     return RankingContext(ws, sch, get_index(ws, "bm25", progress=progress,
                                              stale_ok=stale_ok), dense=dense,
-                          base=base, depth=depth)
+                          base=base, depth=depth, cross=cross)
+
+
+def round_cross(ws: Workspace, schema: str, *, compute: bool = False) -> CrossFeature | None:
+    """The cross-encoder block a round trains with: the schema's active cross version when the
+    cache holds scores of most train queries (``compute``: scoring what is missing), else None
+    (:func:`curation.search.cross_scores.cross_for_round`). The train queries read the cross
+    version's scores as they are, as they read the dense version's cosines: see the leakage
+    note of :mod:`curation.ranking.cross`."""
+    texts = [q.text for q in build_task(ws, schema).split("train")]
+    return cross_for_round(ws, schema, texts, compute=compute)
 
 
 def train_ranker(ws: Workspace, schema: str, *, user: Actor,
@@ -109,7 +122,8 @@ def train_ranker(ws: Workspace, schema: str, *, user: Actor,
                  roles: Mapping[str, Role | str] | None = None,
                  gate: bool = True, tolerance_pp: float = 0.5, progress: bool = True,
                  context: RankingContext | None = None, reason: str = "",
-                 on_behalf_of: str = "", trigger: str = "") -> RankerRound:
+                 on_behalf_of: str = "", trigger: str = "",
+                 cross_compute: bool = False) -> RankerRound:
     """Train, measure, save and (gate permitting) activate a ranker version of ``schema``; the
     round is recorded in the rounds history, failed ones too.
 
@@ -118,7 +132,9 @@ def train_ranker(ws: Workspace, schema: str, *, user: Actor,
     a CPU). A given ``context`` is used as it is (its dense indexes are recorded as given:
     pass the ``dense_version`` its dense index belongs to). ``reason``: an admin's written
     reason to promote on fewer than 20 held-out queries. ``on_behalf_of`` / ``trigger``: whose
-    labels started the round and how (recorded).
+    labels started the round and how (recorded). With an active cross version, the round reads
+    its cached scores when most train queries have them (``cross_compute``: scores the missing
+    ones first; minutes on a CPU) and records the cross version in the manifest.
 
     Raises:
         PermissionDenied: ``user`` is not an admin (the CLI, an admin, the system's job).
@@ -136,7 +152,8 @@ def train_ranker(ws: Workspace, schema: str, *, user: Actor,
                 dense, base = open_first_stages(ws, dense_version=dense_version,
                                                 base=base_dense, progress=progress)
                 context = open_context(ws, sch.name, dense=dense, base=base, depth=depth,
-                                       progress=progress)
+                                       progress=progress,
+                                       cross=round_cross(ws, sch.name, compute=cross_compute))
             result = _round(ws, sch.name, lock, context, options, request, user=user,
                             roles=roles, dense_version=dense_version, progress=progress)
         except CurationError as exc:
@@ -175,6 +192,7 @@ def _round(ws: Workspace, schema: str, lock: RankerRoundLock, ctx: RankingContex
     manifest = {"options": options.to_json(), "depth": ctx.depth,
                 "dense": dense_version if ctx.dense is not None else None,
                 "base": ctx.base is not None, "grades": table.to_json(),
+                "cross": ctx.cross.manifest() if ctx.cross is not None else None,
                 "labels_used": list(labels.used), "labels": labels.provenance(),
                 "train_queries": len(train), "train_rows": tset.rows,
                 "seconds": {"features": round(seconds_features, 2),
@@ -310,7 +328,7 @@ def run_ranker_job(ctx: Any, schema: str, labels: int = 0, labeller: str = "") -
     # the saved BM25 index as it is: a round every few labels must not rebuild it (and
     # replace it under every reader) while an import adds documents; the index job does
     context = open_context(ctx.ws, schema, dense=dense, base=base, progress=False,
-                           stale_ok=True)
+                           stale_ok=True, cross=round_cross(ctx.ws, schema))
     trigger = (f"{labels} new labels" + (f" by {labeller}" if labeller else "") if labels
                else f"started by {job.created_by}")
     try:

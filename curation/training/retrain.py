@@ -156,7 +156,11 @@ def retrain(ws: Workspace, schema: str, options: RetrainOptions | None = None, *
     options = options or RetrainOptions()
     sch = get_schema(schema, ws.schemas())
     task = task or build_task(ws, sch.name)
-    active = Models(ws).active(sch.name)
+    from curation.training.measures import measure_for
+    from curation.training.recipes import get_recipe
+
+    # the recipe's own active version: a cross round warm-starts from the active cross-encoder
+    active = measure_for(get_recipe(options.recipe)).active(ws, sch.name)
     training = options.training
     if options.warm_start and active is not None:
         training = replace(training, base=active.id)

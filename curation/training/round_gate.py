@@ -124,3 +124,20 @@ def stage_reporter(report: Report | None, start: float, end: float
                f"building the {stage} index before the switch: {done:,}/{total:,}")
 
     return step
+
+
+def gate_decision(schema: str, scores: dict[str, dict[str, float]], gate: Any, n_test: int,
+                  left_out: int) -> Any:
+    """The gate's decision on a round's ``scores`` (role -> metrics; None without a gate)."""
+    from curation.training.gate import GateDecision, decide
+
+    if gate is None:
+        return None
+    if "candidate" in scores:
+        return decide(scores["candidate"], scores.get("active"), tolerance_pp=gate.tolerance_pp,
+                      test_queries=n_test, small_test_reason=gate.small_test_reason)
+    why = (f"all {left_out} test queries of {schema} belong to query groups whose labels were "
+           "trained on, so the gate has no query left to compare on" if left_out else
+           f"{schema} has no held-out (test split) query with a cited abstract in the "
+           "workspace, so the gate cannot compare")
+    return GateDecision(False, (why + "; kept as a candidate",), {}, {})

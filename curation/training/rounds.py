@@ -38,7 +38,6 @@ from curation.evaluation.harness import EvalTask
 from curation.matching.matcher import EntityMatcher
 from curation.store.models import Models, ModelVersion, verify_weights
 from curation.store.workspace import Workspace
-from curation.training.pool import pool_scorer
 from kb_sources.errors import CurationError
 
 logger = logging.getLogger(__name__)
@@ -68,15 +67,12 @@ def run_folder(ws: Workspace, schema: str, recipe: str, data_sha256: str, option
 
 def dev_scorer(ws: Workspace, task: EvalTask, options: Any, document_format: str,
                matcher: EntityMatcher) -> Callable[[Path, int], float] | None:
-    """``fn(model_folder, epoch) -> dev NDCG@10`` over the dev pool (None: ``dev_depth`` 0).
+    """``fn(model_folder, epoch) -> dev NDCG@10`` of a bi-encoder over the dev pool (None:
+    ``dev_depth`` 0); ``options`` needs ``dev_depth``, ``dev_random``, ``max_seq_length`` and
+    ``seed``. A recipe's own measurement: :func:`curation.training.measures.measure_for`."""
+    from curation.training.measures import DenseMeasure
 
-    ``options`` needs ``dev_depth``, ``dev_random``, ``max_seq_length`` and ``seed``.
-    """
-    if options.dev_depth <= 0:
-        return None
-    return pool_scorer(ws, task.split("dev"), document_format,
-                       max_seq_length=options.max_seq_length, matcher=matcher,
-                       depth=options.dev_depth, n_random=options.dev_random, seed=options.seed)
+    return DenseMeasure().dev_scorer(ws, task, options, document_format, matcher)
 
 
 def step_reporter(report: Report | None, progress: bool) -> Any:
@@ -215,6 +211,8 @@ class RoundContext:
         evaluation: "corpus" or "pool".
         progress: Progress bars (CLI).
         report: A job's ``fn(fraction, message)``.
+        measure: How the recipe's versions are measured and switched
+            (:func:`curation.training.measures.measure_for`; None: as a bi-encoder).
     """
 
     ws: Workspace
@@ -224,6 +222,13 @@ class RoundContext:
     evaluation: str
     progress: bool
     report: Report | None
+    measure: Any = None
+
+    @property
+    def measured(self) -> Any:
+        from curation.training.measures import MEASURES
+
+        return self.measure or MEASURES["dense"]
 
 
 def run_round(ws: Workspace, schema: str, recipe: str, options: Any = None, *, actor: str,
@@ -246,6 +251,7 @@ def run_round(ws: Workspace, schema: str, recipe: str, options: Any = None, *, a
         CurationError: Unknown recipe, bad options, no training data, training failed.
     """
     from curation.evaluation.harness import build_task
+    from curation.training.measures import measure_for
     from curation.training.recipes import RoundInput, get_recipe, recipe_options
     from curation.training.round_gate import learned_groups
     from curation.training.scoring import check_evaluation
@@ -255,7 +261,8 @@ def run_round(ws: Workspace, schema: str, recipe: str, options: Any = None, *, a
     options = options if options is not None else recipe_options(recipe)
     options.validate()
     task = task or build_task(ws, schema)
-    ctx = RoundContext(ws, task, EntityMatcher(), actor, evaluation, progress, report)
+    ctx = RoundContext(ws, task, EntityMatcher(), actor, evaluation, progress, report,
+                       measure_for(rec))
     _say(report, 0.02, f"building the {recipe} training data")
     data = with_label_provenance(rec.build_data(RoundInput(
         ws, task.schema, task, ctx.matcher, labels, progress and not report), options), labels)
@@ -285,8 +292,8 @@ def train_candidate(ctx: RoundContext, rec: Any, options: Any, data: Any, learne
         result = rec.train(base_path(ws, options.base), data, options, run_dir=run_dir,
                            resume=resume,
                            progress=step_reporter(_sub(ctx.report, 0.0, 0.8), ctx.progress),
-                           eval_fn=dev_scorer(ws, dev_task, options, data.document_format,
-                                              ctx.matcher))
+                           eval_fn=ctx.measured.dev_scorer(ws, dev_task, options,
+                                                           data.document_format, ctx.matcher))
     except RetrieverError as exc:
         raise CurationError(f"{rec.name} training of {schema} failed: {exc}") from exc
     return register_result(
@@ -303,33 +310,39 @@ def gate_candidate(ctx: RoundContext, version: ModelVersion, learned: set[str], 
     """Score the candidate (and the active version, with a gate) on the test queries of groups
     neither learned labels of (:mod:`curation.training.round_gate`), record the metrics and the
     gate's decision, and switch when it passes."""
-    from curation.training.round_gate import learned_groups, measured_queries
-    from curation.training.scoring import prefixed, score_versions, test_warning
+    from curation.training.round_gate import gate_decision, learned_groups, measured_queries
+    from curation.training.scoring import prefixed, test_warning
 
-    ws, schema = ctx.ws, ctx.task.schema
-    current = Models(ws).active(schema)
+    ws, schema, meas = ctx.ws, ctx.task.schema, ctx.measured
+    evaluation = meas.evaluation(ctx.evaluation)
+    current = meas.active(ws, schema)
     current = current if current is not None and current.id != version.id else None
     active = current if gate is not None else None
     measured = measured_queries(ctx.task, learned | learned_groups(
         active.manifest if active else None))
     left_out = measured.left_out.get("test", ())
     n_test = len(measured.task.split("test"))
-    _say(ctx.report, 0.82, f"scoring {version.id} on {n_test} test queries ({ctx.evaluation})")
+    _say(ctx.report, 0.82, f"scoring {version.id} on {n_test} test queries ({evaluation})")
     roles = {"candidate": version, **({"active": active} if active else {})}
-    scores = score_versions(ws, measured.task, roles, evaluation=ctx.evaluation, seed=seed,
-                            matcher=ctx.matcher, progress=ctx.progress and not ctx.report,
-                            report=_sub(ctx.report, 0.82, 0.9), left_out=left_out)
+    scores = meas.score(ws, measured.task, roles, evaluation=evaluation, seed=seed,
+                        matcher=ctx.matcher, progress=ctx.progress and not ctx.report,
+                        report=_sub(ctx.report, 0.82, 0.9), left_out=left_out)
+    first = (meas.first_reference(ws, measured.task, ctx.matcher, version)
+             if gate is not None and active is None and "candidate" in scores else None)
+    if first is not None:  # a first version must beat what it would replace (e.g. BM25 alone)
+        scores["active"] = first[1]
     for w in (measured.warning(), test_warning(n_test) if n_test or not left_out else None):
         if w is not None:
             warnings.append(w)
             logger.warning("%s: %s", version.id, w)
-    metrics: dict[str, Any] = {**prefixed(ws, scores.get("candidate", {}), ctx.evaluation, seed,
+    metrics: dict[str, Any] = {**prefixed(ws, scores.get("candidate", {}), evaluation, seed,
                                           left_out), "warnings": warnings}
     if left_out:
         metrics["test_left_out"] = measured.to_json()
-    decision = _decision(schema, scores, gate, n_test, len(left_out))
+    decision = gate_decision(schema, scores, gate, n_test, len(left_out))
     if decision is not None:
-        metrics["gate"] = decision.to_json()
+        metrics["gate"] = {**decision.to_json(),
+                           **({"against": first[0]} if first is not None else {})}
     version = Models(ws).update_metrics(version.id, metrics, actor=ctx.actor)
     promoted = False
     if gate is not None and decision is not None and decision.promote and gate.promote:
@@ -341,35 +354,17 @@ def gate_candidate(ctx: RoundContext, version: ModelVersion, learned: set[str], 
                        labels_used, tuple(warnings), n_test)
 
 
-def _decision(schema: str, scores: dict[str, dict[str, float]], gate: GateSettings | None,
-              n_test: int, left_out: int) -> Any:
-    """The gate's decision (None without a gate)."""
-    from curation.training.gate import GateDecision, decide
-
-    if gate is None:
-        return None
-    if "candidate" in scores:
-        return decide(scores["candidate"], scores.get("active"), tolerance_pp=gate.tolerance_pp,
-                      test_queries=n_test, small_test_reason=gate.small_test_reason)
-    why = (f"all {left_out} test queries of {schema} belong to query groups whose labels were "
-           "trained on, so the gate has no query left to compare on" if left_out else
-           f"{schema} has no held-out (test split) query with a cited abstract in the "
-           "workspace, so the gate cannot compare")
-    return GateDecision(False, (why + "; kept as a candidate",), {}, {})
-
-
 def _switch(ctx: RoundContext, version: ModelVersion, gate: GateSettings, decision: Any
             ) -> ModelVersion:
     """Build the promoted candidate's index (its own progress, 90-100 %) and activate it."""
     from curation.access.users import Role, User
-    from curation.training.activation import switch_active
     from curation.training.round_gate import stage_reporter
 
-    _say(ctx.report, 0.9, f"building the index of {version.id} before the switch")
-    return switch_active(ctx.ws, version.id, user=gate.user or User(ctx.actor, Role.ADMIN),
-                         reason="gate: " + "; ".join(decision.reasons),
-                         build_index=gate.build_index,
-                         on_progress=stage_reporter(ctx.report, 0.9, 0.99))
+    _say(ctx.report, 0.9, f"switching to {version.id} (building its index first, if it has one)")
+    return ctx.measured.switch(ctx.ws, version.id, user=gate.user or User(ctx.actor, Role.ADMIN),
+                               reason="gate: " + "; ".join(decision.reasons),
+                               build_index=gate.build_index,
+                               on_progress=stage_reporter(ctx.report, 0.9, 0.99))
 
 
 def _say(report: Report | None, fraction: float, message: str) -> None:

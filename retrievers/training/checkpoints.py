@@ -230,3 +230,26 @@ def atomic_trainer(trainer_class: type) -> type:
     AtomicCheckpointTrainer.__name__ = f"Atomic{trainer_class.__name__}"
     AtomicCheckpointTrainer.__qualname__ = AtomicCheckpointTrainer.__name__
     return AtomicCheckpointTrainer
+
+
+def train_and_pick(trainer: Any, resume_from: str | None, monitor: Any, checkpoints: Path,
+                   eval_fn: EvalFn | None) -> tuple[list[tuple[int, Path, float]], int, Path]:
+    """Run ``trainer`` (from ``resume_from`` when given; the progress ``monitor`` closed in
+    any case), then score every epoch's checkpoint and pick the one to export: the highest dev
+    score (the earliest epoch on ties), or the last epoch without ``eval_fn``.
+
+    Returns:
+        Every epoch as ``(epoch, checkpoint, score)``, the chosen epoch and its checkpoint.
+    """
+    try:
+        trainer.train(resume_from_checkpoint=resume_from)
+    except KeyboardInterrupt:
+        logger.warning("training interrupted: resume=True continues from the newest checkpoint "
+                       "in %s", checkpoints)
+        raise
+    finally:
+        monitor.close()
+    epochs = score_epochs(checkpoints, eval_fn)
+    best_epoch, best, _ = epochs[-1] if eval_fn is None else max(
+        epochs, key=lambda e: (e[2], -e[0]))  # highest score, earliest epoch on ties
+    return epochs, best_epoch, best

@@ -47,7 +47,7 @@ from retrievers.training.checkpoints import (
     epoch_of,
     recover,
     score_checkpoint,
-    score_epochs,
+    train_and_pick,
     write_json,
 )
 from retrievers.training.config import (
@@ -174,7 +174,7 @@ def train_model(base: str | Path | SentenceTransformer, dataset: Any,
     out = Path(output_dir)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     bf16 = resolve_precision(config.precision, device)
-    resume_from = _prepare_output(out, config, resume)
+    resume_from = prepare_output(out, config, resume)
     set_seed(config.seed)
     model = _load_model(base, device)
     model.max_seq_length = config.max_seq_length
@@ -186,35 +186,26 @@ def train_model(base: str | Path | SentenceTransformer, dataset: Any,
     elif config.group_by_length:
         logger.warning("group_by_length ignored: this recipe draws its own batches (%r)",
                        batch_sampler)
-    monitor = _step_monitor(progress)
+    monitor = step_monitor(progress)
     trainer = atomic_trainer(SentenceTransformerTrainer)(
         model=model,
-        args=_training_args(config, out / "checkpoints", device, bf16, batch_sampler),
+        args=training_args(config, out / "checkpoints", device, bf16, batch_sampler),
         train_dataset=dataset, loss=loss_factory(model),
-        callbacks=[monitor, _epoch_checkpoints(eval_fn)])
+        callbacks=[monitor, epoch_checkpoints(eval_fn)])
     trainer.remove_callback(PrinterCallback)  # it prints every step's log dict
     precision = "bf16" if bf16 else "fp32"
     logger.info("training on %d rows, %d epoch(s), %s, %s%s%s", len(dataset), config.epochs,
                 device, precision, ", length-grouped batches" if grouped else "",
                 f", resuming {resume_from}" if resume_from else "")
     epochs_before = epoch_of(Path(resume_from)) if resume_from else 0
-    try:
-        trainer.train(resume_from_checkpoint=resume_from)
-    except KeyboardInterrupt:
-        logger.warning("training interrupted: resume=True continues from the newest checkpoint "
-                       "in %s", out / "checkpoints")
-        raise
-    finally:
-        monitor.close()
-    epochs = score_epochs(out / "checkpoints", eval_fn)
-    best_epoch, best, _ = epochs[-1] if eval_fn is None else max(
-        epochs, key=lambda e: (e[2], -e[0]))  # highest score, earliest epoch on ties
+    epochs, best_epoch, best = train_and_pick(trainer, resume_from, monitor,
+                                              out / "checkpoints", eval_fn)
     epochs_run = round(trainer.state.epoch)
     trained = len(dataset) * (epochs_run - epochs_before)
     result = TrainResult(
         model_dir=_export_model(best, out / "model", finalize_model), best_checkpoint=best,
         epochs_run=epochs_run, steps=trainer.state.global_step,
-        curve=_curve(trainer.state.log_history),
+        curve=curve_points(trainer.state.log_history),
         epoch_scores=tuple(e[2] for e in epochs) if eval_fn else (), best_epoch=best_epoch,
         seconds=time.perf_counter() - started,
         examples_per_second=trained / monitor.seconds if monitor.seconds else 0.0,
@@ -232,12 +223,13 @@ def _length_sampler(dataset: Any, model: SentenceTransformer, max_seq_length: in
         row_lengths(dataset, getattr(model, "tokenizer", None), max_seq_length))
 
 
-def _training_args(config: TrainConfig, checkpoints: Path, device: str, bf16: bool,
-                   batch_sampler: Any = None) -> Any:
-    """Trainer arguments: every schedule, seed and save setting explicit."""
+def training_args(config: TrainConfig, checkpoints: Path, device: str, bf16: bool,
+                  batch_sampler: Any = None, args_class: type | None = None) -> Any:
+    """Trainer arguments (``args_class``, default ``SentenceTransformerTrainingArguments``):
+    every schedule, seed and save setting explicit."""
     from sentence_transformers.sentence_transformer import SentenceTransformerTrainingArguments
 
-    return SentenceTransformerTrainingArguments(
+    return (args_class or SentenceTransformerTrainingArguments)(
         output_dir=str(checkpoints), num_train_epochs=config.epochs,
         per_device_train_batch_size=config.batch_size, learning_rate=config.learning_rate,
         lr_scheduler_type="linear", warmup_steps=float(config.warmup_ratio),  # float < 1: a ratio
@@ -249,7 +241,7 @@ def _training_args(config: TrainConfig, checkpoints: Path, device: str, bf16: bo
         **({"batch_sampler": batch_sampler} if batch_sampler is not None else {}))
 
 
-def _prepare_output(out: Path, config: TrainConfig, resume: bool) -> str | None:
+def prepare_output(out: Path, config: TrainConfig, resume: bool) -> str | None:
     """Check the run folder against ``resume``; return the checkpoint to resume from.
 
     Unfinished saves, and with ``resume`` torn checkpoints, are removed first (:func:`recover`).
@@ -308,7 +300,7 @@ def _export_model(checkpoint: Path, model_dir: Path, finalize: ModelHook | None 
     return model_dir
 
 
-def _curve(log_history: list[dict[str, Any]]) -> tuple[CurvePoint, ...]:
+def curve_points(log_history: list[dict[str, Any]]) -> tuple[CurvePoint, ...]:
     return tuple(CurvePoint(int(r["step"]), float(r["epoch"]), float(r["loss"]),
                             float(r["learning_rate"]))
                  for r in log_history if "loss" in r and "learning_rate" in r)
@@ -332,7 +324,7 @@ def _preserved_rng() -> Iterator[None]:
             torch.cuda.set_rng_state_all(cuda)
 
 
-def _step_monitor(progress: Progress) -> Any:
+def step_monitor(progress: Progress) -> Any:
     """A callback reporting optimizer steps to ``progress`` and timing them.
 
     ``seconds`` sums the time from each epoch's start or the previous step's end to each step's
@@ -369,7 +361,7 @@ def _step_monitor(progress: Progress) -> Any:
     return StepMonitor()
 
 
-def _epoch_checkpoints(eval_fn: EvalFn | None) -> Any:
+def epoch_checkpoints(eval_fn: EvalFn | None) -> Any:
     """A callback that, after each epoch's checkpoint, prunes older resume state and scores it."""
     from transformers import TrainerCallback
 

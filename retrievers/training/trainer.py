@@ -67,10 +67,12 @@ def train_pairs(base: str | Path | SentenceTransformer, examples: Sequence[PairE
                        output_dir, config, resume=resume, progress=progress, eval_fn=eval_fn)
 
 
-def _build_dataset(examples: Sequence[PairExample], config: TrainConfig) -> Any:
-    """Columns ``query``, ``document``, ``label`` = ``[y, margin]``; logs the class histogram."""
-    from datasets import Dataset
+def checked_pairs(examples: Sequence[PairExample]) -> list[PairExample]:
+    """``examples`` as a list of :class:`PairExample`.
 
+    Raises:
+        RetrieverError: No pair, or a row that is not a :class:`PairExample`.
+    """
     examples = list(examples)
     if not examples:
         raise RetrieverError("no training pairs: examples is empty; pass PairExample pairs, at "
@@ -78,6 +80,14 @@ def _build_dataset(examples: Sequence[PairExample], config: TrainConfig) -> Any:
     for i, example in enumerate(examples):
         if not isinstance(example, PairExample):
             raise RetrieverError(f"examples[{i}] is a {type(example).__name__}, not a PairExample")
+    return examples
+
+
+def _build_dataset(examples: Sequence[PairExample], config: TrainConfig) -> Any:
+    """Columns ``query``, ``document``, ``label`` = ``[y, margin]``; logs the class histogram."""
+    from datasets import Dataset
+
+    examples = checked_pairs(examples)
     positives = sum(e.positive for e in examples)
     if positives == 0:
         raise RetrieverError(

@@ -1,6 +1,7 @@
 """The training recipes by name, built-in and plug-in.
 
-Built in: ``edel`` (:mod:`.edel`), ``bica`` (:mod:`.bica`), ``biohicl`` (:mod:`.biohicl`). A plug-in
+Built in: ``edel`` (:mod:`.edel`), ``bica`` (:mod:`.bica`), ``biohicl`` (:mod:`.biohicl`), ``cross``
+(:mod:`.cross`, a cross-encoder measured by re-ranking). A plug-in
 is any installed distribution that declares an entry point in the group ``kbcurate.recipes``
 whose value is a :class:`~curation.training.recipes.base.Recipe` instance (or class), e.g. in its
 ``pyproject.toml``::
@@ -38,7 +39,8 @@ logger = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "kbcurate.recipes"
 #: Built-in recipes: name -> module holding ``RECIPE``.
 BUILTIN = {"edel": "curation.training.recipes.edel", "bica": "curation.training.recipes.bica",
-           "biohicl": "curation.training.recipes.biohicl"}
+           "biohicl": "curation.training.recipes.biohicl",
+           "cross": "curation.training.recipes.cross"}
 #: The built-in recipes' names, in menu order.
 RECIPES = tuple(BUILTIN)
 

@@ -209,6 +209,10 @@ class Recipe:
         Options: The options dataclass (extends :class:`TrainingOptions`).
         uses_queries: False when the recipe learns from the corpus alone (BioHiCL): the
             tiny-data warning then counts rows only.
+        measured_by: How its versions are measured, gated and switched
+            (:data:`curation.training.measures.MEASURES`): ``"dense"`` (a bi-encoder: encoded,
+            ranked by cosine, activated with its index) or ``"rerank"`` (a cross-encoder:
+            re-ranks the first stage's top K, its own active slot).
     """
 
     name: str = ""
@@ -216,6 +220,7 @@ class Recipe:
     labels: str = ""
     Options: type[TrainingOptions] = TrainingOptions
     uses_queries: bool = True
+    measured_by: str = "dense"
 
     def build_data(self, data_in: RoundInput, options: Any) -> TrainingData:
         """Training rows from the KB (train split), the corpus and the labels."""
