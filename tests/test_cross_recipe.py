@@ -235,6 +235,13 @@ def test_activating_a_dense_version_is_refused_as_cross(tmp_workspace, tiny_mode
                                 model_dir=tiny_model_path, manifest={}, created_by="root")
     with pytest.raises(CurationError, match="not a cross-encoder version"):
         activate_cross(ws, dense.id, user=User("root", Role.ADMIN))
+    # and a cross version never takes the dense slot, whoever asks
+    cross = Models(ws).register(schema="disease_gene", recipe="cross", base_model="tiny",
+                                model_dir=tiny_model_path, manifest={"kind": "cross"},
+                                created_by="root")
+    with pytest.raises(CurationError, match="is a cross-encoder version: it re-ranks; activate"):
+        Models(ws).activate(cross.id, User("root", Role.ADMIN))
+    assert Models(ws).active("disease_gene") is None
 
 
 def test_models_import_of_a_cross_folder_registers_a_cross_version(tmp_workspace,

@@ -25,13 +25,11 @@ import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-from curation.store.models import Models, ModelVersion
+from curation.store.models import CROSS_KIND, Models, ModelVersion
 from curation.store.settings import Settings
 from curation.store.workspace import Workspace
 from kb_sources.errors import CurationError
 
-#: The manifest ``kind`` of a cross-encoder version.
-CROSS_KIND = "cross"
 #: The ``meta`` key naming a schema's active cross-encoder version (its registry status stays
 #: ``candidate``: ``Models.active`` keeps naming the dense version; set by
 #: :func:`curation.training.cross_versions.activate_cross`).

@@ -1,13 +1,10 @@
 """Model registry: every trained model is a version in the workspace.
 
-A version is named ``<schema>-<recipe>@<n>`` ("disease_gene-edel@3"); ``n`` counts up per name.
-Its folder ``WS/models/<id>/`` holds ``model/`` (a sentence-transformers folder with
-``model.safetensors``; pickled weights are refused) and ``manifest.json`` (how it was trained, the
-sha256 of every file, the metrics). At most one version per schema is ``active``: the one the app
-and the CLI rank with. Activating another makes the previous one a candidate again (rollback is
-activating an older version); every change is audited, and weights are checked against the
-recorded checksum before they are used or exported. :class:`Models`, built on a workspace
-(``Models(ws)``), registers, lists, activates, retires and exports the versions.
+A version is named ``<schema>-<recipe>@<n>`` ("disease_gene-edel@3"). Its folder ``WS/models/<id>/``
+holds ``model/`` (``model.safetensors``; pickled weights are refused) and ``manifest.json`` (how it
+was trained, every file's sha256, the metrics). At most one version per schema is ``active`` (the
+one the app ranks with; activating an older one is a rollback); every change is audited, weights
+are checked before use. :class:`Models` registers, lists, activates, retires, exports.
 """
 
 from __future__ import annotations
@@ -33,6 +30,7 @@ from kb_sources.json_text import parse_json
 logger = logging.getLogger(__name__)
 
 WEIGHTS = "model.safetensors"
+CROSS_KIND = "cross"  # the manifest kind of a cross-encoder version (never the dense encoder)
 MANIFEST = "manifest.json"
 _NAME_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.]*")
 
@@ -275,10 +273,13 @@ class Models:
         Raises:
             PermissionDenied: ``user`` is not an admin.
             UnknownNameError: No such version.
-            CurationError: The weights do not match the recorded checksum.
+            CurationError: The weights do not match their checksum, or a cross-encoder version.
         """
         actor = require_admin_actor(user, "Activating a model version")
         version = self.get(ident)
+        if version.manifest.get("kind") == CROSS_KIND:  # it re-ranks: not a dense encoder
+            raise CurationError(f"{version.id} is a cross-encoder version: it re-ranks; activate "
+                                "it with kbcurate models activate (sets the active cross-encoder)")
         verify_weights(version)
         with self.ws.transaction():
             prev = self.active(version.schema)
