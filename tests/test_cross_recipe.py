@@ -194,6 +194,33 @@ def test_build_data_grades_cited_abstracts_and_draws_uncited_negatives(tmp_works
     assert data.document_format == "{title} [SEP] {abstract}"
 
 
+def test_first_stage_negatives_are_bm25_hits_the_kb_does_not_cite(tmp_workspace) -> None:
+    from curation.evaluation.harness import build_task
+    from curation.search.indexing import get_index
+    from curation.training.recipes.edel.examples import build_examples
+
+    ws = _partial_workspace(tmp_workspace)
+    task = build_task(ws, "disease_gene")
+    train = {q.qid: q for q in task.split("train")}
+    bm25 = get_index(ws, "bm25", progress=False)
+    config = recipe_options("cross", {"first_stage_negatives": 2, "bm25_depth": 10}
+                            ).example_config()
+    rows = build_examples(ws, "disease_gene", config, task=task, progress=False).examples
+    first = [e for e in rows if e.cls == "neg:first-stage"]
+    assert first and all(not e.positive and e.mu == 0.8 for e in first)
+    for qid in {e.qid for e in first}:
+        mine = [e.doc_id for e in first if e.qid == qid]
+        ranked = [h.doc_id for h in bm25.search(train[qid].text, 10)]
+        assert len(mine) <= 2 and set(mine) <= set(ranked)  # BM25's top 10, at most 2
+        assert not set(mine) & set(train[qid].gold)  # never a cited abstract
+    # EDEL's own rows (the option at 0) have none, and the draw is seeded
+    edel = build_examples(ws, "disease_gene", recipe_options(
+        "cross", {"first_stage_negatives": 0, "bm25_depth": 10}).example_config(), task=task,
+        progress=False).examples
+    assert not [e for e in edel if e.cls == "neg:first-stage"]
+    assert rows == build_examples(ws, "disease_gene", config, task=task, progress=False).examples
+
+
 def test_round_registers_gates_against_bm25_then_the_active_cross(tmp_workspace,
                                                                   tiny_model_path) -> None:
     from curation.training.cross_versions import activate_cross, active_cross

@@ -178,6 +178,11 @@ def test_update_metrics_merges_row_and_manifest(tmp_workspace, fake_model_dir):
     assert table.splitlines()[0].split() == ["id", "status", "base", "model", "created", "NDCG@10"]
     assert table.splitlines()[1].split()[:3] == [v.id, "candidate", "tiny-bert"]
     assert table.splitlines()[1].endswith("0.450")
+    # a round or an import records the test metric as test_* (corpus) or testpool_* (pool)
+    pooled = Models(tmp_workspace).update_metrics(v.id, {"testpool_ndcg@10": 0.512}, "carol")
+    assert format_models_table([pooled]).splitlines()[1].endswith("0.512")
+    both = Models(tmp_workspace).update_metrics(v.id, {"test_ndcg@10": 0.634}, "carol")
+    assert format_models_table([both]).splitlines()[1].endswith("0.634")
 
 
 def test_corrupted_weights_are_refused(tmp_workspace, fake_model_dir):

@@ -4,8 +4,7 @@ A version is named ``<schema>-<recipe>@<n>`` ("disease_gene-edel@3"). Its folder
 holds ``model/`` (``model.safetensors``; pickled weights are refused) and ``manifest.json`` (how it
 was trained, every file's sha256, the metrics). At most one version per schema is ``active`` (the
 one the app ranks with; activating an older one is a rollback); every change is audited, weights
-are checked before use. :class:`Models` registers, lists, activates, retires, exports.
-"""
+are checked before use. :class:`Models` registers, lists, activates, retires, exports."""
 
 from __future__ import annotations
 
@@ -105,11 +104,12 @@ _ENCODER_KEYS = ("pooling", "query_prefix", "doc_prefix", "query_max_seq_length"
 
 
 def format_models_table(versions: list[ModelVersion]) -> str:
-    """A plain-text table: id, status, base model, created, NDCG@10 (when evaluated)."""
+    """A plain-text table: id, status, base model, created, test NDCG@10 (corpus, else pool)."""
     width = max([len(v.id) for v in versions] + [10]) + 2
     lines = [f"{'id':<{width}}{'status':<11}{'base model':<32}{'created':<27}{'NDCG@10':>8}"]
     for v in versions:
-        ndcg = v.metrics.get("ndcg@10")
+        ndcg = next((v.metrics[k] for k in ("test_ndcg@10", "testpool_ndcg@10", "ndcg@10")
+                     if isinstance(v.metrics.get(k), int | float)), None)  # as rounds record
         shown = f"{ndcg:.3f}" if isinstance(ndcg, int | float) else "-"
         lines.append(f"{v.id:<{width}}{v.status.value:<11}{v.base_model[:31]:<32}"
                      f"{v.created_at:<27}{shown:>8}")

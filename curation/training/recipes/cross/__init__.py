@@ -6,7 +6,9 @@ every KB-cited abstract of a train relation is a positive, graded by which of th
 entities it mentions (the schema's margin table: complete mu 0, partial matches higher);
 negatives are other relations' abstracts classed by what they share with the query, the first
 stage's (BM25's) top ``bm25_depth`` hits that the KB does not cite for the query entity and that
-mention no known answer, and seeded random documents. Labels are merged as for EDEL
+mention no known answer, and seeded random documents; and, for a re-ranker, the first stage's
+own top hits in rank order that the KB does not cite for the query and that name no known answer
+(``first_stage_negatives`` per query): the candidates it meets when it re-ranks. Labels are merged as for EDEL
 (:func:`curation.training.feedback.merge_examples`): *complete* -> a positive (mu 0), *partial*
 -> a noisy positive with its g pattern's margin, *irrelevant* -> a hard negative (mu 0.8).
 
@@ -33,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from curation.training.recipes.base import Recipe, RoundInput, TrainingData, TrainingOptions, option
-from curation.training.recipes.edel import EdelOptions, kb_examples
-from curation.training.recipes.edel.examples import to_pairs
+from curation.training.recipes.edel import EdelOptions
+from curation.training.recipes.edel.examples import build_examples, to_pairs
 from kb_sources.errors import CurationError
 
 #: The losses (:data:`retrievers.training.cross.CROSS_LOSSES`).
@@ -58,6 +60,8 @@ class CrossOptions(TrainingOptions):
     negatives_per_class: int = option(1, "cap per negative class per query, times its "
                                          "positives (EDEL code: 20)")
     bm25_depth: int = option(50, "BM25 hits looked at per query for hard negatives")
+    first_stage_negatives: int = option(15, "BM25's best-ranked hits per query the KB does "
+                                        "not cite (naming no known answer), as negatives")
     rerank_depth: int = option(100, "first-stage (BM25) hits re-ranked per test query when the "
                                "version is measured and gated")
 
@@ -71,6 +75,7 @@ class CrossOptions(TrainingOptions):
             raise CurationError(f"Invalid training options: rerank_depth must be an integer in "
                                 f"1..1000, got {depth!r}")
         self.edel_options().validate()
+        self.example_config()
 
     def edel_options(self) -> EdelOptions:
         """The EDEL options that draw the same rows (examples, margins, negatives)."""
@@ -78,6 +83,13 @@ class CrossOptions(TrainingOptions):
                            margin_function=self.margin_function,
                            negatives_per_class=self.negatives_per_class,
                            bm25_depth=self.bm25_depth)
+
+    def example_config(self) -> Any:
+        """EDEL's example configuration plus the first-stage negatives."""
+        from dataclasses import replace
+
+        return replace(self.edel_options().example_config(),
+                       first_stage_negatives=self.first_stage_negatives)
 
 
 class CrossRecipe(Recipe):
@@ -94,7 +106,9 @@ class CrossRecipe(Recipe):
     def build_data(self, data_in: RoundInput, options: Any) -> TrainingData:
         from curation.training.feedback import merge_examples
 
-        examples = kb_examples(data_in, options.edel_options())
+        examples = build_examples(data_in.ws, data_in.schema, options.example_config(),
+                                  matcher=data_in.matcher, task=data_in.task,
+                                  progress=data_in.progress)
         used: tuple[int, ...] = ()
         if data_in.labels is not None:
             examples = merge_examples(examples, data_in.labels,

@@ -11,7 +11,9 @@ For every query of the **train split** (the same seeded split by query entity th
   share, whether they have an answer, whether their own abstract mentions the entity);
 * BM25 negatives: top BM25 hits for the query text that the KB does not cite for the query
   entity, mention none of the query's known answers and carry no annotation of the answer type;
-* random negatives: seeded corpus documents.
+* random negatives: seeded corpus documents;
+* first-stage negatives (``first_stage_negatives`` > 0; ``cross``, not EDEL): BM25's top hits in
+  rank order as above but annotated or not: what a re-ranker meets (few BioRED hits lack a gene).
 
 Each negative class is capped at ``negatives_per_class`` x (the query's positives), the caps are
 recorded; a query's positives are never its negatives. Every document, positive or negative, is
@@ -75,6 +77,8 @@ class ExampleConfig:
             :data:`~curation.evaluation.harness.SPLIT_SEED`).
         document_format: How a document becomes text (``{title}``, ``{abstract}``).
         max_queries: Use at most this many train queries (None: all).
+        first_stage_negatives: First-stage negatives per query, the best-ranked first (0: none,
+            EDEL).
     """
 
     negatives_per_class: int = 20
@@ -84,10 +88,12 @@ class ExampleConfig:
     split_seed: int = SPLIT_SEED
     document_format: str = DEFAULT_DOCUMENT_FORMAT
     max_queries: int | None = None
+    first_stage_negatives: int = 0
 
     def __post_init__(self) -> None:
-        if self.negatives_per_class < 0 or self.bm25_depth < 0:
-            raise CurationError("negatives_per_class and bm25_depth must be >= 0")
+        if min(self.negatives_per_class, self.bm25_depth, self.first_stage_negatives) < 0:
+            raise CurationError("negatives_per_class, bm25_depth and first_stage_negatives "
+                                "must be >= 0")
         Ablation.parse(self.ablation)
         if "{title}" not in self.document_format and "{abstract}" not in self.document_format:
             raise CurationError(f"document_format {self.document_format!r} must contain "
@@ -281,6 +287,9 @@ class ExampleBuilder:
                             continue
                         mu = 0.8
                     negatives[d] = (mu, cls)
+            first = [d for d in self.first_stage(q, exclude) if d not in negatives]
+            for d in first[:self.config.first_stage_negatives]:
+                negatives[d] = (self.table.bm25, "neg:first-stage")
         return ([Example(q.qid, q.text, d, True, mu, c) for d, (mu, c) in sorted(pos.items())]
                 + [Example(q.qid, q.text, d, False, mu, c)
                    for d, (mu, c) in sorted(negatives.items())])
@@ -325,18 +334,30 @@ class ExampleBuilder:
         tokens.append("1" if rel.slots.get(self.sch.answer) else "0")
         return tokens
 
+    def first_stage(self, q: EvalQuery, exclude: set[str]) -> list[str]:
+        """BM25's top ``bm25_depth`` in rank order less ``exclude`` and hits naming a known
+        answer (none when ``first_stage_negatives`` is 0)."""
+        if self.config.first_stage_negatives == 0 or self.config.bm25_depth == 0:
+            return []
+        return [h.doc_id for h in self._bm25_hits(q.text)
+                if h.doc_id not in exclude
+                and not any(self.docs.mentions((a,), h.doc_id) for a in q.answers)]
+
+    def _bm25_hits(self, text: str) -> list[Any]:
+        if self._bm25 is None:
+            from curation.search.indexing import get_index
+
+            self._bm25 = get_index(self.docs.ws, "bm25", progress=False)
+        return list(self._bm25.search(text, self.config.bm25_depth))
+
     def bm25_negatives(self, q: EvalQuery, exclude: set[str]) -> list[str]:
         """Top BM25 hits for the query text (``bm25_depth``) that are not excluded, carry no
         annotation of the answer type and mention none of the query's known answers."""
         if self.config.bm25_depth == 0:
             return []
-        if self._bm25 is None:
-            from curation.search.indexing import get_index
-
-            self._bm25 = get_index(self.docs.ws, "bm25", progress=False)
         answer_type = self.sch.slot(self.sch.answer).type.lower()
         out = []
-        for hit in self._bm25.search(q.text, self.config.bm25_depth):
+        for hit in self._bm25_hits(q.text):
             d = hit.doc_id
             if d in exclude or answer_type in self.docs.annotated_types(d):
                 continue
