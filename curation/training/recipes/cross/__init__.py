@@ -8,7 +8,8 @@ negatives are other relations' abstracts classed by what they share with the que
 stage's (BM25's) top ``bm25_depth`` hits that the KB does not cite for the query entity and that
 mention no known answer, and seeded random documents; and, for a re-ranker, the first stage's
 own top hits in rank order that the KB does not cite for the query and that name no known answer
-(``first_stage_negatives`` per query): the candidates it meets when it re-ranks. Labels are merged as for EDEL
+(``first_stage_negatives`` per query): the candidates it meets when it re-ranks. Labels are
+merged as for EDEL
 (:func:`curation.training.feedback.merge_examples`): *complete* -> a positive (mu 0), *partial*
 -> a noisy positive with its g pattern's margin, *irrelevant* -> a hard negative (mu 0.8).
 
