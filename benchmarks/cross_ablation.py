@@ -1,14 +1,14 @@
 """The cross-encoder's worth to the learned ranker (issue 45): the ablation table per task.
 
     python benchmarks/cross_ablation.py -w WS --cross disease_gene-cross@3 [--cross ...]
-        [--dense-version disease_gene-edel@1] [--base-dense] [--task T ...]
+        [--dense-version disease_gene-edel@1 ...] [--base-dense] [--task T ...]
 
 Per task, one ranker round per arm (train split, LightGBM, the dev gate as ``kbcurate rank
 train``; the versions are saved in ``-w``), and its test NDCG@10 / EntityRecall@10:
 
 * ``ranked``: BM25's top 100 and the lexical and matching features;
-* ``+ dense``: with the dense version's and / or the base model's dense candidates and cosines
-  (only with ``--dense-version`` / ``--base-dense``);
+* ``+ dense``: with the task's dense version's (``--dense-version``, one per task) and / or the
+  base model's (``--base-dense``) dense candidates and cosines, indexes built when missing;
 * ``+ cross``: with the cross-encoder block (score, share, missing) of the task's cross version
   (``--cross``, made the schema's active cross-encoder in ``-w``), its scores of each query's
   top K (K = 50) computed into the workspace's cache first where missing (train, dev and test
@@ -53,7 +53,8 @@ def main() -> None:
     p.add_argument("--task", action="append", default=[])
     p.add_argument("--cross", action="append", default=[],
                    help="a cross version per task (SCHEMA-cross@N); repeat for each task")
-    p.add_argument("--dense-version")
+    p.add_argument("--dense-version", action="append", default=[],
+                   help="a trained dense version per task (SCHEMA-edel@N); repeat for each task")
     p.add_argument("--base-dense", action="store_true")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args()
@@ -61,16 +62,18 @@ def main() -> None:
                         format="%(asctime)s %(name)s %(message)s")
     ws = Workspace.open(args.workspace)
     crosses = {Models(ws).get(c).schema: c for c in args.cross}
-    with_dense = bool(args.dense_version or args.base_dense)
-    dense, base = (open_first_stages(ws, dense_version=args.dense_version, base=args.base_dense,
-                                     progress=not args.quiet) if with_dense else (None, None))
+    denses = {Models(ws).get(d).schema: d for d in args.dense_version}
     rows = []
     for task in args.task or TASKS:
         row = {"task": task}
+        dense_version = denses.get(task)
+        with_dense = bool(dense_version or args.base_dense)
+        dense, base = (open_first_stages(ws, dense_version=dense_version, base=args.base_dense,
+                                         progress=not args.quiet) if with_dense else (None, None))
         row["ranked"] = arm(ws, task)
         if with_dense:
             row["+ dense"] = arm(ws, task, dense=dense, base=base,
-                                 dense_version=args.dense_version)
+                                 dense_version=dense_version)
         if task in crosses:
             version = activate_cross(ws, crosses[task], user=SYSTEM_USER, start_scoring=False,
                                      reason="issue 45 ablation")
@@ -84,7 +87,7 @@ def main() -> None:
                 started = time.perf_counter()
                 cross = round_cross(ws, task, compute=True)
                 row["+ all"] = arm(ws, task, dense=dense, base=base, cross=cross,
-                                   dense_version=args.dense_version)
+                                   dense_version=dense_version)
                 row["cross s"] += time.perf_counter() - started
         rows.append(row)
         print(row, flush=True)

@@ -132,7 +132,8 @@ def test_a_damaged_model_with_its_new_checksum_in_the_manifest_is_refused(tmp_wo
     (r"split_feature=\d+", "split_feature=999", "split_feature must be 0..16"),
     (r"left_child=\d+", "left_child=77", "node 0 has child 77"),
     (r"left_child=\d+", "left_child=0", "node 0 has child 0"),  # a cycle: LightGBM loops
-    (r"threshold=[^ \n]+", "threshold=nan", "threshold must hold finite numbers"),
+    (r"threshold=[^ \n]+", "threshold=nan", "threshold must hold numbers (no nan)"),
+    (r"split_gain=[^ \n]+", "split_gain=inf", "split_gain must hold finite numbers"),
     (r"num_leaves=\d+", "num_leaves=2e9", "num_leaves must be a whole number, got '2e9'"),
     (r"leaf_value=[^ \n]+", "leaf_value=1.5", "tree 0 is not the size tree_sizes says"),
     (r"max_feature_idx=\d+", "max_feature_idx=40", "max_feature_idx must be 16"),
@@ -142,6 +143,33 @@ def test_the_structure_check_names_what_is_wrong(old, new, message):
     check_lightgbm_text(text, 17)
     with pytest.raises(CurationError, match=re.escape(message)):
         check_lightgbm_text(re.sub(old, new, text, count=1), 17)
+
+
+def test_a_split_of_unscored_from_scored_candidates_saves_and_loads(tmp_path):
+    """LightGBM writes threshold=inf when it splits the candidates with a missing value (a cross
+    score outside the top K) from the scored ones; the check let no such model load, so a ranker
+    round with the cross feature failed at promotion (disease_gene, 2026-11-29)."""
+    import numpy as np
+
+    from curation.ranking.model import Group, LightGBMModel, RankerOptions, fit
+
+    rng = np.random.default_rng(0)
+    groups = []
+    for q in range(60):
+        grades = (rng.random(30) < 0.3).astype(int)
+        cross = np.where((rng.random(30) < 0.5) & (grades == 0), rng.normal(size=30) - 2, np.nan)
+        x = np.column_stack([rng.normal(size=30), cross, np.isnan(cross).astype(float)])
+        groups.append(Group(f"q{q}", tuple(f"d{q}_{i}" for i in range(30)), x,
+                            tuple(int(g) for g in grades)))
+    names = ["bm25_score", "cross_score", "cross_missing"]
+    ranker = fit(groups, names, RankerOptions())
+    text = ranker.model.booster.model_to_string()
+    assert re.search(r"threshold=inf", text)  # the split this test is about
+    ranker.model.save(tmp_path / "model.txt")
+    loaded = LightGBMModel.load(tmp_path / "model.txt", names)
+    x = np.vstack([g.features for g in groups[:3]])
+    assert np.allclose(loaded.score(x), ranker.model.score(x))
+    assert np.all(np.isfinite(loaded.score(x)))
 
 
 def test_the_child_process_takes_the_crash_and_the_verdict_is_kept(tmp_workspace, monkeypatch):

@@ -176,8 +176,9 @@ def check_tree(tree: dict[str, str], i: int, n_features: int) -> None:
     arrays = {k: _ints(tree.get(k, ""), k, where) for k in _INT_ARRAYS if k in tree
               or k != "internal_count"}
     for key in _FLOAT_ARRAYS:
-        if key in tree or key == "threshold":
-            _length(_floats(tree.get(key, ""), key, where), nodes, key, where)
+        if key in tree or key == "threshold":  # +-inf: LightGBM's split of missing vs scored
+            _length(_floats(tree.get(key, ""), key, where, key == "threshold"), nodes, key,
+                    where)
     for key, values in arrays.items():
         _length(values, nodes, key, where)
     if any(not 0 <= f < n_features for f in arrays["split_feature"]):
@@ -231,18 +232,19 @@ def _ints(text: str, key: str, where: str) -> list[int]:
         raise CurationError(f"{where}: {key} must hold whole numbers") from exc
 
 
-def _float(text: str, key: str, where: str) -> float:
+def _float(text: str, key: str, where: str, infinite: bool = False) -> float:
     try:
         value = float(text)
     except ValueError as exc:
         raise CurationError(f"{where}: {key} must hold numbers, got {text!r:.40}") from exc
-    if not math.isfinite(value):
-        raise CurationError(f"{where}: {key} must hold finite numbers, got {text!r:.40}")
+    if math.isnan(value) or not (infinite or math.isfinite(value)):
+        kind = "numbers (no nan)" if infinite else "finite numbers"
+        raise CurationError(f"{where}: {key} must hold {kind}, got {text!r:.40}")
     return value
 
 
-def _floats(text: str, key: str, where: str) -> list[float]:
-    return [_float(v, key, where) for v in text.split()]
+def _floats(text: str, key: str, where: str, infinite: bool = False) -> list[float]:
+    return [_float(v, key, where, infinite) for v in text.split()]
 
 
 def _length(values: list, expected: int, key: str, where: str) -> None:
