@@ -15,8 +15,9 @@ train``; the versions are saved in ``-w``), and its test NDCG@10 / EntityRecall@
   queries; the time is printed);
 * ``+ all``: both (only with a dense option).
 
-Also the cross version alone re-ranking BM25's top its rerank depth (its recorded test metrics)
-and the seconds spent scoring missing pairs and running the cross rounds. A task without a ``--cross`` version gets the
+Also the cross version alone re-ranking BM25's top hits to its rerank depth (its recorded test
+metrics), and the seconds spent scoring missing pairs and running the cross rounds. A task
+without a ``--cross`` version gets the
 ``ranked`` and ``+ dense`` arms only.
 """
 
