@@ -294,3 +294,40 @@ def test_why_this_rank_phrases_the_cross_encoder():
                       np.asarray([0.0, 0.0, 0.0, 0.5]), {}, "gene")
     assert [r.text for r in missing] == [
         "the cross-encoder has not read it (not among its top candidates)"]
+
+
+def test_held_out_queries_whose_labels_a_feature_version_learned_are_not_measured(
+        tmp_workspace, tiny_cross_encoder):
+    """A cross (or dense) version trained on curators' labels of a dev or test relation would
+    score what it learned there: the ranker round leaves those queries' groups out of its
+    held-out pool, as the dense gate does, and says so."""
+    from curation.training.ranker import train_ranker
+
+    ws = make_learnable_workspace(tmp_workspace, n=30)
+    task = build_task(ws, "disease_gene")
+    dev, test = task.split("dev")[0], task.split("test")[0]
+    learned = sorted({dev.group, test.group})
+    ident = Models(ws).register(
+        schema="disease_gene", recipe="cross", base_model="tiny-bert",
+        model_dir=tiny_cross_encoder, created_by="admin",
+        manifest={"kind": "cross", "examples": {"labels": {"learned_groups": learned}}}).id
+    Settings(ws).put(ACTIVE_KEY.format(schema="disease_gene"), ident)
+    set_workspace_k(ws, 10)
+    score_relations(ws, "disease_gene", score=knows_the_kb(ws))
+    rnd = train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL,
+                       gate=False)
+    assert rnd.version.manifest["cross"]["version"] == ident
+    gone = {q.qid for q in task.queries if q.split != "train" and q.group in learned}
+    pool = {q.qid for q in task.queries if q.split != "train"}
+    assert gone >= {dev.qid, test.qid} and rnd.measurement.pool == len(pool) - len(gone)
+    assert set(rnd.version.manifest["heldout_per_query"]) == pool - gone
+    assert (f"{len(gone)} held-out queries left out of the measurement: {ident} learned "
+            f"curators' labels of their {len(learned)} query group(s)") in rnd.measurement.notes[0]
+    # a cross version that learned no label leaves the pool whole
+    Settings(ws).put(ACTIVE_KEY.format(schema="disease_gene"), add_cross_version(
+        ws, tiny_cross_encoder))
+    score_relations(ws, "disease_gene", score=knows_the_kb(ws))
+    whole = train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL,
+                         gate=False)
+    assert whole.measurement.pool == len(pool) and not any(
+        "left out of the measurement" in n for n in whole.measurement.notes)

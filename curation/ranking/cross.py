@@ -24,8 +24,10 @@ Leakage: a cross version trained on the train split's relations scores those rel
 as the dense version's cosine does for its own training relations. The ranker's training rows
 read both as they are (the dense features' habit, kept for the cross score): the learned weight
 is optimistic on train queries, and the gate, which measures out of fold on the held-out queries
-(dev + test, never trained on by a recipe), keeps a version that trusts it too much from being
-promoted.
+(dev + test, never trained on by a recipe; those whose query group a dense or cross version
+learned curators' labels of are left out), keeps a version that trusts it too much from being
+promoted. Training the cross version out of fold instead (each train relation scored by a model
+that never saw it) was measured on disease_gene and did worse (docs/evaluation.md).
 """
 
 from __future__ import annotations

@@ -53,6 +53,7 @@ from curation.search.cross_scores import cross_for_round
 from curation.search.indexing import get_index
 from curation.search.ranked import open_first_stages, pooled_evidence
 from curation.store.errors import Actor, WorkspaceError, require_admin_actor
+from curation.store.models import Models
 from curation.store.rankers import RankerRoundLock, Rankers, RoundRunning
 from curation.store.workspace import Workspace
 from curation.training.gate import gate_ranker_round
@@ -65,6 +66,7 @@ from curation.training.ranker_round import (
     identical_decision,
     record_round,
 )
+from curation.training.round_gate import feature_versions, versions_learned_groups
 from curation.training.round_measure import measure_round
 from kb_sources.errors import CurationError
 from kb_sources.schema import get_schema
@@ -185,7 +187,9 @@ def _round(ws: Workspace, schema: str, lock: RankerRoundLock, ctx: RankingContex
     ranker = fit(tset.groups(), ctx.names, options)
     seconds_fit = time.perf_counter() - started
     state = active_ranker(ws, schema)
-    measured = measure_round(ctx, task, tset, labels, ranker, options, state, progress=progress)
+    measured = measure_round(ctx, task, tset, labels, ranker, options, state,
+                             feature_groups=_feature_groups(ws, ctx, dense_version, state),
+                             progress=progress)
     Rankers(ws).beat_round(lock)
     decision = decide_round(measured, request, pooled_evidence(ws, schema, RANKED,
                                                                measured.against))
@@ -221,6 +225,18 @@ def _round(ws: Workspace, schema: str, lock: RankerRoundLock, ctx: RankingContex
     return RankerRound(version, decision, activated, seconds_features, seconds_fit, len(train),
                        tset.rows, labels.used, (), same.id if same is not None else None,
                        measured, labels.provenance(), rec.id)
+
+
+def _feature_groups(ws: Workspace, ctx: RankingContext, dense_version: str | None,
+                    state: Any) -> dict[str, set[str]]:
+    """The query groups the dense and cross versions that the candidate's features (and the
+    active version's) read learned curators' labels of (versions gone since: none)."""
+    idents = [dense_version if ctx.dense is not None else None,
+              ctx.cross.version if ctx.cross is not None else None,
+              *feature_versions(state.version.manifest if state.version is not None else None)]
+    models = Models(ws)
+    return versions_learned_groups({v: models.get(v).manifest for v in dict.fromkeys(idents)
+                                    if v and models.is_version(v)})
 
 
 @contextmanager

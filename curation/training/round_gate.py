@@ -43,6 +43,23 @@ def learned_groups(manifest: Mapping[str, Any] | None) -> set[str]:
     return {str(g) for g in groups} if isinstance(groups, list) else set()
 
 
+def feature_versions(manifest: Mapping[str, Any] | None) -> list[str]:
+    """The dense and cross versions a ranker version's features read (its manifest's ``dense``
+    and ``cross.version``)."""
+    data = manifest or {}
+    cross = data.get("cross")
+    found = [data.get("dense"), cross.get("version") if isinstance(cross, dict) else None]
+    return [str(v) for v in found if isinstance(v, str) and v]
+
+
+def versions_learned_groups(manifests: Mapping[str, Mapping[str, Any] | None]
+                            ) -> dict[str, set[str]]:
+    """Version id -> the query groups it learned labels of (:func:`learned_groups`), for the
+    versions that learned any."""
+    found = {ident: learned_groups(m) for ident, m in manifests.items()}
+    return {ident: groups for ident, groups in found.items() if groups}
+
+
 @dataclass(frozen=True)
 class MeasuredQueries:
     """The task a gate measures on, and what it left out.

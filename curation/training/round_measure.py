@@ -46,6 +46,7 @@ from curation.training.heldout import (
     top_hits,
 )
 from curation.training.ranker_data import LabelSet, TrainingSet
+from curation.training.round_gate import MeasuredQueries, measured_queries
 from kb_sources.errors import CurationError
 
 logger = logging.getLogger(__name__)
@@ -117,11 +118,21 @@ def heldout_pool(task: EvalTask) -> list[EvalQuery]:
 
 def measure_round(ctx: RankingContext, task: EvalTask, tset: TrainingSet, labels: LabelSet,
                   served: Ranker, options: RankerOptions, active: ActiveRanker, *,
+                  feature_groups: Mapping[str, set[str]] | None = None,
                   progress: bool = False) -> RoundMeasurement:
-    """Measure a round's candidate (``served``, fitted on ``tset``) and its reference."""
-    pool = heldout_pool(task)
+    """Measure a round's candidate (``served``, fitted on ``tset``) and its reference.
+
+    ``feature_groups``: dense or cross version -> the query groups it learned curators' labels
+    of, for the versions the candidate's or the reference's features read. Their dev and test
+    queries are left out of the pool (:func:`~curation.training.round_gate.measured_queries`):
+    a feature fitted on a query's labels would score what was learned there, not search (the
+    dense gate's rule, issue 44); the notes say how many and why.
+    """
+    left = measured_queries(task, set().union(*(feature_groups or {}).values()))
+    pool = heldout_pool(left.task)
+    left_note = _left_out_note(left, feature_groups or {})
     if not pool:
-        return RoundMeasurement(None, None, "", active.version is None, 0)
+        return RoundMeasurement(None, None, "", active.version is None, 0, notes=left_note)
     folds = assign_folds(q.group for q in pool)
     fingerprint = pool_fingerprint(pool, folds)
     prepared = prepare(ctx, pool, progress=progress)
@@ -143,6 +154,7 @@ def measure_round(ctx: RankingContext, task: EvalTask, tset: TrainingSet, labels
         if queries:
             served_metrics[split] = measure(ctx, split, queries, own, texts).metrics
     reference, against, notes = reference_measurement(ctx, active, prepared, fingerprint, texts)
+    notes = left_note + notes
     compared = candidate.on(reference.per_query) if reference is not None else candidate
     logger.info("held-out pool of %s: %d queries (%s), %d folds, %d refits", ctx.schema.name,
                 len(pool), ", ".join(f"{s} {sum(v == s for v in split_of.values())}"
@@ -152,6 +164,18 @@ def measure_round(ctx: RankingContext, task: EvalTask, tset: TrainingSet, labels
         len(set(folds.values())), refits, served_metrics, candidate.metrics,
         per_query_json(candidate), fingerprint, notes,
         pool_calibration(pool, deep, oof_scores))
+
+
+def _left_out_note(left: MeasuredQueries, feature_groups: Mapping[str, set[str]]
+                   ) -> tuple[str, ...]:
+    n = sum(left.count(split) for split in POOL_SPLITS)
+    if not n:
+        return ()
+    hit = set().union(*(set(v) for v in left.groups.values()))
+    who = sorted(v for v, groups in feature_groups.items() if groups & hit)
+    return (f"{n} held-out queries left out of the measurement: {', '.join(who)} learned "
+            f"curators' labels of their {len(hit)} query group(s), so their features there "
+            "would score what was learned, not search",)
 
 
 def calibration_lists(ctx: RankingContext, pool: Sequence[EvalQuery],
