@@ -300,34 +300,47 @@ def test_held_out_queries_whose_labels_a_feature_version_learned_are_not_measure
         tmp_workspace, tiny_cross_encoder):
     """A cross (or dense) version trained on curators' labels of a dev or test relation would
     score what it learned there: the ranker round leaves those queries' groups out of its
-    held-out pool, as the dense gate does, and says so."""
-    from curation.training.ranker import train_ranker
+    held-out pool, as the dense gate does, and says so; so does choosing the default."""
+    from curation.evaluation.best import unlearned_task
+    from curation.ranking.versions import active_version
+    from curation.training.ranker import promote_ranker, train_ranker
 
     ws = make_learnable_workspace(tmp_workspace, n=30)
     task = build_task(ws, "disease_gene")
     dev, test = task.split("dev")[0], task.split("test")[0]
     learned = sorted({dev.group, test.group})
-    ident = Models(ws).register(
-        schema="disease_gene", recipe="cross", base_model="tiny-bert",
-        model_dir=tiny_cross_encoder, created_by="admin",
-        manifest={"kind": "cross", "examples": {"labels": {"learned_groups": learned}}}).id
-    Settings(ws).put(ACTIVE_KEY.format(schema="disease_gene"), ident)
-    set_workspace_k(ws, 10)
-    score_relations(ws, "disease_gene", score=knows_the_kb(ws))
-    rnd = train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL,
-                       gate=False)
-    assert rnd.version.manifest["cross"]["version"] == ident
-    gone = {q.qid for q in task.queries if q.split != "train" and q.group in learned}
     pool = {q.qid for q in task.queries if q.split != "train"}
-    assert gone >= {dev.qid, test.qid} and rnd.measurement.pool == len(pool) - len(gone)
-    assert set(rnd.version.manifest["heldout_per_query"]) == pool - gone
-    assert (f"{len(gone)} held-out queries left out of the measurement: {ident} learned "
-            f"curators' labels of their {len(learned)} query group(s)") in rnd.measurement.notes[0]
+    set_workspace_k(ws, 10)
     # a cross version that learned no label leaves the pool whole
-    Settings(ws).put(ACTIVE_KEY.format(schema="disease_gene"), add_cross_version(
-        ws, tiny_cross_encoder))
+    add_cross_version(ws, tiny_cross_encoder)
     score_relations(ws, "disease_gene", score=knows_the_kb(ws))
     whole = train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL,
                          gate=False)
     assert whole.measurement.pool == len(pool) and not any(
         "left out of the measurement" in n for n in whole.measurement.notes)
+    # one that learned labels of a dev and a test relation's groups
+    ident = Models(ws).register(
+        schema="disease_gene", recipe="cross", base_model="tiny-bert",
+        model_dir=tiny_cross_encoder, created_by="admin",
+        manifest={"kind": "cross", "examples": {"labels": {"learned_groups": learned}}}).id
+    Settings(ws).put(ACTIVE_KEY.format(schema="disease_gene"), ident)
+    knows = knows_the_kb(ws)  # other values: a model of its own, not the first one again
+    score_relations(ws, "disease_gene", score=lambda q, docs: knows(q, docs) / 2)
+    rnd = train_ranker(ws, "disease_gene", user=ADMIN, progress=False, options=SMALL,
+                       gate=False)
+    assert rnd.version.manifest["cross"]["version"] == ident
+    gone = {q.qid for q in task.queries if q.split != "train" and q.group in learned}
+    assert gone >= {dev.qid, test.qid} and rnd.measurement.pool == len(pool) - len(gone)
+    assert set(rnd.version.manifest["heldout_per_query"]) == pool - gone
+    assert (f"{len(gone)} held-out queries left out of the measurement: {ident} learned "
+            f"curators' labels of their {len(learned)} query group(s)") in rnd.measurement.notes[0]
+    # choosing the default leaves the test queries of those groups out of every configuration
+    current = active_version(ws, "disease_gene")
+    if current is None or current.id != rnd.version.id:
+        promote_ranker(ws, rnd.version.id, user=ADMIN, reason="test")
+    measured, notes = unlearned_task(ws, "disease_gene", "test", rnd.version.id)
+    dropped = {q.qid for q in task.split("test") if q.group in learned}
+    assert test.qid in dropped and {q.qid for q in measured.split("test")} == {
+        q.qid for q in task.split("test")} - dropped
+    assert notes == [f"{len(dropped)} test queries left out of every configuration: {ident} "
+                     "learned labels of their query groups"]

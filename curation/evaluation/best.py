@@ -91,7 +91,8 @@ def choose_default(ws: Workspace, schema: str, *, user: Actor, split: str = "tes
     """
     require_admin_actor(user, "Choosing a schema's default ranking")
     names, options, versions, notes = runnable(ws, schema)
-    task, left_out = unlearned_task(ws, schema, split, versions.get("ranker_version"))
+    task, left_out = unlearned_task(ws, schema, split, versions.get("ranker_version"),
+                                    versions.get("dense_version"))
     notes += left_out
     result = evaluate_workspace(ws, schema, names, split=split, options=options,
                                 report=report, progress=progress, task=task)
@@ -109,25 +110,39 @@ def choose_default(ws: Workspace, schema: str, *, user: Actor, split: str = "tes
     return result, record
 
 
-def unlearned_task(ws: Workspace, schema: str, split: str, ranker_version: str | None
-                   ) -> tuple[EvalTask, list[str]]:
-    """The schema's task less the ``split`` queries whose query groups the measured ranker
-    version learned labels of (it learns from every label), and a note saying how many."""
+def unlearned_task(ws: Workspace, schema: str, split: str, ranker_version: str | None,
+                   dense_version: str | None = None) -> tuple[EvalTask, list[str]]:
+    """The schema's task less the ``split`` queries whose query groups a measured version
+    learned curators' labels of: the ranker version (it learns from every label), the dense
+    versions and cross version its features read, and the hybrid's dense version
+    (``examples.labels.learned_groups``, as the dense gate leaves them out); a note says how
+    many and which versions."""
+    from curation.training.round_gate import feature_versions, versions_learned_groups
+
     task = build_task(ws, schema)
-    state = active_ranker(ws, schema)
-    version = state.version
-    if ranker_version is None or version is None or version.id != ranker_version:
-        return task, []
-    provenance = version.manifest.get("labels")
-    learned = set(provenance.get("heldout_groups", []) if isinstance(provenance, dict) else [])
-    drop = [q for q in task.split(split) if q.group in learned]
+    version = active_ranker(ws, schema).version
+    learned: dict[str, set[str]] = {}
+    idents = [dense_version] if dense_version else []
+    if ranker_version is not None and version is not None and version.id == ranker_version:
+        provenance = version.manifest.get("labels")
+        groups = set(provenance.get("heldout_groups", []) if isinstance(provenance, dict)
+                     else [])
+        if groups:
+            learned[version.id] = groups
+        idents += feature_versions(version.manifest)
+    models = Models(ws)
+    learned.update(versions_learned_groups({v: models.get(v).manifest
+                                            for v in dict.fromkeys(idents)
+                                            if models.is_version(v)}))
+    drop = [q for q in task.split(split) if any(q.group in g for g in learned.values())]
+    who = ", ".join(v for v, groups in learned.items() if any(q.group in groups for q in drop))
     if not drop or len(drop) == len(task.split(split)):
-        note = ([f"{RANKED}: {version.id} learned labels of every {split} query's group; the "
-                 f"comparison keeps them (its {RANKED} score is optimistic)"] if drop else [])
+        note = ([f"{who} learned labels of every {split} query's group; the comparison keeps "
+                 "them (the scores that read those versions are optimistic)"] if drop else [])
         return task, note
     kept = tuple(q for q in task.queries if q not in drop)
     return replace(task, queries=kept), [
-        f"{len(drop)} {split} queries left out of every configuration: {version.id} learned "
+        f"{len(drop)} {split} queries left out of every configuration: {who} learned "
         "labels of their query groups"]
 
 
