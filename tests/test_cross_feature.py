@@ -115,11 +115,15 @@ def test_the_cache_round_trips_and_forgets_a_changed_abstract(tmp_workspace):
     store.put_many("m@1:abc", "Genes of Bako disease?", {"1000": 3.0})  # replaced, not doubled
     assert store.get_many("m@1:abc", "Genes of Bako disease?", ["1000"]) == {"1000": 3.0}
     assert store.count("m@1:abc") == 2
+    assert store.scored_docs("m@1:abc", "Genes of Bako  disease?") == {"1000": 3.0,
+                                                                      "2000": -1.0}
+    assert store.scored_docs("m@2:abc", "Genes of Bako disease?") == {}
     # a changed abstract is read again: its old score no longer counts
     import_items(ws, [Document("1000", "BRAF variants", "A new abstract text.",
                                source="handmade")], reader="test", path="again", progress=False)
     assert store.get_many("m@1:abc", "Genes of Bako disease?", ["1000", "2000"]) == {
         "2000": -1.0}
+    assert store.scored_docs("m@1:abc", "Genes of Bako disease?") == {"2000": -1.0}
     with pytest.raises(CurationError, match="finite numbers; 1 are not .*nothing was stored"):
         store.put_many("m@1:abc", "q", {"2000": 1.0, "2001": math.nan})
     assert store.get_many("m@1:abc", "q", ["2000"]) == {}

@@ -103,6 +103,15 @@ class CrossScores:
             out.update({str(r[0]): float(r[1]) for r in rows})
         return out
 
+    def scored_docs(self, model: str, text: str) -> dict[str, float]:
+        """doc_id -> cached score of every document of the query text that has one read from
+        its current content."""
+        rows = self.ws.conn.execute(
+            "SELECT c.doc_id, c.score FROM cross_scores c JOIN documents d "
+            "ON d.doc_id = c.doc_id AND d.content_hash = c.doc_hash "
+            "WHERE c.model = ? AND c.query = ? ORDER BY c.doc_id", (model, text_key(text)))
+        return {str(r[0]): float(r[1]) for r in rows}
+
     def missing(self, model: str, text: str, doc_ids: Sequence[str]) -> list[str]:
         """The ids among ``doc_ids`` without a current cached score, in their order."""
         have = self.get_many(model, text, doc_ids)
