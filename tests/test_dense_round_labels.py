@@ -41,7 +41,8 @@ def _label(ws, q, doc, grade, user="root"):
 
 
 def test_measured_queries_leave_out_the_learned_groups_of_dev_and_test_only(loop_ws):
-    from curation.training.round_gate import learned_groups, measured_queries
+    from curation.ranking.learned import learned_groups
+    from curation.training.round_gate import measured_queries
 
     task = build_task(loop_ws, S)
     groups = {task.split(s)[0].group for s in ("train", "dev", "test")}

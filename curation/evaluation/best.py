@@ -30,6 +30,7 @@ from typing import Any
 
 from curation.evaluation.harness import EvalTask, EvaluationReport, build_task
 from curation.evaluation.runner import evaluate_workspace
+from curation.ranking.learned import feature_versions, versions_learned_groups
 from curation.ranking.pipeline import RANKED
 from curation.ranking.versions import active_ranker
 from curation.search.indexing import index_ready
@@ -115,10 +116,8 @@ def unlearned_task(ws: Workspace, schema: str, split: str, ranker_version: str |
     """The schema's task less the ``split`` queries whose query groups a measured version
     learned curators' labels of: the ranker version (it learns from every label), the dense
     versions and cross version its features read, and the hybrid's dense version
-    (``examples.labels.learned_groups``, as the dense gate leaves them out); a note says how
+    (:mod:`curation.ranking.learned`, as the dense gate leaves them out); a note says how
     many and which versions."""
-    from curation.training.round_gate import feature_versions, versions_learned_groups
-
     task = build_task(ws, schema)
     version = active_ranker(ws, schema).version
     learned: dict[str, set[str]] = {}
@@ -130,10 +129,7 @@ def unlearned_task(ws: Workspace, schema: str, split: str, ranker_version: str |
         if groups:
             learned[version.id] = groups
         idents += feature_versions(version.manifest)
-    models = Models(ws)
-    learned.update(versions_learned_groups({v: models.get(v).manifest
-                                            for v in dict.fromkeys(idents)
-                                            if models.is_version(v)}))
+    learned.update(versions_learned_groups(ws, idents))
     drop = [q for q in task.split(split) if any(q.group in g for g in learned.values())]
     who = ", ".join(v for v, groups in learned.items() if any(q.group in groups for q in drop))
     if not drop or len(drop) == len(task.split(split)):

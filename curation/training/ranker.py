@@ -38,6 +38,7 @@ from curation.jobs.kinds import SYSTEM_USER
 from curation.jobs.queue import Job, get_job, list_jobs, submit_job
 from curation.ranking.cross import CrossFeature
 from curation.ranking.grades import grade_table
+from curation.ranking.learned import feature_versions, versions_learned_groups
 from curation.ranking.model import Ranker, RankerOptions, fit
 from curation.ranking.pipeline import RANKED, RankingContext
 from curation.ranking.versions import (
@@ -53,7 +54,6 @@ from curation.search.cross_scores import cross_for_round
 from curation.search.indexing import get_index
 from curation.search.ranked import open_first_stages, pooled_evidence
 from curation.store.errors import Actor, WorkspaceError, require_admin_actor
-from curation.store.models import Models
 from curation.store.rankers import RankerRoundLock, Rankers, RoundRunning
 from curation.store.workspace import Workspace
 from curation.training.gate import gate_ranker_round
@@ -66,7 +66,6 @@ from curation.training.ranker_round import (
     identical_decision,
     record_round,
 )
-from curation.training.round_gate import feature_versions, versions_learned_groups
 from curation.training.round_measure import measure_round
 from kb_sources.errors import CurationError
 from kb_sources.schema import get_schema
@@ -234,9 +233,7 @@ def _feature_groups(ws: Workspace, ctx: RankingContext, dense_version: str | Non
     idents = [dense_version if ctx.dense is not None else None,
               ctx.cross.version if ctx.cross is not None else None,
               *feature_versions(state.version.manifest if state.version is not None else None)]
-    models = Models(ws)
-    return versions_learned_groups({v: models.get(v).manifest for v in dict.fromkeys(idents)
-                                    if v and models.is_version(v)})
+    return versions_learned_groups(ws, idents)
 
 
 @contextmanager

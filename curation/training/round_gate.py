@@ -23,7 +23,7 @@ gate wants an admin's written reason, as always.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,32 +32,6 @@ from curation.evaluation.harness import EvalTask
 logger = logging.getLogger(__name__)
 
 Report = Callable[[float, str], None]
-
-
-def learned_groups(manifest: Mapping[str, Any] | None) -> set[str]:
-    """The query groups a dense version learned labels of (its manifest's
-    ``examples.labels.learned_groups``; none for versions trained before labels of dev and test
-    relations trained, which held those labels out)."""
-    labels = ((manifest or {}).get("examples") or {}).get("labels") or {}
-    groups = labels.get("learned_groups") if isinstance(labels, dict) else None
-    return {str(g) for g in groups} if isinstance(groups, list) else set()
-
-
-def feature_versions(manifest: Mapping[str, Any] | None) -> list[str]:
-    """The dense and cross versions a ranker version's features read (its manifest's ``dense``
-    and ``cross.version``)."""
-    data = manifest or {}
-    cross = data.get("cross")
-    found = [data.get("dense"), cross.get("version") if isinstance(cross, dict) else None]
-    return [str(v) for v in found if isinstance(v, str) and v]
-
-
-def versions_learned_groups(manifests: Mapping[str, Mapping[str, Any] | None]
-                            ) -> dict[str, set[str]]:
-    """Version id -> the query groups it learned labels of (:func:`learned_groups`), for the
-    versions that learned any."""
-    found = {ident: learned_groups(m) for ident, m in manifests.items()}
-    return {ident: groups for ident, groups in found.items() if groups}
 
 
 @dataclass(frozen=True)

@@ -251,9 +251,9 @@ def run_round(ws: Workspace, schema: str, recipe: str, options: Any = None, *, a
         CurationError: Unknown recipe, bad options, no training data, training failed.
     """
     from curation.evaluation.harness import build_task
+    from curation.ranking.learned import learned_groups
     from curation.training.measures import measure_for
     from curation.training.recipes import RoundInput, get_recipe, recipe_options
-    from curation.training.round_gate import learned_groups
     from curation.training.scoring import check_evaluation
 
     check_evaluation(evaluation)
@@ -310,7 +310,8 @@ def gate_candidate(ctx: RoundContext, version: ModelVersion, learned: set[str], 
     """Score the candidate (and the active version, with a gate) on the test queries of groups
     neither learned labels of (:mod:`curation.training.round_gate`), record the metrics and the
     gate's decision, and switch when it passes."""
-    from curation.training.round_gate import gate_decision, learned_groups, measured_queries
+    from curation.ranking.learned import learned_groups
+    from curation.training.round_gate import gate_decision, measured_queries
     from curation.training.scoring import prefixed, test_warning
 
     ws, schema, meas = ctx.ws, ctx.task.schema, ctx.measured
