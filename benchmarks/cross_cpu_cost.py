@@ -21,16 +21,15 @@ from __future__ import annotations
 
 import argparse
 import logging
-import statistics
 import tempfile
-import time
 from pathlib import Path
+
+from cross_encoder import scoring_seconds  # the sibling benchmark's timing (run as a script)
 
 from curation.evaluation.harness import build_task
 from curation.store.documents import PLAIN_FORMAT
 from curation.store.workspace import Workspace
 from curation.training.measures import FirstStage
-from retrievers.cross import CrossScorer
 from retrievers.encoder import resolve_model_path
 
 
@@ -48,19 +47,6 @@ def build_model(folder: Path, *, layers: int, hidden: int, heads: int, seed: int
     BertForSequenceClassification(config).save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
     return folder
-
-
-def median_seconds(folder: Path | str, precision: str, texts: list[tuple[str, list[str]]]
-                   ) -> float:
-    """Median seconds to score one relation's documents."""
-    scorer = CrossScorer.load(folder, precision=precision, max_length=256)
-    scorer.score("warm up", ["warm up"] * 4)
-    times = []
-    for query, docs in texts:
-        started = time.perf_counter()
-        scorer.score(query, docs)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -83,11 +69,10 @@ def main() -> None:
                   "BERT-base shape, MedCPT's (12 x 768)": Path(args.folder) if args.folder
                   else build_model(Path(tmp, "base"), layers=12, hidden=768, heads=12)}
         for depth in (int(d) for d in args.depths.split(",")):
-            texts = [(q.text, [stage.text(h.doc_id, PLAIN_FORMAT)
-                               for h in stage.hits(q.text, depth)]) for q in queries]
             for name, folder in models.items():
                 for precision in ("bf16", "fp32"):
-                    s = median_seconds(folder, precision, texts)
+                    s = scoring_seconds(stage, queries, str(folder), PLAIN_FORMAT, depth,
+                                        precision, 256)
                     print(f"K = {depth:>3}  {name:<38} {precision}: {s:6.2f} s per relation, "
                           f"{depth / s:5.1f} pairs/s", flush=True)
 
